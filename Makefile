@@ -1,0 +1,124 @@
+# headstart — GNU Make build. `make help` lists the targets.
+#
+# Layout: every src/<module>/*.c goes into build/libheadstart.a; src/main.c links it into
+# build/headstart. Unit tests: tests/unit/<module>/*.c link into build/tests/unit_<module>
+# (Criterion). Files named *_avx2.c / *_avx512.c get their ISA flags; nothing else does.
+
+CC       ?= cc
+BUILD    ?= build
+MODULES  := base sys kernels format tokenizer model engine bank api server
+WERROR   ?= 0
+
+CSTD     := -std=c11 -D_GNU_SOURCE
+WARN     := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wno-unused-parameter
+ifeq ($(WERROR),1)
+WARN     += -Werror
+endif
+OPT      ?= -O2 -g
+CFLAGS   := $(CSTD) $(WARN) $(OPT) -ffp-contract=off -fno-fast-math -Isrc -MMD -MP
+LDLIBS   := -ljansson -lm -lpthread
+ISA_avx2   := -mavx2 -mfma -mf16c
+ISA_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
+
+SRC      := $(foreach m,$(MODULES),$(wildcard src/$(m)/*.c))
+GEN_SRC  := $(BUILD)/gen/chat_template.c
+OBJ      := $(SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/chat_template.o
+LIB      := $(BUILD)/libheadstart.a
+BIN      := $(BUILD)/headstart
+
+TEST_MODULES := $(notdir $(wildcard tests/unit/*))
+TEST_BINS    := $(foreach m,$(TEST_MODULES),$(BUILD)/tests/unit_$(m))
+
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+ASAN_OBJ   := $(SRC:%.c=$(BUILD)/asan/obj/%.o) $(BUILD)/asan/obj/gen/chat_template.o
+ASAN_LIB   := $(BUILD)/asan/libheadstart.a
+ASAN_TESTS := $(foreach m,$(TEST_MODULES),$(BUILD)/asan/tests/unit_$(m))
+
+isa_flags = $(if $(findstring _avx512,$(1)),$(ISA_avx512),$(if $(findstring _avx2,$(1)),$(ISA_avx2)))
+
+.PHONY: all deps test unit asan fuzz demo clean help check-includes
+all: $(BIN)
+
+help:
+	@echo "make            build build/headstart and build/libheadstart.a"
+	@echo "make deps       install the Debian and npm packages the project needs (idempotent)"
+	@echo "make test       deps, build, every test; ends with an 'N passed, N failed' line"
+	@echo "make asan       unit tests under AddressSanitizer + UBSan"
+	@echo "make fuzz       short libFuzzer runs of the file-format harnesses"
+	@echo "make demo       build, make a tiny model, inspect it"
+	@echo "make clean      remove build/"
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(call isa_flags,$<) -c $< -o $@
+
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+# The Qwen3.5 chat template ships inside the llama.cpp source bundle of the npm package;
+# it is embedded at build time and never committed. Without it mkmodel asks for
+# --chat-template.
+$(GEN_SRC): tools/embed_template.sh $(wildcard node_modules/node-llama-cpp/llama/gitRelease.bundle)
+	@mkdir -p $(dir $@)
+	sh tools/embed_template.sh $(BUILD) $@
+
+$(LIB): $(OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BIN): src/main.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) src/main.c $(LIB) $(LDLIBS) -o $@
+
+# ---- tests -----------------------------------------------------------------------------
+.SECONDEXPANSION:
+$(BUILD)/tests/unit_%: $$(wildcard tests/unit/%/*.c) $$(wildcard tests/unit/%/*.h) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests $(filter %.c,$^) $(LIB) $(LDLIBS) -lcriterion -o $@
+
+$(BUILD)/asan/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ASAN_FLAGS) $(call isa_flags,$<) -c $< -o $@
+
+$(BUILD)/asan/obj/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ASAN_FLAGS) -c $< -o $@
+
+$(ASAN_LIB): $(ASAN_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/asan/tests/unit_%: $$(wildcard tests/unit/%/*.c) $$(wildcard tests/unit/%/*.h) $(ASAN_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ASAN_FLAGS) -Itests $(filter %.c,$^) $(ASAN_LIB) $(LDLIBS) -lcriterion -o $@
+
+unit: $(TEST_BINS) $(BIN)
+	@sh tools/run_tests.sh --unit-only $(BUILD)
+
+test: deps check-includes $(BIN) $(TEST_BINS)
+	@sh tools/run_tests.sh $(BUILD)
+
+asan: $(ASAN_TESTS)
+	@sh tools/run_tests.sh --asan $(BUILD)
+
+check-includes:
+	@sh tools/check_includes.sh
+
+# ---- fuzzing (clang libFuzzer) -------------------------------------------------------------
+FUZZ_TIME ?= 20
+FUZZ_SRC  := $(SRC) $(GEN_SRC)
+fuzz: $(GEN_SRC)
+	@sh tools/run_fuzz.sh $(BUILD) $(FUZZ_TIME)
+
+# ---- dependencies ------------------------------------------------------------------------
+deps:
+	@sh tools/deps.sh
+
+demo: $(BIN)
+	@sh tools/demo.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(OBJ:.o=.d) $(ASAN_OBJ:.o=.d)

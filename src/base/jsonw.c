@@ -1,0 +1,136 @@
+/* jsonw.c — a minimal streaming JSON writer for files we emit (configs, tokenizers). */
+#include "base/base.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void jsonw_init(struct jsonw *w, struct strbuf *out, int indent)
+{
+    w->out = out;
+    w->depth = 0;
+    w->indent = indent;
+    w->need_comma[0] = false;
+    w->after_key = false;
+}
+
+static void newline(struct jsonw *w)
+{
+    if (!w->indent) return;
+    strbuf_putc(w->out, '\n');
+    for (int i = 0; i < w->depth * w->indent; i++) strbuf_putc(w->out, ' ');
+}
+
+/* Before any value or key: a comma if needed and the indentation. */
+static void before_item(struct jsonw *w)
+{
+    if (w->after_key) {
+        w->after_key = false;
+        return;
+    }
+    if (w->need_comma[w->depth]) strbuf_putc(w->out, ',');
+    if (w->depth > 0) newline(w);
+    w->need_comma[w->depth] = true;
+}
+
+static void open(struct jsonw *w, char c)
+{
+    before_item(w);
+    strbuf_putc(w->out, c);
+    assert(w->depth + 1 < (int)HS_ARRAY_LEN(w->need_comma));
+    w->depth++;
+    w->need_comma[w->depth] = false;
+}
+
+static void close(struct jsonw *w, char c)
+{
+    bool had_items = w->need_comma[w->depth];
+    w->depth--;
+    if (had_items) newline(w);
+    strbuf_putc(w->out, c);
+}
+
+void jsonw_obj_begin(struct jsonw *w) { open(w, '{'); }
+void jsonw_obj_end(struct jsonw *w) { close(w, '}'); }
+void jsonw_arr_begin(struct jsonw *w) { open(w, '['); }
+void jsonw_arr_end(struct jsonw *w) { close(w, ']'); }
+
+void jsonw_key(struct jsonw *w, const char *key)
+{
+    before_item(w);
+    json_escape_append(w->out, key, strlen(key));
+    strbuf_puts(w->out, w->indent ? ": " : ":");
+    w->after_key = true;
+}
+
+void jsonw_str(struct jsonw *w, const char *s) { jsonw_strn(w, s, strlen(s)); }
+
+void jsonw_strn(struct jsonw *w, const char *s, size_t n)
+{
+    before_item(w);
+    json_escape_append(w->out, s, n);
+}
+
+void jsonw_int(struct jsonw *w, int64_t v)
+{
+    before_item(w);
+    strbuf_printf(w->out, "%lld", (long long)v);
+}
+
+void jsonw_uint(struct jsonw *w, uint64_t v)
+{
+    before_item(w);
+    strbuf_printf(w->out, "%llu", (unsigned long long)v);
+}
+
+void jsonw_double(struct jsonw *w, double v)
+{
+    before_item(w);
+    if (!isfinite(v)) { strbuf_puts(w->out, "null"); return; }
+    char buf[40];
+    for (int prec = 1; prec <= 17; prec++) { /* shortest round-tripping form */
+        snprintf(buf, sizeof buf, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    strbuf_puts(w->out, buf);
+    /* keep it a float literal so readers see a number with a fraction or exponent */
+    bool plain_int = true;
+    for (const char *p = buf; *p; p++)
+        if (*p == '.' || *p == 'e' || *p == 'n' || *p == 'i') plain_int = false;
+    if (plain_int) strbuf_puts(w->out, ".0");
+}
+
+void jsonw_bool(struct jsonw *w, bool v)
+{
+    before_item(w);
+    strbuf_puts(w->out, v ? "true" : "false");
+}
+
+void jsonw_null(struct jsonw *w)
+{
+    before_item(w);
+    strbuf_puts(w->out, "null");
+}
+
+void json_escape_append(struct strbuf *sb, const char *s, size_t n)
+{
+    strbuf_putc(sb, '"');
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        switch (c) {
+        case '"': strbuf_puts(sb, "\\\""); break;
+        case '\\': strbuf_puts(sb, "\\\\"); break;
+        case '\n': strbuf_puts(sb, "\\n"); break;
+        case '\r': strbuf_puts(sb, "\\r"); break;
+        case '\t': strbuf_puts(sb, "\\t"); break;
+        case '\b': strbuf_puts(sb, "\\b"); break;
+        case '\f': strbuf_puts(sb, "\\f"); break;
+        default:
+            if (c < 0x20) strbuf_printf(sb, "\\u%04x", c);
+            else strbuf_putc(sb, (char)c);
+        }
+    }
+    strbuf_putc(sb, '"');
+}

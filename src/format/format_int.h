@@ -1,0 +1,23 @@
+/* format_int.h — private to src/format: building tensor sets. */
+#ifndef HS_FORMAT_INT_H
+#define HS_FORMAT_INT_H
+
+#include "format/format.h"
+#include "sys/sys.h"
+
+/* An empty set; files are added with tensor_set_add_file (ownership of the map moves
+ * to the set) and tensors with tensor_set_add. */
+struct tensor_set *tensor_set_new(void);
+/* Takes ownership of *m (the caller's struct is zeroed); returns the file index. */
+int tensor_set_add_file(struct tensor_set *ts, struct sys_map *m);
+const struct sys_map *tensor_set_file(const struct tensor_set *ts, int file_index);
+/* Add a view; the name is copied. Checks invariants 1-3 of format.h against the file and
+ * returns HS_ERR_FORMAT naming the tensor when one fails. `what` names the source in
+ * messages (usually the file path). */
+int tensor_set_add(struct tensor_set *ts, const char *name, size_t name_len, enum dtype dtype,
+                   int n_dims, const int64_t *shape, int file_index, uint64_t file_offset,
+                   uint64_t n_bytes, struct hs_err *err);
+/* Check that no two tensors of the same file overlap; HS_ERR_FORMAT names both. */
+int tensor_set_check_overlaps(const struct tensor_set *ts, struct hs_err *err);
+
+#endif

@@ -1,0 +1,181 @@
+/*
+ * model — architecture tables and weight binding for the Qwen3.5 / Qwen3.5-MoE /
+ * Qwen3-Next family, from a Hugging Face directory or a GGUF file; plus the random
+ * model writer behind `headstart mkmodel` and the report behind `headstart inspect`.
+ * Depends on base, sys, format.
+ *
+ * Design note
+ * -----------
+ * Architecture as data: each architecture is a `struct arch_desc` (src/model/arch_*.c)
+ * holding its names, its hyperparameter rules and a table of tensor specs — for every
+ * tensor the HF name pattern, the GGUF name pattern, the shape as a formula of the
+ * hyperparameters, which layer kinds carry it, and flags (required / optional / tied /
+ * MTP). Nothing outside arch_*.c asks which architecture a model is; the engine reads
+ * `struct model_hparams` and the per-layer `struct model_layer`.
+ *
+ * One layout for the engine. Conventions that differ between file formats are resolved
+ * once, at load (reference/qwen35-architecture.md §2.2, §4.1, §8.3):
+ *   1. zero-centred norm weights are delivered folded, as f32 `(1 + w_hf)` (GGUF stores
+ *      them folded already); the GDN output norm `ssm_norm` is always used as stored;
+ *   2. `ssm_a` is delivered as f32 `-exp(A_log)` (GGUF stores that already);
+ *   3. GDN value heads are delivered in the *tiled* order of llama.cpp's qwen35 GGUFs:
+ *      value head h reads key head `h % Hk`. HF (grouped, `h / r`) and qwen3next GGUF
+ *      (grouped) tensors are permuted at load when Hk != Hv (rows of the V part of qkv,
+ *      z, a, b, dt_bias, ssm_a, conv channels; columns of ssm_out);
+ *   4. fused tensors are split: Qwen3-Next `in_proj_qkvz` into qkv + z, `in_proj_ba` /
+ *      `ssm_ba` into b and a; Qwen3.5-MoE `gate_up_proj` into gate and up;
+ *   5. conv1d weights are [C, K] (HF's [C, 1, K] squeezed).
+ * Weights not changed by 1-5 stay zero-copy views into the file mapping; changed ones are
+ * owned by the model. MTP tensors are bound and kept but not used by the engine yet.
+ *
+ * Invariants:
+ *   1. After model_load succeeds every required tensor is bound with the shape its spec
+ *      gives and a dtype the kernels compute with; every mismatch was reported by name.
+ *   2. A tensor in the file that no spec claims is ignored (logged at debug level).
+ *   3. hparams are consistent: Hv % Hk == 0, n_head % n_head_kv == 0, n_rot <= head_dim,
+ *      n_layer <= MODEL_MAX_LAYERS, at least one layer.
+ */
+#ifndef HS_MODEL_H
+#define HS_MODEL_H
+
+#include "base/base.h"
+#include "format/format.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define MODEL_MAX_LAYERS 256
+
+enum model_arch { MODEL_ARCH_QWEN35 = 0, MODEL_ARCH_QWEN35MOE, MODEL_ARCH_QWEN3NEXT, MODEL_ARCH_COUNT };
+enum layer_kind { LAYER_KIND_GDN = 0, LAYER_KIND_ATTN };
+enum model_source { MODEL_SOURCE_HF = 0, MODEL_SOURCE_GGUF };
+enum gdn_gate_act { GDN_GATE_SILU = 0, GDN_GATE_SIGMOID };
+
+struct model_hparams {
+    enum model_arch arch;
+    int64_t n_vocab;        /* rows of token_embd / lm_head */
+    int64_t n_embd;         /* H */
+    int64_t n_layer;        /* main decoder layers (MTP excluded) */
+    int64_t n_ff;           /* dense SwiGLU width; 0 for MoE-only models */
+    int64_t n_head;         /* attention query heads (nh) */
+    int64_t n_head_kv;      /* attention KV heads (nkv) */
+    int64_t head_dim;       /* hd */
+    int64_t n_rot;          /* rotary dims per head (hd * partial_rotary_factor) */
+    float rope_theta;
+    float rms_eps;
+    int64_t n_ctx_train;    /* max_position_embeddings / context_length */
+    int64_t full_attn_interval;
+    /* GDN */
+    int64_t gdn_k_heads;    /* Hk */
+    int64_t gdn_v_heads;    /* Hv */
+    int64_t gdn_k_dim;      /* Dk */
+    int64_t gdn_v_dim;      /* Dv */
+    int64_t conv_kernel;    /* K */
+    enum gdn_gate_act gdn_gate;
+    /* MoE (0 experts = dense) */
+    int64_t n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
+    bool norm_topk_prob;
+    /* MTP */
+    int64_t n_mtp;          /* MTP blocks present in the file (0 if none bound) */
+    bool tied_embeddings;   /* lm_head is token_embd */
+    /* per layer */
+    enum layer_kind layer_kind[MODEL_MAX_LAYERS];
+    bool layer_moe[MODEL_MAX_LAYERS];
+};
+
+/* A bound weight: a row-major matrix [rows, cols] (out x in) of `dtype`, or for expert
+ * stacks n_mat such matrices (mats[e]). 1-D weights have rows == 1. */
+struct model_weight {
+    enum dtype dtype;
+    int64_t rows, cols;
+    const void *data;          /* n_mat == 1 */
+    int64_t n_mat;             /* 1, or the expert count */
+    const void **mats;         /* n_mat > 1: one pointer per matrix (owned array) */
+    uint64_t row_bytes;        /* bytes per row */
+};
+
+struct model_layer {
+    enum layer_kind kind;
+    const float *attn_norm;        /* (H) folded zero-centred norm, f32 */
+    const float *post_attn_norm;   /* (H) */
+    /* attention (kind == LAYER_KIND_ATTN) */
+    struct model_weight wq;        /* (2*nh*hd, H): per head [query hd | gate hd] */
+    struct model_weight wk;        /* (nkv*hd, H) */
+    struct model_weight wv;        /* (nkv*hd, H) */
+    struct model_weight wo;        /* (H, nh*hd) */
+    const float *q_norm, *k_norm;  /* (hd) folded */
+    /* GDN (kind == LAYER_KIND_GDN), value heads tiled */
+    struct model_weight wqkv;      /* (2*Hk*Dk + Hv*Dv, H): q heads, k heads, v heads */
+    struct model_weight wz;        /* (Hv*Dv, H) */
+    struct model_weight wb;        /* (Hv, H) beta logits */
+    struct model_weight wa;        /* (Hv, H) decay input */
+    const float *conv;             /* (C, K) f32, C = 2*Hk*Dk + Hv*Dv */
+    const float *dt_bias;          /* (Hv) */
+    const float *ssm_a;            /* (Hv) = -exp(A_log) */
+    const float *ssm_norm;         /* (Dv) plain weight, used as stored */
+    struct model_weight wout;      /* (H, Hv*Dv) */
+    /* dense FFN */
+    struct model_weight ffn_gate;  /* (I, H) */
+    struct model_weight ffn_up;    /* (I, H) */
+    struct model_weight ffn_down;  /* (H, I) */
+    /* MoE FFN */
+    struct model_weight router;    /* (E, H) */
+    struct model_weight exp_gate;  /* n_mat E of (Ie, H) */
+    struct model_weight exp_up;    /* n_mat E of (Ie, H) */
+    struct model_weight exp_down;  /* n_mat E of (H, Ie) */
+    struct model_weight sh_gate;   /* (Is, H) */
+    struct model_weight sh_up;     /* (Is, H) */
+    struct model_weight sh_down;   /* (H, Is) */
+    struct model_weight sh_gate_inp; /* (1, H) shared-expert gate */
+};
+
+struct model;
+
+/* Load and bind a model: `path` is a Hugging Face directory (config.json + safetensors)
+ * or a .gguf file. Every problem comes back in err naming the file and tensor/key. */
+int model_load(const char *path, struct model **out, struct hs_err *err);
+void model_free(struct model *m); /* NULL is a no-op */
+
+const struct model_hparams *model_hparams(const struct model *m);
+const struct model_layer *model_layer(const struct model *m, int il);
+const struct model_weight *model_token_embd(const struct model *m); /* (V, H) */
+const struct model_weight *model_lm_head(const struct model *m);    /* (V, H); token_embd if tied */
+const float *model_output_norm(const struct model *m);               /* (H) folded */
+enum model_source model_source(const struct model *m);
+const char *model_path(const struct model *m);
+const char *model_arch_name(enum model_arch a); /* "qwen35", "qwen35moe", "qwen3next" */
+int model_arch_from_name(const char *name);      /* -1 when unknown */
+/* The tensors as found in the file(s) (for inspect). */
+const struct tensor_set *model_tensors(const struct model *m);
+/* Total parameter count of bound main-model weights (MTP separately). */
+uint64_t model_n_params(const struct model *m);
+uint64_t model_n_params_mtp(const struct model *m);
+/* Sum of file sizes. */
+uint64_t model_file_bytes(const struct model *m);
+/* Directory of an HF model, or NULL for GGUF (where tokenizer.json etc. would be). */
+const char *model_dir(const struct model *m);
+/* The GGUF file for metadata (tokenizer), or NULL for HF models. */
+const struct gguf_file *model_gguf(const struct model *m);
+
+/* `headstart inspect`: a human report, or JSON when as_json. */
+int model_inspect(const char *path, bool as_json, struct strbuf *out, struct hs_err *err);
+
+/* `headstart mkmodel` */
+struct mkmodel_opts {
+    enum model_arch arch;
+    const char *preset;          /* "tiny" (default), "0.8b", "2b", "4b" */
+    /* overrides; 0 / -1 = from the preset */
+    int64_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff;
+    int64_t gdn_k_heads, gdn_v_heads, gdn_head_dim;
+    int64_t n_expert, n_expert_used, n_ff_exp;
+    enum dtype dtype;            /* weight dtype of matrices (norms stay f32) */
+    uint64_t seed;
+    const char *tokenizer_json;  /* NULL: write our own small BPE tokenizer */
+    const char *chat_template;   /* NULL: the Qwen3.5 template (built in, see Makefile) */
+    const char *out;             /* a directory (HF) or a path ending in .gguf */
+};
+
+void mkmodel_opts_default(struct mkmodel_opts *o);
+int mkmodel_write(const struct mkmodel_opts *o, struct hs_err *err);
+
+#endif

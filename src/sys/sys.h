@@ -1,0 +1,135 @@
+/*
+ * sys — the operating-system seam: memory-mapped files, the disk I/O table with fault
+ * injection, a persistent thread pool, CPU feature detection, and clocks.
+ * Depends on base.
+ *
+ * Design note
+ * -----------
+ * Disk I/O.  Every open/pread/pwrite/fsync/rename/unlink/ftruncate/close of headstart's
+ * own files goes through `hs_io` (sys_io_*). Tests arm a fault with sys_io_fault_set:
+ * "fail the Nth call of operation OP with errno E", once (transient) or from then on
+ * (persistent). That is how the bank's disk tier is proven to survive a failing disk.
+ *
+ * Threads.  A pool of persistent worker threads; `sys_pool_run` splits an index range
+ * [0, n) into at most n_threads contiguous slices (slice t gets the t-th equal share,
+ * computed by the same formula every time) and blocks until all are done. The split
+ * depends only on (n, n_threads), never on timing; kernels that must be thread-count
+ * invariant split output rows only, never a reduction.
+ *
+ * Invariants:
+ *   1. sys_file_map never returns a mapping shorter than the file it reported; an empty
+ *      file maps to a valid zero-length view (data may be NULL, len 0).
+ *   2. sys_io_* set errno-style messages in hs_err naming the path and the operation.
+ *   3. sys_pool_run with n_threads == 1 runs the function inline on the caller's thread.
+ */
+#ifndef HS_SYS_H
+#define HS_SYS_H
+
+#include "base/base.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ---- memory-mapped files ------------------------------------------------------------ */
+
+struct sys_map {
+    const uint8_t *data; /* read-only view of the whole file; NULL when len == 0 */
+    uint64_t len;        /* file size in bytes at map time */
+    char *path;          /* owned copy, for messages */
+    uint64_t dev, ino;   /* identity of the mapped file */
+    int64_t mtime_ns;
+};
+
+/* Map a whole file read-only. On success *m is filled; free with sys_file_unmap. */
+int sys_file_map(const char *path, struct sys_map *m, struct hs_err *err);
+void sys_file_unmap(struct sys_map *m); /* safe on a zeroed or already-unmapped map */
+
+/* Read a whole (small) file into memory, NUL-terminated; *len_out excludes the NUL. */
+int sys_file_read_all(const char *path, uint64_t max_len, char **data_out, size_t *len_out,
+                      struct hs_err *err);
+
+bool sys_path_is_dir(const char *path);
+bool sys_path_exists(const char *path);
+/* Join dir and name with one '/'; returns an owned string. */
+char *sys_path_join(const char *dir, const char *name);
+/* mkdir -p; ok when it exists. */
+int sys_mkdir_p(const char *path, struct hs_err *err);
+
+/* ---- the disk I/O seam -------------------------------------------------------------- */
+
+enum sys_io_op {
+    SYS_IO_OPEN, SYS_IO_PREAD, SYS_IO_PWRITE, SYS_IO_FSYNC, SYS_IO_RENAME,
+    SYS_IO_UNLINK, SYS_IO_FTRUNCATE, SYS_IO_CLOSE, SYS_IO_OP_COUNT
+};
+
+/* The table every file operation goes through. Return values follow POSIX (-1 + errno). */
+struct sys_io_ops {
+    int (*open)(const char *path, int flags, mode_t mode);
+    ssize_t (*pread)(int fd, void *buf, size_t n, off_t off);
+    ssize_t (*pwrite)(int fd, const void *buf, size_t n, off_t off);
+    int (*fsync)(int fd);
+    int (*rename)(const char *from, const char *to);
+    int (*unlink)(const char *path);
+    int (*ftruncate)(int fd, off_t len);
+    int (*close)(int fd);
+};
+
+/* Replace the table (NULL restores the real one). For tests. */
+void sys_io_set_ops(const struct sys_io_ops *ops);
+/* Arm a fault: the nth (1-based) call of op from now fails with errno_value; when
+ * persistent, every later call of op fails too. nth == 0 disarms op. */
+void sys_io_fault_set(enum sys_io_op op, uint64_t nth, int errno_value, bool persistent);
+void sys_io_fault_clear_all(void);
+/* Calls of op seen since start or the last clear (counted whether or not they failed). */
+uint64_t sys_io_calls(enum sys_io_op op);
+const char *sys_io_op_name(enum sys_io_op op);
+
+/* Wrappers: -1/errno on failure like POSIX; short reads/writes are retried until done. */
+int sys_io_open(const char *path, int flags, mode_t mode);
+ssize_t sys_io_pread_full(int fd, void *buf, size_t n, off_t off);
+ssize_t sys_io_pwrite_full(int fd, const void *buf, size_t n, off_t off);
+int sys_io_fsync(int fd);
+int sys_io_rename(const char *from, const char *to);
+int sys_io_unlink(const char *path);
+int sys_io_ftruncate(int fd, off_t len);
+int sys_io_close(int fd);
+
+/* Write a whole file atomically: temp file beside it, write, fsync, rename, fsync of the
+ * directory. On failure the destination is untouched and the temp file removed. */
+int sys_file_write_atomic(const char *path, const void *data, size_t len, struct hs_err *err);
+
+/* ---- thread pool -------------------------------------------------------------------- */
+
+struct sys_pool;
+/* fn(ctx, begin, end, thread_index) handles indices [begin, end). */
+typedef void (*sys_pool_fn)(void *ctx, int64_t begin, int64_t end, int thread_index);
+
+struct sys_pool *sys_pool_new(int n_threads); /* n_threads >= 1; the caller is thread 0 */
+void sys_pool_free(struct sys_pool *p);       /* joins the workers; NULL is a no-op */
+int sys_pool_threads(const struct sys_pool *p);
+/* Split [0, n) into contiguous slices, one per thread, and wait for all of them. */
+void sys_pool_run(struct sys_pool *p, int64_t n, sys_pool_fn fn, void *ctx);
+/* The slice of [0, n) that thread t of n_threads gets (deterministic). */
+void sys_pool_slice(int64_t n, int n_threads, int t, int64_t *begin, int64_t *end);
+
+/* ---- CPU and machine ---------------------------------------------------------------- */
+
+struct sys_cpu {
+    bool avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512_bf16, amx;
+    bool neon; /* arm64 */
+    int n_cores; /* online logical CPUs */
+    char model[64];
+};
+
+const struct sys_cpu *sys_cpu_get(void); /* detected once, cached */
+/* Honour HEADSTART_CPU=scalar|avx2|avx512 to force a lower kernel level (tests). */
+uint64_t sys_mem_total_bytes(void);
+uint64_t sys_disk_free_bytes(const char *path); /* 0 when unknown */
+
+/* ---- clocks ------------------------------------------------------------------------- */
+double sys_time_sec(void); /* monotonic seconds */
+int64_t sys_time_unix_ms(void);
+
+#endif

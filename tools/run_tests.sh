@@ -1,0 +1,63 @@
+#!/bin/sh
+# run_tests.sh [--unit-only|--asan] BUILD — run every test and print one closing line
+# "N passed, N failed". Unit tests are Criterion binaries (their "Synthesis" counts are
+# summed); script tests (tests/golden/*.sh, tests/e2e/*.sh) count one each unless they
+# print a line "RESULT: N passed, N failed", whose counts are summed instead.
+set -u
+mode=all
+case "${1:-}" in --unit-only) mode=unit; shift ;; --asan) mode=asan; shift ;; esac
+build=${1:-build}
+passed=0 failed=0 failures=""
+log=$build/test-logs
+mkdir -p "$log"
+
+count_criterion() { # file name
+    line=$(grep -a 'Synthesis:' "$1" | tail -1)
+    p=$(echo "$line" | sed -n 's/.*Passing: \([0-9]*\).*/\1/p')
+    f=$(echo "$line" | sed -n 's/.*Failing: \([0-9]*\).*/\1/p')
+    c=$(echo "$line" | sed -n 's/.*Crashing: \([0-9]*\).*/\1/p')
+    [ -n "$p" ] || { p=0; f=1; c=0; }
+    passed=$((passed + p)); failed=$((failed + f + c))
+    [ $((f + c)) -eq 0 ] || failures="$failures $2"
+}
+
+if [ "$mode" = asan ]; then dir=$build/asan/tests; else dir=$build/tests; fi
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+for t in "$dir"/unit_*; do
+    [ -x "$t" ] || continue
+    name=$(basename "$t")
+    echo "== $name"
+    "$t" --jobs 2 > "$log/$name.log" 2>&1
+    rc=$?
+    grep -a -E '^\[(----|FAIL)\]|Synthesis|ERROR|runtime error|Sanitizer' "$log/$name.log" | tail -40
+    count_criterion "$log/$name.log" "$name"
+    if [ $rc -ne 0 ] && ! echo "$failures" | grep -q "$name"; then
+        failed=$((failed + 1)); failures="$failures $name(rc=$rc)"
+    fi
+done
+
+if [ "$mode" = all ]; then
+    for t in tests/golden/*.sh tests/e2e/*.sh; do
+        [ -f "$t" ] || continue
+        name=$(echo "$t" | tr '/' '_')
+        echo "== $t"
+        HEADSTART_BUILD=$build sh "$t" > "$log/$name.log" 2>&1
+        rc=$?
+        tail -5 "$log/$name.log"
+        res=$(grep -a '^RESULT: [0-9]* passed, [0-9]* failed' "$log/$name.log" | tail -1)
+        if [ -n "$res" ]; then
+            p=$(echo "$res" | sed 's/RESULT: \([0-9]*\) passed.*/\1/')
+            f=$(echo "$res" | sed 's/.* \([0-9]*\) failed.*/\1/')
+            [ $rc -eq 0 ] || [ "$f" -gt 0 ] || f=1
+        elif [ $rc -eq 0 ]; then p=1; f=0
+        else p=0; f=1
+        fi
+        passed=$((passed + p)); failed=$((failed + f))
+        [ "$f" -eq 0 ] || failures="$failures $t"
+    done
+fi
+
+[ -z "$failures" ] || echo "failed:$failures (logs in $log/)"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
