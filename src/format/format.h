@@ -247,4 +247,30 @@ int hf_config_load(const char *path, struct hf_config *cfg, struct hs_err *err);
 int hf_config_parse(const char *json, size_t len, const char *name, struct hf_config *cfg,
                     struct hs_err *err);
 
+/* ---- tokenizer.json (Hugging Face tokenizers) --------------------------------------- */
+
+struct hf_added_token {
+    int64_t id;
+    char *content;                  /* owned, UTF-8 */
+    bool special, normalized, lstrip, rstrip, single_word;
+};
+
+/* The parts of a tokenizer.json that a byte-level BPE needs. Strings are owned. */
+struct hf_tokenizer {
+    char model_type[16];            /* "BPE" (others are rejected) */
+    int64_t n_vocab;                /* max id + 1 over model.vocab and added_tokens */
+    char **id_to_token;             /* [n_vocab]; NULL where no token has that id */
+    int64_t n_merges;
+    char **merges;                  /* "left right" (both JSON forms are accepted) */
+    int n_added;
+    struct hf_added_token *added;   /* in file order */
+    char *split_regex;              /* the Split pre-tokenizer pattern, or NULL */
+    bool byte_level;                /* a ByteLevel pre-tokenizer is present */
+    char *normalizer;               /* "NFC" or another type name, or NULL for none */
+};
+
+/* Parse tokenizer.json; errors name the file and the JSON path of the bad field. */
+int hf_tokenizer_load(const char *path, struct hf_tokenizer *t, struct hs_err *err);
+void hf_tokenizer_free(struct hf_tokenizer *t); /* safe on a zeroed struct */
+
 #endif
