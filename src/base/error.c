@@ -52,7 +52,7 @@ static const char *const status_names[] = {
 
 const char *hs_status_name(int code)
 {
-    int i = -code;
-    if (i < 0 || i >= (int)HS_ARRAY_LEN(status_names)) return "unknown";
-    return status_names[i];
+    /* range-check before negating: -INT_MIN overflows */
+    if (code > 0 || code <= -(int)HS_ARRAY_LEN(status_names)) return "unknown";
+    return status_names[-code];
 }

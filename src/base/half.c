@@ -10,7 +10,9 @@ float hs_f16_to_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16;
     uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-    if (exp == 0x1f) return u2f(sign | 0x7f800000u | (man << 13)); /* inf / NaN */
+    /* inf / NaN; a NaN comes out quiet, as F16C's vcvtph2ps makes it, so SIMD kernels
+     * can equal this function bit for bit */
+    if (exp == 0x1f) return u2f(sign | 0x7f800000u | (man << 13) | (man ? 0x400000u : 0));
     if (exp == 0) {
         if (man == 0) return u2f(sign);
         /* subnormal: value = man * 2^-24 */
@@ -25,7 +27,7 @@ uint16_t hs_f32_to_f16(float f)
     uint32_t u = f2u(f);
     uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
     uint32_t abs = u & 0x7fffffffu;
-    if (abs >= 0x7f800000u) /* inf or NaN */
+    if (abs >= 0x7f800000u) /* inf, or NaN: quiet, top payload bits kept (as vcvtps2ph) */
         return (uint16_t)(sign | 0x7c00 | (abs > 0x7f800000u ? 0x200 | ((abs >> 13) & 0x3ff) : 0));
     if (abs >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* rounds past 65504 */
     if (abs < 0x38800000u) { /* result is subnormal or zero */

@@ -35,7 +35,7 @@ static void before_item(struct jsonw *w)
     w->need_comma[w->depth] = true;
 }
 
-static void open(struct jsonw *w, char c)
+static void container_open(struct jsonw *w, char c)
 {
     before_item(w);
     strbuf_putc(w->out, c);
@@ -44,7 +44,7 @@ static void open(struct jsonw *w, char c)
     w->need_comma[w->depth] = false;
 }
 
-static void close(struct jsonw *w, char c)
+static void container_close(struct jsonw *w, char c)
 {
     bool had_items = w->need_comma[w->depth];
     w->depth--;
@@ -52,10 +52,10 @@ static void close(struct jsonw *w, char c)
     strbuf_putc(w->out, c);
 }
 
-void jsonw_obj_begin(struct jsonw *w) { open(w, '{'); }
-void jsonw_obj_end(struct jsonw *w) { close(w, '}'); }
-void jsonw_arr_begin(struct jsonw *w) { open(w, '['); }
-void jsonw_arr_end(struct jsonw *w) { close(w, ']'); }
+void jsonw_obj_begin(struct jsonw *w) { container_open(w, '{'); }
+void jsonw_obj_end(struct jsonw *w) { container_close(w, '}'); }
+void jsonw_arr_begin(struct jsonw *w) { container_open(w, '['); }
+void jsonw_arr_end(struct jsonw *w) { container_close(w, ']'); }
 
 void jsonw_key(struct jsonw *w, const char *key)
 {
@@ -90,16 +90,20 @@ void jsonw_double(struct jsonw *w, double v)
     before_item(w);
     if (!isfinite(v)) { strbuf_puts(w->out, "null"); return; }
     char buf[40];
+    if (v == floor(v) && fabs(v) < 1e16) {
+        /* integer-valued: plain digits plus ".0" so readers keep it a float (Python's
+         * repr does the same below 1e16); %.0f is exact here */
+        snprintf(buf, sizeof buf, "%.0f.0", v);
+        strbuf_puts(w->out, buf);
+        return;
+    }
     for (int prec = 1; prec <= 17; prec++) { /* shortest round-tripping form */
         snprintf(buf, sizeof buf, "%.*g", prec, v);
         if (strtod(buf, NULL) == v) break;
     }
     strbuf_puts(w->out, buf);
-    /* keep it a float literal so readers see a number with a fraction or exponent */
-    bool plain_int = true;
-    for (const char *p = buf; *p; p++)
-        if (*p == '.' || *p == 'e' || *p == 'n' || *p == 'i') plain_int = false;
-    if (plain_int) strbuf_puts(w->out, ".0");
+    /* keep it a float literal: a large integer-valued double needs a fraction too */
+    if (!strpbrk(buf, ".e")) strbuf_puts(w->out, ".0");
 }
 
 void jsonw_bool(struct jsonw *w, bool v)

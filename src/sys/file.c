@@ -110,6 +110,7 @@ char *sys_path_join(const char *dir, const char *name)
 
 int sys_mkdir_p(const char *path, struct hs_err *err)
 {
+    if (!path || !*path) return hs_err_set(err, HS_ERR_INVALID, "mkdir: empty directory path");
     char *p = hs_strdup(path);
     for (char *s = p + 1; *s; s++) {
         if (*s != '/') continue;

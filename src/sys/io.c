@@ -126,7 +126,10 @@ int sys_file_write_atomic(const char *path, const void *data, size_t len, struct
 {
     struct strbuf tmp;
     strbuf_init(&tmp);
-    strbuf_printf(&tmp, "%s.tmp.%ld", path, (long)getpid());
+    /* pid + a process-wide sequence: two threads writing the same path never share a temp */
+    static _Atomic uint64_t seq;
+    strbuf_printf(&tmp, "%s.tmp.%ld.%llu", path, (long)getpid(),
+                  (unsigned long long)atomic_fetch_add(&seq, 1));
     const char *what = "open";
     int fd = sys_io_open(tmp.buf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) goto fail_noclose;
