@@ -148,8 +148,8 @@ const char *gguf_kv_key(const struct gguf_file *g, int i);
 const struct gguf_value *gguf_kv_value(const struct gguf_file *g, int i);
 const struct gguf_value *gguf_find(const struct gguf_file *g, const char *key); /* NULL if absent */
 const struct tensor_set *gguf_tensors(const struct gguf_file *g); /* owned by g */
-/* The ggml type code a tensor had in the file (for messages about unsupported types). */
-const char *gguf_type_name(enum gguf_type t);
+/* Name of a metadata value type ("uint32", "string", "array", ...). */
+const char *gguf_value_type_name(enum gguf_type t);
 
 /* Typed getters. Integers convert between widths and signedness when the value fits;
  * HS_ERR_NOT_FOUND when absent, HS_ERR_FORMAT (naming key and type) on a mismatch. */

@@ -17,6 +17,10 @@ const struct sys_map *tensor_set_file(const struct tensor_set *ts, int file_inde
 int tensor_set_add(struct tensor_set *ts, const char *name, size_t name_len, enum dtype dtype,
                    int n_dims, const int64_t *shape, int file_index, uint64_t file_offset,
                    uint64_t n_bytes, struct hs_err *err);
+/* String metadata of the set (safetensors "__metadata__" of file 0); both strings are
+ * copied; a second put of the same key replaces the value. */
+void tensor_set_meta_put(struct tensor_set *ts, const char *key, const char *value);
+const char *tensor_set_meta_get(const struct tensor_set *ts, const char *key); /* NULL if absent */
 /* Check that no two tensors of the same file overlap; HS_ERR_FORMAT names both. */
 int tensor_set_check_overlaps(const struct tensor_set *ts, struct hs_err *err);
 

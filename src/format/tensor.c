@@ -79,6 +79,8 @@ struct tensor_set {
     int n, cap;
     struct sys_map *files;
     int n_files;
+    char **meta;       /* key, value, key, value, ... (owned) */
+    int n_meta;        /* pairs */
     int *index;        /* open-addressing slots: view index or -1 */
     uint32_t index_cap; /* power of two, > 2n */
 };
@@ -225,6 +227,28 @@ int tensor_set_check_overlaps(const struct tensor_set *ts, struct hs_err *err)
     return rc;
 }
 
+void tensor_set_meta_put(struct tensor_set *ts, const char *key, const char *value)
+{
+    for (int i = 0; i < ts->n_meta; i++) {
+        if (strcmp(ts->meta[2 * i], key) == 0) {
+            hs_free(ts->meta[2 * i + 1]);
+            ts->meta[2 * i + 1] = hs_strdup(value);
+            return;
+        }
+    }
+    ts->meta = hs_realloc(ts->meta, sizeof *ts->meta * 2 * (size_t)(ts->n_meta + 1));
+    ts->meta[2 * ts->n_meta] = hs_strdup(key);
+    ts->meta[2 * ts->n_meta + 1] = hs_strdup(value);
+    ts->n_meta++;
+}
+
+const char *tensor_set_meta_get(const struct tensor_set *ts, const char *key)
+{
+    for (int i = 0; i < ts->n_meta; i++)
+        if (strcmp(ts->meta[2 * i], key) == 0) return ts->meta[2 * i + 1];
+    return NULL;
+}
+
 int tensor_set_count(const struct tensor_set *ts) { return ts->n; }
 
 const struct tensor_view *tensor_set_at(const struct tensor_set *ts, int i)
@@ -257,6 +281,8 @@ void tensor_set_free(struct tensor_set *ts)
     if (!ts) return;
     for (int i = 0; i < ts->n; i++) hs_free((void *)ts->views[i].name);
     for (int i = 0; i < ts->n_files; i++) sys_file_unmap(&ts->files[i]);
+    for (int i = 0; i < 2 * ts->n_meta; i++) hs_free(ts->meta[i]);
+    hs_free(ts->meta);
     hs_free(ts->views);
     hs_free(ts->files);
     hs_free(ts->index);
