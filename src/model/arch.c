@@ -1,0 +1,276 @@
+/* arch.c — the architecture registry, the shape-symbol and slot tables, and the tensor
+ * spec tables the whole Qwen3.5 / Qwen3-Next family shares.
+ *
+ * Design note
+ * -----------
+ * An architecture is data: a `struct arch_desc` (arch_qwen35.c, arch_qwen35moe.c,
+ * arch_qwen3next.c) names itself, lists the config.json strings it accepts, states the
+ * few facts where the family differs (routed experts or not; GGUF value-head order) and
+ * lists its spec tables. A spec table row is one tensor as a file holds it:
+ *
+ *   HF name | GGUF name | scope | shape (symbols) | conversion | slot(s) | flags
+ *
+ * (model_int.h explains the name patterns, the scopes and the slot rule.) The loader
+ * (load.c) walks the tables for every unit — the top, the MTP top, each main layer and
+ * each MTP layer — and never asks which architecture it is loading. Rows shared by the
+ * family live here; arch_*.c hold the rows that differ.
+ *
+ * Invariants:
+ *   1. Every slot a layer kind needs is filled by some row of every architecture, in
+ *      both formats (tests load each arch from HF and GGUF).
+ *   2. Rows that fill the same slot are alternatives; the first one found in the file
+ *      wins, so the preferred (or most common) spelling comes first.
+ *   3. Shape symbols evaluate to at most about 2^44 for hyperparameters that passed
+ *      validation (each dimension <= 2^20), so products never overflow.
+ */
+#include "model/model_int.h"
+
+#include <stddef.h>
+#include <string.h>
+
+/* ---- registry ----------------------------------------------------------------------- */
+
+static const struct arch_desc *const registry[MODEL_ARCH_COUNT] = {
+    [MODEL_ARCH_QWEN35] = &arch_qwen35,
+    [MODEL_ARCH_QWEN35MOE] = &arch_qwen35moe,
+    [MODEL_ARCH_QWEN3NEXT] = &arch_qwen3next,
+};
+
+const struct arch_desc *arch_get(enum model_arch a)
+{
+    return (unsigned)a < MODEL_ARCH_COUNT ? registry[a] : NULL;
+}
+
+const struct arch_desc *arch_by_name(const char *name)
+{
+    for (int a = 0; a < MODEL_ARCH_COUNT; a++)
+        if (name && strcmp(registry[a]->name, name) == 0) return registry[a];
+    return NULL;
+}
+
+const char *model_arch_name(enum model_arch a)
+{
+    const struct arch_desc *d = arch_get(a);
+    return d ? d->name : "unknown";
+}
+
+int model_arch_from_name(const char *name)
+{
+    const struct arch_desc *d = arch_by_name(name);
+    return d ? (int)d->arch : -1;
+}
+
+static bool in_list(const char *const *list, const char *s)
+{
+    if (!s || !*s) return false;
+    for (; *list; list++)
+        if (strcmp(*list, s) == 0) return true;
+    return false;
+}
+
+const struct arch_desc *arch_from_hf(const char *architecture, const char *model_type,
+                                     const char *root_model_type)
+{
+    for (int a = 0; a < MODEL_ARCH_COUNT; a++)
+        if (in_list(registry[a]->hf_architectures, architecture)) return registry[a];
+    for (int a = 0; a < MODEL_ARCH_COUNT; a++)
+        if (in_list(registry[a]->hf_model_types, model_type) ||
+            in_list(registry[a]->hf_model_types, root_model_type))
+            return registry[a];
+    return NULL;
+}
+
+/* ---- shape symbols ------------------------------------------------------------------ */
+
+static const char *const dim_names[DIM_COUNT] = {
+    [DIM_ONE] = "1", [DIM_H] = "H", [DIM_V] = "V", [DIM_2H] = "2*H", [DIM_HD] = "hd",
+    [DIM_Q2] = "2*nh*hd", [DIM_QO] = "nh*hd", [DIM_KV] = "nkv*hd",
+    [DIM_QKV] = "2*Hk*Dk+Hv*Dv", [DIM_QKVZ] = "2*Hk*Dk+2*Hv*Dv", [DIM_VD] = "Hv*Dv",
+    [DIM_HV] = "Hv", [DIM_2HV] = "2*Hv", [DIM_DV] = "Dv", [DIM_K] = "K", [DIM_I] = "I",
+    [DIM_E] = "E", [DIM_IE] = "Ie", [DIM_2IE] = "2*Ie", [DIM_IS] = "Is",
+};
+
+const char *arch_dim_name(enum arch_dim d)
+{
+    return (unsigned)d < DIM_COUNT ? dim_names[d] : "?";
+}
+
+int64_t arch_dim_value(enum arch_dim d, const struct model_hparams *hp)
+{
+    const int64_t kd = hp->gdn_k_heads * hp->gdn_k_dim, vd = hp->gdn_v_heads * hp->gdn_v_dim;
+    switch (d) {
+    case DIM_ONE: return 1;
+    case DIM_H: return hp->n_embd;
+    case DIM_V: return hp->n_vocab;
+    case DIM_2H: return 2 * hp->n_embd;
+    case DIM_HD: return hp->head_dim;
+    case DIM_Q2: return 2 * hp->n_head * hp->head_dim;
+    case DIM_QO: return hp->n_head * hp->head_dim;
+    case DIM_KV: return hp->n_head_kv * hp->head_dim;
+    case DIM_QKV: return 2 * kd + vd;
+    case DIM_QKVZ: return 2 * kd + 2 * vd;
+    case DIM_VD: return vd;
+    case DIM_HV: return hp->gdn_v_heads;
+    case DIM_2HV: return 2 * hp->gdn_v_heads;
+    case DIM_DV: return hp->gdn_v_dim;
+    case DIM_K: return hp->conv_kernel;
+    case DIM_I: return hp->n_ff;
+    case DIM_E: return hp->n_expert;
+    case DIM_IE: return hp->n_ff_exp;
+    case DIM_2IE: return 2 * hp->n_ff_exp;
+    case DIM_IS: return hp->n_ff_shexp;
+    case DIM_COUNT: break;
+    }
+    return -1;
+}
+
+/* ---- slots -------------------------------------------------------------------------- */
+
+#define TOP(s, f, k) [s] = { #f, true, k, offsetof(struct model_top, f) }
+#define LAY(s, f, k) [s] = { #f, false, k, offsetof(struct model_layer, f) }
+#define W SLOT_KIND_WEIGHT
+#define F SLOT_KIND_F32
+
+static const struct slot_info slots[SLOT_COUNT] = {
+    [SLOT_NONE] = { "none", true, W, 0 },
+    TOP(SLOT_TOKEN_EMBD, token_embd, W), TOP(SLOT_OUTPUT, output, W),
+    TOP(SLOT_OUTPUT_NORM, output_norm, F),
+    TOP(SLOT_MTP_FC, mtp_fc, W), TOP(SLOT_MTP_ENORM, mtp_enorm, F),
+    TOP(SLOT_MTP_HNORM, mtp_hnorm, F), TOP(SLOT_MTP_NORM, mtp_norm, F),
+    TOP(SLOT_MTP_EMBD, mtp_embd, W), TOP(SLOT_MTP_HEAD, mtp_head, W),
+    LAY(SLOT_ATTN_NORM, attn_norm, F), LAY(SLOT_POST_ATTN_NORM, post_attn_norm, F),
+    LAY(SLOT_WQ, wq, W), LAY(SLOT_WK, wk, W), LAY(SLOT_WV, wv, W), LAY(SLOT_WO, wo, W),
+    LAY(SLOT_Q_NORM, q_norm, F), LAY(SLOT_K_NORM, k_norm, F),
+    LAY(SLOT_WQKV, wqkv, W), LAY(SLOT_WZ, wz, W), LAY(SLOT_WB, wb, W), LAY(SLOT_WA, wa, W),
+    LAY(SLOT_CONV, conv, F), LAY(SLOT_DT_BIAS, dt_bias, F), LAY(SLOT_SSM_A, ssm_a, F),
+    LAY(SLOT_SSM_NORM, ssm_norm, F), LAY(SLOT_WOUT, wout, W),
+    LAY(SLOT_FFN_GATE, ffn_gate, W), LAY(SLOT_FFN_UP, ffn_up, W), LAY(SLOT_FFN_DOWN, ffn_down, W),
+    LAY(SLOT_ROUTER, router, W), LAY(SLOT_EXP_GATE, exp_gate, W), LAY(SLOT_EXP_UP, exp_up, W),
+    LAY(SLOT_EXP_DOWN, exp_down, W),
+    LAY(SLOT_SH_GATE, sh_gate, W), LAY(SLOT_SH_UP, sh_up, W), LAY(SLOT_SH_DOWN, sh_down, W),
+    LAY(SLOT_SH_GATE_INP, sh_gate_inp, W),
+};
+
+#undef TOP
+#undef LAY
+#undef W
+#undef F
+
+const struct slot_info *arch_slot(enum model_slot s)
+{
+    return (unsigned)s < SLOT_COUNT ? &slots[s] : &slots[SLOT_NONE];
+}
+
+/* ---- shared spec tables ------------------------------------------------------------- */
+/* Columns: HF name, GGUF name, scope, n_dims, shape, conversion, slot, slot2, flags. */
+
+static const struct tensor_spec top_specs[] = {
+    { "embed_tokens.weight", "token_embd.weight", SCOPE_TOP, 2, { DIM_V, DIM_H },
+      SPEC_CONV_VIEW, SLOT_TOKEN_EMBD, SLOT_NONE, 0 },
+    { "norm.weight", "output_norm.weight", SCOPE_TOP, 1, { DIM_H },
+      SPEC_CONV_NORM, SLOT_OUTPUT_NORM, SLOT_NONE, SPEC_ZC },
+    { "lm_head.weight", "output.weight", SCOPE_TOP, 2, { DIM_V, DIM_H },
+      SPEC_CONV_VIEW, SLOT_OUTPUT, SLOT_NONE, SPEC_OPT | SPEC_TIED | SPEC_ROOT },
+};
+
+/* The MTP block's own tensors; its decoder layer uses the layer tables. */
+static const struct tensor_spec mtp_specs[] = {
+    { "mtp.fc.weight", "nextn.eh_proj.weight", SCOPE_MTP, 2, { DIM_H, DIM_2H },
+      SPEC_CONV_VIEW, SLOT_MTP_FC, SLOT_NONE, 0 },
+    { "mtp.pre_fc_norm_embedding.weight", "nextn.enorm.weight", SCOPE_MTP, 1, { DIM_H },
+      SPEC_CONV_NORM, SLOT_MTP_ENORM, SLOT_NONE, SPEC_ZC },
+    { "mtp.pre_fc_norm_hidden.weight", "nextn.hnorm.weight", SCOPE_MTP, 1, { DIM_H },
+      SPEC_CONV_NORM, SLOT_MTP_HNORM, SLOT_NONE, SPEC_ZC },
+    { "mtp.norm.weight", "nextn.shared_head_norm.weight", SCOPE_MTP, 1, { DIM_H },
+      SPEC_CONV_NORM, SLOT_MTP_NORM, SLOT_NONE, SPEC_ZC },
+    { NULL, "nextn.embed_tokens.weight", SCOPE_MTP, 2, { DIM_V, DIM_H },
+      SPEC_CONV_VIEW, SLOT_MTP_EMBD, SLOT_NONE, SPEC_OPT },
+    { NULL, "nextn.shared_head_head.weight", SCOPE_MTP, 2, { DIM_V, DIM_H },
+      SPEC_CONV_VIEW, SLOT_MTP_HEAD, SLOT_NONE, SPEC_OPT },
+};
+
+static const struct tensor_spec layer_norm_specs[] = {
+    { "input_layernorm.weight", "attn_norm.weight", SCOPE_LAYER, 1, { DIM_H },
+      SPEC_CONV_NORM, SLOT_ATTN_NORM, SLOT_NONE, SPEC_ZC },
+    { "post_attention_layernorm.weight", "post_attention_norm.weight", SCOPE_LAYER, 1, { DIM_H },
+      SPEC_CONV_NORM, SLOT_POST_ATTN_NORM, SLOT_NONE, SPEC_ZC },
+};
+
+static const struct tensor_spec attn_specs[] = {
+    { "self_attn.q_proj.weight", "attn_q.weight", SCOPE_ATTN, 2, { DIM_Q2, DIM_H },
+      SPEC_CONV_VIEW, SLOT_WQ, SLOT_NONE, 0 },
+    { "self_attn.k_proj.weight", "attn_k.weight", SCOPE_ATTN, 2, { DIM_KV, DIM_H },
+      SPEC_CONV_VIEW, SLOT_WK, SLOT_NONE, 0 },
+    { "self_attn.v_proj.weight", "attn_v.weight", SCOPE_ATTN, 2, { DIM_KV, DIM_H },
+      SPEC_CONV_VIEW, SLOT_WV, SLOT_NONE, 0 },
+    { "self_attn.o_proj.weight", "attn_output.weight", SCOPE_ATTN, 2, { DIM_H, DIM_QO },
+      SPEC_CONV_VIEW, SLOT_WO, SLOT_NONE, 0 },
+    { "self_attn.q_norm.weight", "attn_q_norm.weight", SCOPE_ATTN, 1, { DIM_HD },
+      SPEC_CONV_NORM, SLOT_Q_NORM, SLOT_NONE, SPEC_ZC },
+    { "self_attn.k_norm.weight", "attn_k_norm.weight", SCOPE_ATTN, 1, { DIM_HD },
+      SPEC_CONV_NORM, SLOT_K_NORM, SLOT_NONE, SPEC_ZC },
+};
+
+/* GDN tensors every architecture spells the same way. */
+static const struct tensor_spec gdn_tail_specs[] = {
+    { "linear_attn.conv1d.weight", NULL, SCOPE_GDN, 3, { DIM_QKV, DIM_ONE, DIM_K },
+      SPEC_CONV_CONV, SLOT_CONV, SLOT_NONE, 0 },
+    { NULL, "ssm_conv1d.weight", SCOPE_GDN, 2, { DIM_QKV, DIM_K },
+      SPEC_CONV_CONV, SLOT_CONV, SLOT_NONE, 0 },
+    { "linear_attn.dt_bias", "ssm_dt.bias", SCOPE_GDN, 1, { DIM_HV },
+      SPEC_CONV_VEC_VHEAD, SLOT_DT_BIAS, SLOT_NONE, 0 },
+    { "linear_attn.A_log", "ssm_a", SCOPE_GDN, 1, { DIM_HV },
+      SPEC_CONV_A, SLOT_SSM_A, SLOT_NONE, 0 },
+    { "linear_attn.norm.weight", "ssm_norm.weight", SCOPE_GDN, 1, { DIM_DV },
+      SPEC_CONV_VEC, SLOT_SSM_NORM, SLOT_NONE, 0 },
+    { "linear_attn.out_proj.weight", "ssm_out.weight", SCOPE_GDN, 2, { DIM_H, DIM_VD },
+      SPEC_CONV_OUT, SLOT_WOUT, SLOT_NONE, 0 },
+};
+
+static const struct tensor_spec ffn_dense_specs[] = {
+    { "mlp.gate_proj.weight", "ffn_gate.weight", SCOPE_DENSE, 2, { DIM_I, DIM_H },
+      SPEC_CONV_VIEW, SLOT_FFN_GATE, SLOT_NONE, 0 },
+    { "mlp.up_proj.weight", "ffn_up.weight", SCOPE_DENSE, 2, { DIM_I, DIM_H },
+      SPEC_CONV_VIEW, SLOT_FFN_UP, SLOT_NONE, 0 },
+    { "mlp.down_proj.weight", "ffn_down.weight", SCOPE_DENSE, 2, { DIM_H, DIM_I },
+      SPEC_CONV_VIEW, SLOT_FFN_DOWN, SLOT_NONE, 0 },
+};
+
+/* Router and shared expert: the same in Qwen3.5-MoE and Qwen3-Next. */
+static const struct tensor_spec moe_common_specs[] = {
+    { "mlp.gate.weight", "ffn_gate_inp.weight", SCOPE_MOE, 2, { DIM_E, DIM_H },
+      SPEC_CONV_VIEW, SLOT_ROUTER, SLOT_NONE, 0 },
+    { "mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight", SCOPE_MOE, 2, { DIM_IS, DIM_H },
+      SPEC_CONV_VIEW, SLOT_SH_GATE, SLOT_NONE, 0 },
+    { "mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight", SCOPE_MOE, 2, { DIM_IS, DIM_H },
+      SPEC_CONV_VIEW, SLOT_SH_UP, SLOT_NONE, 0 },
+    { "mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight", SCOPE_MOE, 2, { DIM_H, DIM_IS },
+      SPEC_CONV_VIEW, SLOT_SH_DOWN, SLOT_NONE, 0 },
+    /* HF keeps the shared-expert gate as a [1, H] linear; llama.cpp writes it 1-D. */
+    { "mlp.shared_expert_gate.weight", NULL, SCOPE_MOE, 2, { DIM_ONE, DIM_H },
+      SPEC_CONV_VIEW, SLOT_SH_GATE_INP, SLOT_NONE, 0 },
+    { NULL, "ffn_gate_inp_shexp.weight", SCOPE_MOE, 1, { DIM_H },
+      SPEC_CONV_VIEW, SLOT_SH_GATE_INP, SLOT_NONE, 0 },
+};
+
+/* GGUF expert stacks (llama.cpp merges HF experts into [E, I, H] / [E, H, I]); the fused
+ * gate+up stack some converters write is the alternative. */
+static const struct tensor_spec moe_gguf_specs[] = {
+    { NULL, "ffn_gate_exps.weight", SCOPE_MOE, 3, { DIM_E, DIM_IE, DIM_H },
+      SPEC_CONV_EXPERTS, SLOT_EXP_GATE, SLOT_NONE, 0 },
+    { NULL, "ffn_up_exps.weight", SCOPE_MOE, 3, { DIM_E, DIM_IE, DIM_H },
+      SPEC_CONV_EXPERTS, SLOT_EXP_UP, SLOT_NONE, 0 },
+    { NULL, "ffn_gate_up_exps.weight", SCOPE_MOE, 3, { DIM_E, DIM_2IE, DIM_H },
+      SPEC_CONV_GATE_UP, SLOT_EXP_GATE, SLOT_EXP_UP, 0 },
+    { NULL, "ffn_down_exps.weight", SCOPE_MOE, 3, { DIM_E, DIM_H, DIM_IE },
+      SPEC_CONV_EXPERTS, SLOT_EXP_DOWN, SLOT_NONE, 0 },
+};
+
+const struct spec_table arch_specs_top = SPEC_TABLE(top_specs);
+const struct spec_table arch_specs_mtp = SPEC_TABLE(mtp_specs);
+const struct spec_table arch_specs_layer_norms = SPEC_TABLE(layer_norm_specs);
+const struct spec_table arch_specs_attn = SPEC_TABLE(attn_specs);
+const struct spec_table arch_specs_gdn_tail = SPEC_TABLE(gdn_tail_specs);
+const struct spec_table arch_specs_ffn_dense = SPEC_TABLE(ffn_dense_specs);
+const struct spec_table arch_specs_moe_common = SPEC_TABLE(moe_common_specs);
+const struct spec_table arch_specs_moe_gguf = SPEC_TABLE(moe_gguf_specs);
