@@ -1,7 +1,7 @@
 #!/bin/sh
 # ref_vs_llama.sh — the same random model, written by `headstart mkmodel` once as a Hugging
 # Face directory and once as a GGUF (same seed), must give the same logits in two
-# independent implementations: the numpy reference (tools/ref_forward.py, HF conventions)
+# independent implementations: the numpy reference (tools/ref/forward.py, HF conventions)
 # and llama.cpp (prebuilt, GGUF conventions). This checks that mkmodel's GGUF conversion
 # (folded norms, -exp(A_log), tiled value heads, split/stacked experts) means the same model
 # as its HF files, for every architecture, including Hk != Hv.
@@ -38,7 +38,7 @@ for spec in "qwen35" "qwen35moe" "qwen3next" "qwen35 --gdn-k-heads 1 --gdn-v-hea
        ! "$hs" mkmodel --arch "$arch" "$@" --seed 11 --dtype f32 --out "$tmp/$name.gguf" >>"$tmp/log" 2>&1; then
         fail "$spec: mkmodel"; cat "$tmp/log"; continue
     fi
-    if ! $py tools/ref_forward.py "$tmp/$name.hf" "$tokens" "$tmp/$name.ref" >"$tmp/log" 2>&1; then
+    if ! $py tools/ref/forward.py "$tmp/$name.hf" "$tokens" "$tmp/$name.ref" >"$tmp/log" 2>&1; then
         fail "$spec: numpy reference"; cat "$tmp/log"; continue
     fi
     if ! timeout 300 "$eval_bin" --lib-dir "$libdir" "$tmp/$name.gguf" --tokens "$tokens" \

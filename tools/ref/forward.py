@@ -5,7 +5,7 @@
 # literally — HF conventions throughout: zero-centred norms (1 + w), A_log, grouped value
 # heads (h // r), fused Qwen3-Next projections — and shares no code with headstart.
 #
-#   /usr/bin/python3 tools/ref_forward.py MODEL_DIR ID,ID,... OUT.f32
+#   /usr/bin/python3 tools/ref/forward.py MODEL_DIR ID,ID,... OUT.f32
 #
 # Writes the logits of every position as raw little-endian f32, n_tokens x n_vocab.
 import json, struct, sys, numpy as np
