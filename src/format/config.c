@@ -23,7 +23,7 @@
  *   5. output_gate_type is stored normalised: "silu" (also for "swish") or "sigmoid";
  *      mamba_ssm_dtype is "float32".
  */
-#include "format/format.h"
+#include "format/format_int.h"
 #include "sys/sys.h"
 
 #include <inttypes.h>
@@ -42,24 +42,10 @@ struct cfg_ctx {
     struct hs_err *err;
 };
 
-static const char *json_kind(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a real number";
-    case JSON_TRUE: case JSON_FALSE: return "a boolean";
-    case JSON_NULL: return "null";
-    }
-    return "?";
-}
-
 static int cfg_type_err(struct cfg_ctx *c, const char *at, const char *key, const char *want, const json_t *v)
 {
     return hs_err_set(c->err, HS_ERR_FORMAT, "%s: %s%s: expected %s, got %s", c->file, at, key, want,
-                      json_kind(v));
+                      format_json_kind(v));
 }
 
 static int cfg_missing(struct cfg_ctx *c, const char *at, const char *key)
@@ -266,7 +252,7 @@ static int cfg_read_layers(struct cfg_ctx *c, struct hf_config *cfg)
         else if (s && strcmp(s, "linear_attention") == 0) cfg->layer_is_full[i] = false;
         else
             return hs_err_set(c->err, HS_ERR_FORMAT, "%s: %slayer_types[%" PRId64 "] is %s%.64s%s, not \"linear_attention\" or \"full_attention\"",
-                              c->file, c->tc_at, i, s ? "'" : json_kind(json_array_get(lt, (size_t)i)),
+                              c->file, c->tc_at, i, s ? "'" : format_json_kind(json_array_get(lt, (size_t)i)),
                               s ? s : "", s ? "'" : "");
     }
     return HS_OK;
@@ -400,7 +386,7 @@ int hf_config_parse(const char *json, size_t len, const char *name, struct hf_co
     struct cfg_ctx c = { .file = name, .root = root, .tc = root, .tc_at = "", .err = err };
     int rc = HS_OK;
     if (!json_is_object(root)) {
-        rc = hs_err_set(err, HS_ERR_FORMAT, "%s: the config is %s, not a JSON object", name, json_kind(root));
+        rc = hs_err_set(err, HS_ERR_FORMAT, "%s: the config is %s, not a JSON object", name, format_json_kind(root));
         goto done;
     }
     json_t *tc = cfg_get(root, "text_config");

@@ -5,6 +5,8 @@
 #include "format/format.h"
 #include "sys/sys.h"
 
+#include <jansson.h>
+
 /* An empty set; files are added with tensor_set_add_file (ownership of the map moves
  * to the set) and tensors with tensor_set_add. */
 struct tensor_set *tensor_set_new(void);
@@ -21,6 +23,9 @@ int tensor_set_add(struct tensor_set *ts, const char *name, size_t name_len, enu
  * copied; a second put of the same key replaces the value. */
 void tensor_set_meta_put(struct tensor_set *ts, const char *key, const char *value);
 const char *tensor_set_meta_get(const struct tensor_set *ts, const char *key); /* NULL if absent */
+/* "an object", "a string", ... for messages about a JSON value of the wrong kind. */
+const char *format_json_kind(const json_t *v);
+
 /* Check that no two tensors of the same file overlap; HS_ERR_FORMAT names both. */
 int tensor_set_check_overlaps(const struct tensor_set *ts, struct hs_err *err);
 

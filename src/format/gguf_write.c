@@ -22,11 +22,8 @@
 #include "format/format_int.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <libgen.h>
 #include <string.h>
-#include <unistd.h>
 
 #define GGUF_VERSION 3
 #define GGUF_DEFAULT_ALIGNMENT 32
@@ -402,18 +399,6 @@ static void put_value(struct strbuf *sb, enum gguf_type t, const struct gguf_val
 
 static uint64_t pad_to(uint64_t n, uint64_t a) { return (a - n % a) % a; }
 
-static int write_zeros(int fd, uint64_t n, uint64_t off)
-{
-    static const uint8_t zeros[4096];
-    while (n) {
-        size_t k = n < sizeof zeros ? (size_t)n : sizeof zeros;
-        if (sys_io_pwrite_full(fd, zeros, k, (off_t)off) < 0) return -1;
-        n -= k;
-        off += k;
-    }
-    return 0;
-}
-
 int gguf_writer_write(struct gguf_writer *w, const char *path, struct hs_err *err)
 {
     if (w->err.code) return hs_err_set(err, w->err.code, "%s: %s", path, w->err.msg);
@@ -450,45 +435,19 @@ int gguf_writer_write(struct gguf_writer *w, const char *path, struct hs_err *er
     uint64_t meta_pad = pad_to(meta.len, w->alignment);
     uint64_t data_start = meta.len + meta_pad;
 
-    struct strbuf tmp;
-    strbuf_init(&tmp);
-    strbuf_printf(&tmp, "%s.tmp.%ld", path, (long)getpid());
-    const char *what = "open";
-    int fd = sys_io_open(tmp.buf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) goto fail;
-    what = "write";
-    if (sys_io_pwrite_full(fd, meta.buf, meta.len, 0) < 0 || write_zeros(fd, meta_pad, meta.len) < 0) goto fail;
-    for (int i = 0; i < w->n_tensors; i++) {
-        const struct wtensor *t = &w->tensors[i];
-        uint64_t at = data_start + offsets[i];
-        if (sys_io_pwrite_full(fd, t->data, (size_t)t->n_bytes, (off_t)at) < 0 ||
-            write_zeros(fd, pad_to(t->n_bytes, w->alignment), at + t->n_bytes) < 0)
-            goto fail;
+    struct sys_wfile f;
+    int rc = sys_wfile_open(&f, path, err);
+    if (rc == HS_OK) {
+        sys_wfile_pwrite(&f, meta.buf, meta.len, 0);
+        sys_wfile_zeros(&f, meta_pad, meta.len);
+        for (int i = 0; i < w->n_tensors; i++) {
+            const struct wtensor *t = &w->tensors[i];
+            uint64_t at = data_start + offsets[i];
+            sys_wfile_pwrite(&f, t->data, (size_t)t->n_bytes, at);
+            sys_wfile_zeros(&f, pad_to(t->n_bytes, w->alignment), at + t->n_bytes);
+        }
+        rc = sys_wfile_commit(&f, err);
     }
-    what = "fsync";
-    if (sys_io_fsync(fd) != 0) goto fail;
-    what = "close";
-    int crc = sys_io_close(fd);
-    fd = -1;
-    if (crc != 0) goto fail;
-    what = "rename";
-    if (sys_io_rename(tmp.buf, path) != 0) goto fail;
-    /* make the rename durable (best effort: some filesystems refuse a directory fsync) */
-    char *dcopy = hs_strdup(path);
-    int dfd = open(dirname(dcopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) { (void)fsync(dfd); close(dfd); }
-    hs_free(dcopy);
-    strbuf_free(&tmp);
-    strbuf_free(&meta);
-    hs_free(offsets);
-    return HS_OK;
-
-fail:;
-    int e = errno;
-    if (fd >= 0) sys_io_close(fd);
-    unlink(tmp.buf); /* directly: the seam may be what is failing */
-    int rc = hs_err_set(err, HS_ERR_IO, "%s: %s failed: %s", path, what, strerror(e));
-    strbuf_free(&tmp);
     strbuf_free(&meta);
     hs_free(offsets);
     return rc;

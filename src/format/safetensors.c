@@ -72,20 +72,6 @@ static const struct st_dtype *st_dtype_find(const char *name)
     return NULL;
 }
 
-static const char *json_kind(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a real number";
-    case JSON_TRUE: case JSON_FALSE: return "a boolean";
-    case JSON_NULL: return "null";
-    }
-    return "?";
-}
-
 /* ---- one file ------------------------------------------------------------------------ */
 
 /* Validate the length prefix of a mapped file and parse its header (invariants 1-2).
@@ -112,7 +98,7 @@ static int st_header_load(const struct sys_map *m, json_t **root_out, uint64_t *
         return hs_err_set(err, HS_ERR_FORMAT, "%s: header JSON, line %d, column %d: %s", path,
                           jerr.line, jerr.column, jerr.text);
     if (!json_is_object(root)) {
-        int rc = hs_err_set(err, HS_ERR_FORMAT, "%s: header is %s, not a JSON object", path, json_kind(root));
+        int rc = hs_err_set(err, HS_ERR_FORMAT, "%s: header is %s, not a JSON object", path, format_json_kind(root));
         json_decref(root);
         return rc;
     }
@@ -121,14 +107,14 @@ static int st_header_load(const struct sys_map *m, json_t **root_out, uint64_t *
         int rc = HS_OK;
         if (!json_is_object(meta)) {
             rc = hs_err_set(err, HS_ERR_FORMAT, "%s: %s is %s, not an object of strings", path,
-                            ST_METADATA_KEY, json_kind(meta));
+                            ST_METADATA_KEY, format_json_kind(meta));
         } else {
             const char *k;
             json_t *v;
             json_object_foreach(meta, k, v) {
                 if (json_is_string(v)) continue;
                 rc = hs_err_set(err, HS_ERR_FORMAT, "%s: %s key '%.*s' is %s, not a string", path,
-                                ST_METADATA_KEY, NM(k), json_kind(v));
+                                ST_METADATA_KEY, NM(k), format_json_kind(v));
                 break;
             }
         }
@@ -155,7 +141,7 @@ static int st_tensor_add(struct tensor_set *ts, int fi, const char *name, const 
     const char *path = m->path;
     if (!json_is_object(e))
         return hs_err_set(err, HS_ERR_FORMAT, "%s: tensor '%.*s': entry is %s, not an object",
-                          path, NM(name), json_kind(e));
+                          path, NM(name), format_json_kind(e));
     json_t *jd = NULL, *js = NULL, *jo = NULL;
     const char *k;
     json_t *v;
@@ -173,7 +159,7 @@ static int st_tensor_add(struct tensor_set *ts, int fi, const char *name, const 
 
     if (!json_is_string(jd))
         return hs_err_set(err, HS_ERR_FORMAT, "%s: tensor '%.*s': dtype is %s, not a string",
-                          path, NM(name), json_kind(jd));
+                          path, NM(name), format_json_kind(jd));
     const char *dname = json_string_value(jd);
     const struct st_dtype *sd = st_dtype_find(dname);
     if (!sd)
@@ -182,7 +168,7 @@ static int st_tensor_add(struct tensor_set *ts, int fi, const char *name, const 
 
     if (!json_is_array(js))
         return hs_err_set(err, HS_ERR_FORMAT, "%s: tensor '%.*s': shape is %s, not an array",
-                          path, NM(name), json_kind(js));
+                          path, NM(name), format_json_kind(js));
     size_t n_dims = json_array_size(js);
     if (n_dims > TENSOR_MAX_DIMS)
         return hs_err_set(err, HS_ERR_FORMAT, "%s: tensor '%.*s': %zu dimensions (at most %d supported)",
@@ -309,12 +295,12 @@ static int st_index_load(struct tensor_set *ts, const char *index_path, struct h
     char *dir = NULL;
     json_t *wm = json_object_get(root, "weight_map");
     if (!json_is_object(root)) {
-        rc = hs_err_set(err, HS_ERR_FORMAT, "%s: the index is %s, not a JSON object", index_path, json_kind(root));
+        rc = hs_err_set(err, HS_ERR_FORMAT, "%s: the index is %s, not a JSON object", index_path, format_json_kind(root));
         goto done;
     }
     if (!json_is_object(wm)) {
         rc = hs_err_set(err, HS_ERR_FORMAT, "%s: 'weight_map' is %s, not an object", index_path,
-                        wm ? json_kind(wm) : "missing");
+                        wm ? format_json_kind(wm) : "missing");
         goto done;
     }
     if (json_object_size(wm) == 0) {
@@ -329,7 +315,7 @@ static int st_index_load(struct tensor_set *ts, const char *index_path, struct h
     json_object_foreach(wm, name, v) {
         if (!json_is_string(v)) {
             rc = hs_err_set(err, HS_ERR_FORMAT, "%s: weight_map['%.*s'] is %s, not a file name",
-                            index_path, NM(name), json_kind(v));
+                            index_path, NM(name), format_json_kind(v));
             goto done;
         }
         const char *shard = json_string_value(v);

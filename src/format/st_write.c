@@ -13,11 +13,9 @@
 #include "format/format_int.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* The safetensors names of the dtypes we can write (plain types only). */
 static const char *const st_write_names[DTYPE_COUNT] = {
@@ -203,45 +201,21 @@ int st_writer_write(struct st_writer *w, const char *path, struct hs_err *err)
         if (hs_add_overflow(total, w->entries[i].n_bytes, &total) || total > (UINT64_C(1) << 62))
             return hs_err_set(err, HS_ERR_LIMIT, "%s: tensor data is too large", path);
 
-    struct strbuf head, tmp;
+    struct strbuf head;
     strbuf_init(&head);
-    strbuf_init(&tmp);
     st_header_build(w, &head);
-    strbuf_printf(&tmp, "%s.tmp.%ld", path, (long)getpid());
-    const char *what = "open";
-    int fd = sys_io_open(tmp.buf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) goto fail;
-    what = "write";
-    if (sys_io_pwrite_full(fd, head.buf, head.len, 0) < 0) goto fail;
-    uint64_t off = head.len;
-    for (int i = 0; i < w->n; i++) {
-        const struct st_entry *t = &w->entries[i];
-        if (sys_io_pwrite_full(fd, t->data, (size_t)t->n_bytes, (off_t)off) < 0) goto fail;
-        off += t->n_bytes;
+    struct sys_wfile f;
+    rc = sys_wfile_open(&f, path, err);
+    if (rc == HS_OK) {
+        sys_wfile_pwrite(&f, head.buf, head.len, 0);
+        uint64_t off = head.len;
+        for (int i = 0; i < w->n; i++) {
+            const struct st_entry *t = &w->entries[i];
+            sys_wfile_pwrite(&f, t->data, (size_t)t->n_bytes, off);
+            off += t->n_bytes;
+        }
+        rc = sys_wfile_commit(&f, err);
     }
-    what = "fsync";
-    if (sys_io_fsync(fd) != 0) goto fail;
-    what = "close";
-    int cfd = fd;
-    fd = -1;
-    if (sys_io_close(cfd) != 0) goto fail;
-    what = "rename";
-    if (sys_io_rename(tmp.buf, path) != 0) goto fail;
-    /* make the rename durable (best effort: some filesystems refuse a directory fsync) */
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? hs_strndup(path, (size_t)(slash - path) + (slash == path)) : hs_strdup(".");
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) { (void)fsync(dfd); close(dfd); }
-    hs_free(dir);
     strbuf_free(&head);
-    strbuf_free(&tmp);
-    return HS_OK;
-fail:;
-    int e = errno;
-    if (fd >= 0) sys_io_close(fd);
-    if (strcmp(what, "open") != 0) unlink(tmp.buf); /* directly: the seam may be what fails */
-    rc = hs_err_set(err, HS_ERR_IO, "%s: %s failed: %s", path, what, strerror(e));
-    strbuf_free(&head);
-    strbuf_free(&tmp);
     return rc;
 }

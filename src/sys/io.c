@@ -122,40 +122,96 @@ int sys_io_close(int fd)
     return g_ops->close(fd);
 }
 
-int sys_file_write_atomic(const char *path, const void *data, size_t len, struct hs_err *err)
+int sys_wfile_open(struct sys_wfile *w, const char *path, struct hs_err *err)
 {
+    memset(w, 0, sizeof *w);
+    w->fd = -1;
     struct strbuf tmp;
     strbuf_init(&tmp);
     /* pid + a process-wide sequence: two threads writing the same path never share a temp */
     static _Atomic uint64_t seq;
     strbuf_printf(&tmp, "%s.tmp.%ld.%llu", path, (long)getpid(),
                   (unsigned long long)atomic_fetch_add(&seq, 1));
-    const char *what = "open";
-    int fd = sys_io_open(tmp.buf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) goto fail_noclose;
-    what = "write";
-    if (sys_io_pwrite_full(fd, data, len, 0) < 0) goto fail;
-    what = "fsync";
-    if (sys_io_fsync(fd) != 0) goto fail;
-    what = "close";
-    if (sys_io_close(fd) != 0) { fd = -1; goto fail; }
-    fd = -1;
-    what = "rename";
-    if (sys_io_rename(tmp.buf, path) != 0) goto fail;
+    w->fd = sys_io_open(tmp.buf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (w->fd < 0) {
+        int rc = hs_err_set(err, HS_ERR_IO, "%s: open failed: %s", path, strerror(errno));
+        strbuf_free(&tmp);
+        return rc;
+    }
+    w->path = hs_strdup(path);
+    w->tmp = strbuf_detach(&tmp, NULL);
+    return HS_OK;
+}
+
+static void wfile_fail(struct sys_wfile *w, const char *op)
+{
+    if (w->failed_op) return;
+    w->failed_op = op;
+    w->failed_errno = errno;
+}
+
+void sys_wfile_pwrite(struct sys_wfile *w, const void *buf, size_t n, uint64_t off)
+{
+    if (w->failed_op || !n) return;
+    if (off > (uint64_t)INT64_MAX - n) { errno = EFBIG; wfile_fail(w, "write"); return; }
+    if (sys_io_pwrite_full(w->fd, buf, n, (off_t)off) < 0) wfile_fail(w, "write");
+}
+
+void sys_wfile_zeros(struct sys_wfile *w, uint64_t n, uint64_t off)
+{
+    static const uint8_t zeros[4096];
+    while (n && !w->failed_op) {
+        size_t k = n < sizeof zeros ? (size_t)n : sizeof zeros;
+        sys_wfile_pwrite(w, zeros, k, off);
+        n -= k;
+        off += k;
+    }
+}
+
+static void wfile_release(struct sys_wfile *w)
+{
+    hs_free(w->path);
+    hs_free(w->tmp);
+    w->path = w->tmp = NULL;
+}
+
+void sys_wfile_abort(struct sys_wfile *w)
+{
+    if (w->fd >= 0) sys_io_close(w->fd);
+    w->fd = -1;
+    if (w->tmp) unlink(w->tmp); /* directly: the seam may be what is failing */
+    wfile_release(w);
+}
+
+int sys_wfile_commit(struct sys_wfile *w, struct hs_err *err)
+{
+    if (!w->failed_op && sys_io_fsync(w->fd) != 0) wfile_fail(w, "fsync");
+    if (!w->failed_op) {
+        int fd = w->fd;
+        w->fd = -1; /* closed either way */
+        if (sys_io_close(fd) != 0) wfile_fail(w, "close");
+    }
+    if (!w->failed_op && sys_io_rename(w->tmp, w->path) != 0) wfile_fail(w, "rename");
+    if (w->failed_op) {
+        int rc = hs_err_set(err, HS_ERR_IO, "%s: %s failed: %s", w->path, w->failed_op,
+                            strerror(w->failed_errno));
+        sys_wfile_abort(w);
+        return rc;
+    }
     /* make the rename durable: fsync the directory (best effort: some filesystems refuse) */
-    char *dcopy = hs_strdup(path);
+    char *dcopy = hs_strdup(w->path);
     int dfd = open(dirname(dcopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0) { (void)fsync(dfd); close(dfd); }
     hs_free(dcopy);
-    strbuf_free(&tmp);
+    wfile_release(w);
     return HS_OK;
-fail:;
-    int e = errno;
-    if (fd >= 0) sys_io_close(fd);
-    unlink(tmp.buf); /* clean up directly: the seam may be the thing failing */
-    errno = e;
-fail_noclose:;
-    int rc = hs_err_set(err, HS_ERR_IO, "%s: %s failed: %s", path, what, strerror(errno));
-    strbuf_free(&tmp);
-    return rc;
+}
+
+int sys_file_write_atomic(const char *path, const void *data, size_t len, struct hs_err *err)
+{
+    struct sys_wfile w;
+    int rc = sys_wfile_open(&w, path, err);
+    if (rc != HS_OK) return rc;
+    sys_wfile_pwrite(&w, data, len, 0);
+    return sys_wfile_commit(&w, err);
 }

@@ -96,8 +96,24 @@ int sys_io_unlink(const char *path);
 int sys_io_ftruncate(int fd, off_t len);
 int sys_io_close(int fd);
 
-/* Write a whole file atomically: temp file beside it, write, fsync, rename, fsync of the
- * directory. On failure the destination is untouched and the temp file removed. */
+/* A file replaced atomically: bytes go to a temp file beside `path`; commit fsyncs, renames
+ * over `path` and fsyncs the directory. Writes record the first failure (sticky) and do
+ * nothing after it; commit reports it. On any failure the destination is untouched and
+ * the temp file removed. Lifecycle: open -> write* -> commit | abort (both release). */
+struct sys_wfile {
+    int fd;                /* -1 once closed */
+    char *path, *tmp;      /* owned */
+    const char *failed_op; /* NULL, or the first operation that failed */
+    int failed_errno;
+};
+
+int sys_wfile_open(struct sys_wfile *w, const char *path, struct hs_err *err);
+void sys_wfile_pwrite(struct sys_wfile *w, const void *buf, size_t n, uint64_t off);
+void sys_wfile_zeros(struct sys_wfile *w, uint64_t n, uint64_t off);
+int sys_wfile_commit(struct sys_wfile *w, struct hs_err *err);
+void sys_wfile_abort(struct sys_wfile *w);
+
+/* Write a whole file atomically (a sys_wfile of one write). */
 int sys_file_write_atomic(const char *path, const void *data, size_t len, struct hs_err *err);
 
 /* ---- thread pool -------------------------------------------------------------------- */
