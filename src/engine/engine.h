@@ -1,17 +1,124 @@
 /*
- * engine — the hybrid forward pass: sequences (KV cache per attention layer, recurrent
- * and conv state per GDN layer), `forward` over any number of tokens with in-flight GDN
- * snapshot capture at chosen positions, state save/restore as opaque blobs, sampling.
- * Depends on base, sys, kernels, model.
+ * engine — the hybrid forward pass: sequences (KV cache per attention layer, recurrent and
+ * conv state per GDN layer), `engine_forward` over any number of tokens with in-flight GDN
+ * snapshot capture at chosen positions, sequence state save/restore as opaque blobs, and
+ * sampling. Depends on base, sys, kernels, model.
  *
- * Design note (contract; DESIGN.md §4):
- *   1. The logits at position p depend only on tokens 0..p: not on chunking, batch size,
- *      thread count, or whether the state came from a cold prefill or a restore.
- *   2. One engine thread owns all sequences; scratch is allocated once per model.
+ * Design note
+ * -----------
+ * Exactness (DESIGN.md §4): the logits at position p depend only on tokens 0..p — not on
+ * how the prompt is cut into forward calls, how many tokens one call holds, how many threads
+ * run, or whether the state came from a cold prefill or a restore. The engine keeps it by
+ * construction: matmuls are batch-invariant kernels with threads splitting output rows;
+ * attention reduces each query over keys 0..p in order; the GDN recurrence and the conv run
+ * token by token; every per-token operation is the same code whatever the batch.
  *
- * Status: not yet written (issue [F3]).
+ * Positions. A sequence at position n has consumed tokens 0..n-1. engine_forward(seq,
+ * tokens, k) consumes k more. A snapshot "at p" is the GDN state after exactly p tokens;
+ * with the attention KV rows [0, p) it is everything needed to continue at p.
+ *
+ * Memory. A sequence owns its KV cache (f32, [n_ctx, nkv, hd] per attention layer, grown
+ * on demand in blocks) and one GDN state (conv [K-1, C] + recurrent [Hv, Dk, Dv] f32 per
+ * GDN layer). Scratch for a forward is sized once per engine from n_batch.
+ *
+ * Invariants:
+ *   1. engine_forward never allocates per token; it fails cleanly (no state change) when a
+ *      position would pass the sequence's n_ctx.
+ *   2. A captured snapshot equals, byte for byte, the GDN state a sequence would hold after
+ *      a forward that stopped at that position.
+ *   3. seq_restore(seq_save(s)) gives a sequence whose future logits are bit-identical to
+ *      s's. Blobs are versioned and checksummed; a blob from another model geometry is
+ *      refused.
  */
 #ifndef HS_ENGINE_H
 #define HS_ENGINE_H
+
 #include "base/base.h"
+#include "model/model.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* ---- engine and sequences ------------------------------------------------------------- */
+
+struct engine_opts {
+    int n_threads;      /* >= 1 */
+    int64_t n_batch;    /* most tokens per internal forward step (scratch size); default 512 */
+};
+
+struct engine;
+struct seq;
+
+void engine_opts_default(struct engine_opts *o);
+/* The model is borrowed and must outlive the engine. */
+int engine_new(const struct model *m, const struct engine_opts *o, struct engine **out,
+               struct hs_err *err);
+void engine_free(struct engine *e);
+const struct model *engine_model(const struct engine *e);
+/* Name of the kernel variant in use ("scalar", "avx2", "avx512") — part of the numerics
+ * fingerprint. */
+const char *engine_kernel_variant(const struct engine *e);
+/* A 64-bit fingerprint of (build, kernel variant, model geometry): state made under another
+ * fingerprint must never be restored. */
+uint64_t engine_fingerprint(const struct engine *e);
+
+struct seq *seq_new(struct engine *e, int64_t n_ctx);
+void seq_free(struct seq *s);
+int64_t seq_pos(const struct seq *s);
+int64_t seq_n_ctx(const struct seq *s);
+void seq_reset(struct seq *s); /* back to position 0, state zeroed */
+
+/* ---- forward ---------------------------------------------------------------------------- */
+
+/* Bytes of one GDN snapshot (every GDN layer's conv + recurrent state). */
+uint64_t engine_snapshot_bytes(const struct engine *e);
+
+struct engine_capture {
+    int64_t pos;        /* absolute position p: state after exactly p tokens */
+    void *buf;          /* engine_snapshot_bytes(e) bytes, caller-owned */
+    bool filled;        /* set by engine_forward when captured */
+};
+
+/* Consume tokens[0..n) at the sequence's position. For each capture with
+ * seq_pos < pos <= seq_pos + n, the GDN state after exactly `pos` tokens is copied into its
+ * buffer during the pass (no extra forward). Logits: for every i in rows[0..n_rows)
+ * (indices into tokens, ascending), n_vocab floats go to logits + k*n_vocab (k-th row);
+ * rows may be NULL with n_rows 0. */
+int engine_forward(struct engine *e, struct seq *s, const int32_t *tokens, int64_t n,
+                   struct engine_capture *caps, int n_caps, const int64_t *rows, int n_rows,
+                   float *logits, struct hs_err *err);
+
+/* ---- state blobs ------------------------------------------------------------------------ */
+
+/* Serialise the whole sequence state at its position (KV rows [0, pos) + GDN state + pos)
+ * into an owned, versioned, checksummed blob (free with hs_free). */
+int seq_save(const struct seq *s, void **blob, uint64_t *len, struct hs_err *err);
+/* Load a blob made by seq_save of the same engine fingerprint; on error s is unchanged. */
+int seq_restore(struct seq *s, const void *blob, uint64_t len, struct hs_err *err);
+
+/* ---- sampling --------------------------------------------------------------------------- */
+
+struct sampler_opts {
+    float temperature;         /* 0 = greedy */
+    int top_k;                 /* 0 = off */
+    float top_p;               /* 1 = off */
+    float min_p;               /* 0 = off */
+    float repetition_penalty;  /* 1 = off (divides positive logits, multiplies negative) */
+    float presence_penalty;    /* 0 = off (subtracted once per distinct seen token) */
+    float frequency_penalty;   /* 0 = off (subtracted per occurrence) */
+    int64_t penalty_last_n;    /* window of recent tokens the penalties look at; -1 = all */
+    uint64_t seed;
+};
+
+struct sampler;
+
+void sampler_opts_default(struct sampler_opts *o);
+struct sampler *sampler_new(const struct sampler_opts *o, int64_t n_vocab);
+void sampler_free(struct sampler *s);
+/* Record a token as part of the context the penalties see (prompt and generated). */
+void sampler_accept(struct sampler *s, int32_t token);
+/* Pick the next token from logits (n_vocab floats; not modified). Deterministic: the same
+ * seed, accepted history and logits give the same token on every machine. */
+int32_t sampler_sample(struct sampler *s, const float *logits);
+
 #endif
