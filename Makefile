@@ -16,7 +16,7 @@ WARN     += -Werror
 endif
 OPT      ?= -O2 -g
 CFLAGS   := $(CSTD) $(WARN) $(OPT) -ffp-contract=off -fno-fast-math -Isrc -MMD -MP
-LDLIBS   := -ljansson -lm -lpthread
+LDLIBS   := -ljansson -lpcre2-8 -lutf8proc -lm -lpthread
 ISA_avx2   := -mavx2 -mfma -mf16c
 ISA_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
 
@@ -96,7 +96,9 @@ $(BUILD)/asan/tests/unit_%: $$(wildcard tests/unit/%/*.c) $$(wildcard tests/unit
 unit: $(TEST_BINS) $(BIN)
 	@sh tools/run_tests.sh --unit-only $(BUILD)
 
-test: deps check-includes $(BIN) $(TEST_BINS)
+# deps first, then a fresh make (so rules that look at node_modules see it installed)
+test: deps
+	@$(MAKE) --no-print-directory check-includes $(BIN) $(TEST_BINS)
 	@sh tools/run_tests.sh $(BUILD)
 
 asan: $(ASAN_TESTS)
@@ -115,7 +117,8 @@ fuzz: $(GEN_SRC)
 deps:
 	@sh tools/deps.sh
 
-demo: $(BIN)
+demo: deps
+	@$(MAKE) --no-print-directory $(BIN)
 	@sh tools/demo.sh $(BUILD)
 
 clean:
