@@ -67,9 +67,10 @@ $(LIB): $(OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BIN): src/main.c $(LIB)
+CMD_SRC  := src/main.c $(wildcard src/cmd_*.c)
+$(BIN): $(CMD_SRC) src/cmd.h $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) src/main.c $(LIB) $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) $(CMD_SRC) $(LIB) $(LDLIBS) -o $@
 
 # ---- tests -----------------------------------------------------------------------------
 .SECONDEXPANSION:
