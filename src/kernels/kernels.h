@@ -1,19 +1,222 @@
 /*
  * kernels — the numeric kernels of the forward pass: matmul over f32/f16/bf16/Q8_0
  * weights, norms, RoPE, attention, the GDN recurrence, conv1d, MoE routing.
- * Depends on base only.
+ * Depends on base only. Math: reference/qwen35-architecture.md §2-§5.
  *
  * Design note (the contract the implementation must keep; see DESIGN.md §4):
- *   1. A scalar reference defines every kernel; SIMD variants (files *_avx2.c,
- *      *_avx512.c, chosen at start-up from sys CPU detection by the engine) equal it bit
- *      for bit, or are a documented numerics variant that the bank fingerprint tells apart.
+ *   1. A scalar reference defines every kernel (this header + matmul.c, norm.c, rope.c,
+ *      attn.c, gdn.c, ffn.c); SIMD variants (files *_avx2.c, *_avx512.c, chosen at
+ *      start-up from sys CPU detection by the engine) equal it bit for bit, or are a
+ *      documented numerics variant that the bank fingerprint tells apart. To make "bit for
+ *      bit" reachable, every reduction below has ONE written order, stated here.
  *   2. Batch invariance: each output element accumulates over K in one fixed order
- *      whether the batch holds 1 or 512 rows; threads split output rows, never a sum.
- *   3. No -ffast-math, -ffp-contract=off; FMA only where written explicitly.
+ *      whether the batch holds 1 or 512 rows and whatever row range is asked for;
+ *      threads split output rows (or heads / channels), never a sum. Every kernel that
+ *      the engine may split takes a half-open range [r0, r1) of its independent outputs.
+ *   3. No -ffast-math, -ffp-contract=off; FMA only where written explicitly: every
+ *      "acc = fma(a, b, acc)" below is a C fmaf() call (one rounding), every other
+ *      multiply and add rounds separately. Transcendentals are libm's expf, log1pf,
+ *      sqrtf (correctly rounded), and cos/sin/pow in double for RoPE angles.
+ *   4. All activations, norms and states are f32. Kernels never allocate; scratch is
+ *      the caller's (sizes stated per function). Outputs may alias inputs only where
+ *      a function says so.
+ *   5. Sizes are int64_t and must be >= 1 unless stated; weight matrices are row-major
+ *      [rows, K] (out x in), rows packed back to back with kern_row_bytes(type, K) bytes.
  *
- * Status: not yet written (issue [F3]).
+ * Matmul accumulation order (the exact contract SIMD variants reproduce)
+ * ----------------------------------------------------------------------
+ * f32 / f16 / bf16 weights: for output y[t][r] keep KERN_LANES = 32 partial sums, all
+ * starting at +0.0f. For k = 0, 1, ..., K-1 in ascending order:
+ *     acc[k % 32] = fmaf(w(r, k), x[t][k], acc[k % 32])
+ * where w(r, k) is the weight converted exactly to f32 (hs_f16_to_f32 / hs_bf16_to_f32).
+ * Then a fixed halving tree: for h = 16, 8, 4, 2, 1: acc[l] = acc[l] + acc[l + h] for
+ * l = 0..h-1; y[t][r] = acc[0]. (AVX-512: two zmm lane-vectors k%32 in 0..15 / 16..31;
+ * AVX2: four ymm; the tree is then add hi/lo halves down to one lane.)
+ *
+ * Q8_0 weights (llama.cpp block: f16 scale d, then 32 int8 q; value = d * q; 34 bytes per
+ * block; K % 32 == 0): the activations are quantized once per call site with
+ * kern_q8_quantize, per block of 32 values of one token:
+ *     amax = max_i |x_i|;  d = amax / 127.0f;  id = (d > 0) ? 1.0f / d : 0.0f;
+ *     q_i  = nearbyintf(x_i * id)   (round half to even; clamped to [-127, 127])
+ * and the activation scale is kept as f32 (not f16). For output y[t][r], block b:
+ *     isum_b = sum_{i<32} wq_i * xq_i         (exact int32; any order gives the same)
+ *     acc[b % 8] = fmaf(dw_b * dx_b, (float)isum_b, acc[b % 8])
+ * with 8 partial sums starting at +0.0f, blocks in ascending order, dw_b * dx_b one
+ * rounded f32 product (dw_b = hs_f16_to_f32 of the stored scale), then the halving tree
+ * for h = 4, 2, 1. (float)isum_b is exact: |isum| <= 32 * 127 * 127 < 2^24.
+ *
+ * Other reductions (all in ascending index order unless a lane scheme is named):
+ *   kern_dot:     the 32-lane scheme above on two f32 vectors (used by norms' sum of
+ *                 squares and attention scores).
+ *   attention:    softmax max by ascending key, sum of exp sequential ascending; output
+ *                 o[d] = fmaf(e_t, v_t[d], o[d]) over t ascending, then o[d] / sum.
+ *   GDN, conv:    sequential fmaf over the reduced index, stated at each function.
  */
 #ifndef HS_KERNELS_H
 #define HS_KERNELS_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
 #include "base/base.h"
+
+#define KERN_LANES 32      /* partial sums over k of the float matmul and kern_dot */
+#define KERN_Q8_LANES 8    /* partial sums over blocks of the Q8_0 matmul */
+#define KERN_Q8_BLOCK 32   /* values per Q8_0 block */
+#define KERN_Q8_BLOCK_BYTES 34
+
+/* Weight types the kernels compute with. The values equal format's enum dtype
+ * (DTYPE_F32 = 0, DTYPE_F16 = 1, DTYPE_BF16 = 2, DTYPE_Q8_0 = 3), so the engine may cast;
+ * kernels may not include format/ (DESIGN.md §2). */
+enum kern_wtype {
+    KERN_W_F32 = 0,
+    KERN_W_F16 = 1,
+    KERN_W_BF16 = 2,
+    KERN_W_Q8_0 = 3,
+};
+
+/* One block of quantized activations (see the Q8_0 order above). */
+struct kern_q8_block {
+    float d;                    /* scale: value = d * q */
+    int8_t q[KERN_Q8_BLOCK];
+};
+
+/* ---- matmul and embeddings (matmul.c) -------------------------------------------- */
+
+/* Bytes of one weight row of k values; 0 when the type is unknown or k is not valid for
+ * it (k < 1, or k % 32 != 0 for Q8_0). */
+size_t kern_row_bytes(enum kern_wtype t, int64_t k);
+
+/* Quantize x [n_tok, k] (k % 32 == 0) into xq [n_tok, k / 32] blocks, for Q8_0 weights.
+ * Done once per input, shared by every matmul reading that input. */
+void kern_q8_quantize(struct kern_q8_block *xq, const float *x, int64_t n_tok, int64_t k);
+
+/* y[t * y_ld + r] = sum_{i<k} W[r][i] * x[t * k + i] for t < n_tok and r in [r0, r1).
+ * w points at row 0 of the matrix (rows of kern_row_bytes(wt, k) bytes); x is [n_tok, k]
+ * f32, contiguous; xq is kern_q8_quantize(x) for KERN_W_Q8_0 (ignored, may be NULL,
+ * otherwise). y must not alias x. Order: the header's matmul contract, so the result is
+ * independent of n_tok, r0, r1. */
+void kern_matmul(float *y, int64_t y_ld, const void *w, enum kern_wtype wt, const float *x,
+                 const struct kern_q8_block *xq, int64_t n_tok, int64_t k, int64_t r0,
+                 int64_t r1);
+
+/* out[0..k) = row `row` of w, converted to f32 (Q8_0: hs_f16_to_f32(d) * (float)q, one
+ * rounded product). The embedding lookup; also the dequantizer the tests check. */
+void kern_row_to_f32(float *out, const void *w, enum kern_wtype wt, int64_t k, int64_t row);
+
+/* The 32-lane dot product of the header (the float matmul's order with x as weights). */
+float kern_dot(const float *a, const float *b, int64_t n);
+
+/* ---- norms (norm.c) ---------------------------------------------------------------- */
+
+/* RMSNorm with a folded weight (GGUF form, or HF's 1 + w already added by the loader):
+ *     ss = kern_dot(x, x, n);  r = 1.0f / sqrtf(ss / (float)n + eps);
+ *     y[i] = (x[i] * r) * w[i]
+ * y may equal x. */
+void kern_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);
+
+/* kern_rmsnorm on n_head vectors of hd values, vector j at x + j * ld, in place; one
+ * weight w[hd] for all heads (q_norm / k_norm). Heads [h0, h1) only. */
+void kern_rmsnorm_heads(float *x, int64_t ld, int64_t hd, const float *w, float eps,
+                        int64_t h0, int64_t h1);
+
+/* The GDN output norm for heads [h0, h1) of n values each (o, z, y at + h * n):
+ *     r as kern_rmsnorm;  y[i] = ((o[i] * r) * w[i]) * kern_silu(z[i])
+ * w[n] is used as stored (never 1 + w). y may equal o or z. */
+void kern_rmsnorm_gated(float *y, const float *o, const float *z, const float *w, int64_t n,
+                        float eps, int64_t h0, int64_t h1);
+
+/* L2 norm of heads [h0, h1) of n values (vector h at x + h * n), in place:
+ *     r = 1.0f / sqrtf(kern_dot(x, x, n) + eps);  x[i] = x[i] * r     (eps = 1e-6) */
+void kern_l2norm_heads(float *x, int64_t n, float eps, int64_t h0, int64_t h1);
+
+/* ---- elementwise (ffn.c) ------------------------------------------------------------ */
+
+/* silu(x) = x / (1.0f + expf(-x));  sigmoid(x) = 1.0f / (1.0f + expf(-x)). */
+float kern_silu(float x);
+float kern_sigmoid(float x);
+/* softplus(x) = x > 20 ? x : log1pf(expf(x))  (torch's threshold). */
+float kern_softplus(float x);
+
+/* y[i] = kern_silu(gate[i]) * up[i] for i in [i0, i1). y may equal gate or up. */
+void kern_swiglu(float *y, const float *gate, const float *up, int64_t i0, int64_t i1);
+/* y[i] = x[i] * kern_sigmoid(g[i]) (attention output gate). y may equal x or g. */
+void kern_sigmoid_mul(float *y, const float *x, const float *g, int64_t n);
+/* y[i] = y[i] + x[i] (residual). */
+void kern_add(float *y, const float *x, int64_t n);
+/* y[i] = fmaf(a, x[i], y[i]) (weighted expert sum). */
+void kern_axpy(float *y, float a, const float *x, int64_t n);
+
+/* y = softmax(x) over n: m = max (ascending scan); e_i = expf(x_i - m); s = sum e_i
+ * ascending; y_i = e_i / s. y may equal x. */
+void kern_softmax(float *y, const float *x, int64_t n);
+
+/* MoE routing: probs = kern_softmax(logits[n_exp]); pick n_sel experts by descending
+ * probability, ties to the lower index; ids[j], weights[j] in pick order. With renorm
+ * weights[j] = p_j / s where s = sum of the picked p in pick order; else p_j.
+ * probs [n_exp] is written (caller's scratch); 1 <= n_sel <= n_exp. */
+void kern_moe_route(int32_t *ids, float *weights, float *probs, const float *logits,
+                    int64_t n_exp, int64_t n_sel, bool renorm);
+
+/* ---- RoPE (rope.c) ------------------------------------------------------------------ */
+
+/* Partial NeoX rotary embedding at position pos over the first n_rot dims of a head
+ * (n_rot even). cs[2 * i] = cos, cs[2 * i + 1] = sin of phi_i = pos * theta^(-2i/n_rot),
+ * i < n_rot / 2, each computed in double and rounded once to f32. cs holds n_rot floats. */
+void kern_rope_table(float *cs, int64_t n_rot, double theta, int64_t pos);
+
+/* Rotate heads [h0, h1) (head j at x + j * ld) with a table from kern_rope_table:
+ * for i < n_rot / 2, a = x[i], b = x[i + n_rot / 2]:
+ *     x[i] = a * c - b * s;   x[i + n_rot / 2] = b * c + a * s   (products rounded, no fma)
+ * dims n_rot.. are untouched. */
+void kern_rope_apply(float *x, int64_t ld, int64_t n_rot, const float *cs, int64_t h0,
+                     int64_t h1);
+
+/* ---- attention (attn.c) ------------------------------------------------------------- */
+
+/* Causal GQA attention of one query position over keys 0 .. n_pos - 1 (the query's own
+ * position is n_pos - 1), for query heads [h0, h1).
+ *   q:  [n_head, hd], head j at q + j * hd (post-norm, post-RoPE)
+ *   kc, vc: key/value cache, key of position t, kv-head m at kc + t * kv_ld + m * hd
+ *   out: [n_head, hd], head j at out + j * hd
+ *   query head j reads kv head j / (n_head / n_kv_head)   (n_head % n_kv_head == 0)
+ *   scratch: n_pos floats.
+ * Per head: s_t = kern_dot(q, k_t, hd) * scale; m = max s_t (ascending);
+ * e_t = expf(s_t - m); sum = sum e_t ascending; o[d] = 0, then o[d] = fmaf(e_t, v_t[d], o[d])
+ * for t ascending; out[d] = o[d] / sum. The sigmoid output gate is kern_sigmoid_mul. */
+void kern_attn(float *out, const float *q, const float *kc, const float *vc, int64_t kv_ld,
+               int64_t n_pos, int64_t hd, int64_t n_head, int64_t n_kv_head, float scale,
+               float *scratch, int64_t h0, int64_t h1);
+
+/* ---- Gated DeltaNet (gdn.c) --------------------------------------------------------- */
+
+/* Depthwise causal conv1d step with SiLU for channels [c0, c1) of n_ch.
+ *   state: [k_conv - 1, n_ch], row 0 the oldest pre-conv input (zeros at sequence start)
+ *   w:     [n_ch, k_conv] (tap k_conv - 1 multiplies the current input)
+ *   acc = 0; for j = 0..k_conv-1: acc = fmaf(w[c][j], win_j[c], acc), win = state rows
+ *   then x; out[c] = kern_silu(acc). The state then shifts one row up and its last row
+ *   becomes x[c]. out may equal x. */
+void kern_conv1d_step(float *out, float *state, const float *x, const float *w, int64_t n_ch,
+                      int64_t k_conv, int64_t c0, int64_t c1);
+
+/* GDN gates for v-heads [h0, h1): g = ssm_a[h] * kern_softplus(a[h] + dt_bias[h]);
+ * alpha[h] = expf(g) (decay, in (0, 1] for ssm_a < 0); beta[h] = kern_sigmoid(b[h]).
+ * ssm_a is the GGUF form -exp(A_log). alpha/beta may equal a/b. */
+void kern_gdn_gates(float *alpha, float *beta, const float *a, const float *b,
+                    const float *ssm_a, const float *dt_bias, int64_t h0, int64_t h1);
+
+/* One token of the gated delta rule for v-heads [h0, h1).
+ *   S: [n_vh, dk, dv] f32 state, updated in place; q, k: [n_kh, dk], L2-normed (q not yet
+ *   scaled); v: [n_vh, dv]; o: [n_vh, dv] out. v-head h uses k-head kh = h % n_kh (tiled).
+ * Per head h and column j (columns are independent), with sc = 1.0f / sqrtf((float)dk),
+ * i ascending:
+ *   pass 1: S[i][j] = S[i][j] * alpha[h];  u = fmaf(S[i][j], k[kh][i], u)   (u from 0)
+ *           dl = beta[h] * (v[h][j] - u)
+ *   pass 2: S[i][j] = fmaf(k[kh][i], dl, S[i][j]);
+ *           o = fmaf(S[i][j], q[kh][i] * sc, o)                             (o from 0)
+ * so the read-out uses the updated state. o must not alias q, k, v. */
+void kern_gdn_step(float *o, float *S, const float *q, const float *k, const float *v,
+                   const float *alpha, const float *beta, int64_t n_kh, int64_t n_vh,
+                   int64_t dk, int64_t dv, int64_t h0, int64_t h1);
+
 #endif

@@ -1,0 +1,36 @@
+/*
+ * attn.c — causal GQA attention of one query position. Each query head reduces over its
+ * keys from position 0 in ascending order, so the result does not depend on how the
+ * prompt was cut into forwards or which heads a thread took.
+ */
+#include <math.h>
+
+#include "kernels/kernels.h"
+
+void kern_attn(float *out, const float *q, const float *kc, const float *vc, int64_t kv_ld,
+               int64_t n_pos, int64_t hd, int64_t n_head, int64_t n_kv_head, float scale,
+               float *scratch, int64_t h0, int64_t h1)
+{
+    int64_t group = n_head / n_kv_head;
+    for (int64_t j = h0; j < h1; j++) {
+        const float *qj = q + j * hd;
+        int64_t m = j / group;
+        float mx = 0.0f;
+        for (int64_t t = 0; t < n_pos; t++) {
+            scratch[t] = kern_dot(qj, kc + t * kv_ld + m * hd, hd) * scale;
+            if (t == 0 || scratch[t] > mx) mx = scratch[t];
+        }
+        float sum = 0.0f;
+        for (int64_t t = 0; t < n_pos; t++) {
+            scratch[t] = expf(scratch[t] - mx);
+            sum = sum + scratch[t];
+        }
+        float *oj = out + j * hd;
+        for (int64_t d = 0; d < hd; d++) oj[d] = 0.0f;
+        for (int64_t t = 0; t < n_pos; t++) {
+            const float *vt = vc + t * kv_ld + m * hd;
+            for (int64_t d = 0; d < hd; d++) oj[d] = fmaf(scratch[t], vt[d], oj[d]);
+        }
+        for (int64_t d = 0; d < hd; d++) oj[d] = oj[d] / sum;
+    }
+}
