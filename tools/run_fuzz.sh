@@ -2,7 +2,8 @@
 # run_fuzz.sh BUILD SECONDS — short libFuzzer runs of every tests/fuzz/fuzz_*.c (`make fuzz`).
 #
 # For each harness fuzz_NAME.c: the sources of src/base, src/sys and src/format are compiled
-# once into BUILD/fuzz/obj (coverage + ASan + UBSan), the harness is linked with
+# once into BUILD/fuzz/obj (coverage + ASan + UBSan; a harness's own extra sources, see
+# extra_srcs, for it alone), the harness is linked with
 # -fsanitize=fuzzer into BUILD/fuzz/fuzz_NAME and run for SECONDS on a scratch copy of
 # tests/fuzz/corpus/NAME/ (libFuzzer adds what it finds to the scratch copy only). The
 # committed corpus changes only when a run finds a crash, leak, timeout or out-of-memory
@@ -38,6 +39,13 @@ for c in src/base/*.c src/sys/*.c src/format/*.c; do
     objs="$objs $o"
 done
 
+# Sources a harness needs beyond base/sys/format (compiled for it alone, every run).
+extra_srcs() {
+    case $1 in
+        parse) echo src/api/parse.c ;;
+    esac
+}
+
 failed=""
 n_run=0
 for h in tests/fuzz/fuzz_*.c; do
@@ -50,7 +58,13 @@ for h in tests/fuzz/fuzz_*.c; do
     scratch=$out/corpus-$name
     art=$out/artifacts-$name
 
-    if ! $cc $cflags $san -fsanitize=fuzzer "$h" $objs -ljansson -lm -lpthread -o "$bin" > "$log" 2>&1; then
+    : > "$log"
+    extra=""
+    for c in $(extra_srcs "$name"); do
+        o=$objdir/$(echo "$c" | tr '/' '_' | sed 's/\.c$/.o/')
+        $cc $cflags $san -fsanitize=fuzzer-no-link -c "$c" -o "$o" >> "$log" 2>&1 && extra="$extra $o"
+    done
+    if ! $cc $cflags $san -fsanitize=fuzzer "$h" $objs $extra -ljansson -lm -lpthread -o "$bin" >> "$log" 2>&1; then
         echo "== $base: BUILD FAILED"
         head -20 "$log"
         failed="$failed $base(build)"
