@@ -273,4 +273,17 @@ struct hf_tokenizer {
 int hf_tokenizer_load(const char *path, struct hf_tokenizer *t, struct hs_err *err);
 void hf_tokenizer_free(struct hf_tokenizer *t); /* safe on a zeroed struct */
 
+/* The parts of tokenizer_config.json a server needs. Strings are owned; NULL when absent. */
+struct hf_tokenizer_config {
+    char *chat_template;   /* a string, or the "default" entry of a list of named templates */
+    char *bos_token;       /* a string or {content: ...}; NULL for null/absent */
+    char *eos_token;
+    char *pad_token;
+    bool add_bos_token;
+};
+
+/* Parse tokenizer_config.json; errors name the file and field. */
+int hf_tokenizer_config_load(const char *path, struct hf_tokenizer_config *c, struct hs_err *err);
+void hf_tokenizer_config_free(struct hf_tokenizer_config *c); /* safe on a zeroed struct */
+
 #endif
