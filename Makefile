@@ -17,8 +17,12 @@ endif
 OPT      ?= -O2 -g
 CFLAGS   := $(CSTD) $(WARN) $(OPT) -ffp-contract=off -fno-fast-math -Isrc -MMD -MP
 LDLIBS   := -ljansson -lpcre2-8 -lutf8proc -lm -lpthread
+# ISA flags only where the compiler targets x86-64; elsewhere the SIMD files build empty
+ARCH     := $(shell $(CC) -dumpmachine 2>/dev/null | cut -d- -f1)
+ifeq ($(ARCH),x86_64)
 ISA_avx2   := -mavx2 -mfma -mf16c
 ISA_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
+endif
 
 SRC      := $(foreach m,$(MODULES),$(wildcard src/$(m)/*.c))
 GEN_SRC  := $(BUILD)/gen/chat_template.c

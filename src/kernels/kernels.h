@@ -219,4 +219,44 @@ void kern_gdn_step(float *o, float *S, const float *q, const float *k, const flo
                    const float *alpha, const float *beta, int64_t n_kh, int64_t n_vh,
                    int64_t dk, int64_t dv, int64_t h0, int64_t h1);
 
+/* ==== SIMD variants and dispatch (dispatch.c, matmul_avx2.c, matmul_avx512.c) ========== */
+
+/* The hot kernels of one code path. Every variant equals the scalar reference above bit for
+ * bit (the same accumulation orders; tests/unit/kernels/test_simd.c), so the choice changes
+ * speed only, never a numerics fingerprint. Signatures and contracts are those of
+ * kern_matmul, kern_q8_quantize and kern_dot; for Q8_0 the AVX2 and AVX-512 matmuls rely on
+ * xq coming from kern_q8_quantize (any variant), i.e. activation quants in [-127, 127]. */
+struct kern_ops {
+    const char *name; /* "scalar", "avx2", "avx512" */
+    void (*matmul)(float *y, int64_t y_ld, const void *w, enum kern_wtype wt, const float *x,
+                   const struct kern_q8_block *xq, int64_t n_tok, int64_t k, int64_t r0,
+                   int64_t r1);
+    void (*q8_quantize)(struct kern_q8_block *xq, const float *x, int64_t n_tok, int64_t k);
+    float (*dot)(const float *a, const float *b, int64_t n);
+};
+
+/* The table of variant `variant` ("scalar", "avx2", "avx512"); NULL for an unknown name or
+ * NULL, and for "avx2"/"avx512" in a build for a CPU family without them (not x86). The
+ * caller must know the CPU has the variant's instructions: kern_best_variant. Static
+ * storage, never freed. */
+const struct kern_ops *kern_ops_for(const char *variant);
+
+/* The fastest variant this build has for a CPU with the given features (from sys CPU
+ * detection; kernels may not include sys): avx512 = AVX-512 F, BW, VL, DQ and BF16 all
+ * present (the Makefile compiles *_avx512.c with all of them); avx2_fma_f16c = AVX2, FMA
+ * and F16C all present. Returns "avx512", "avx2" or "scalar" (a static string). */
+const char *kern_best_variant(bool avx2_fma_f16c, bool avx512);
+
+/* The variants' entry points (x86 builds only); use them through kern_ops_for. */
+void kern_matmul_avx2(float *y, int64_t y_ld, const void *w, enum kern_wtype wt, const float *x,
+                      const struct kern_q8_block *xq, int64_t n_tok, int64_t k, int64_t r0,
+                      int64_t r1);
+void kern_q8_quantize_avx2(struct kern_q8_block *xq, const float *x, int64_t n_tok, int64_t k);
+float kern_dot_avx2(const float *a, const float *b, int64_t n);
+void kern_matmul_avx512(float *y, int64_t y_ld, const void *w, enum kern_wtype wt,
+                        const float *x, const struct kern_q8_block *xq, int64_t n_tok, int64_t k,
+                        int64_t r0, int64_t r1);
+void kern_q8_quantize_avx512(struct kern_q8_block *xq, const float *x, int64_t n_tok, int64_t k);
+float kern_dot_avx512(const float *a, const float *b, int64_t n);
+
 #endif

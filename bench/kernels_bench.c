@@ -1,0 +1,182 @@
+/*
+ * kernels_bench.c — speed of the matmul variants (scalar, AVX2, AVX-512) side by side, one
+ * thread, on the Qwen3.5-0.8B shapes (K = 1024; 3584 and 6144 output rows; T = 1 decode and
+ * T = 64 prefill), for f32 / f16 / bf16 / Q8_0 weights, plus the Q8_0 quantizer and kern_dot.
+ * Each variant's output is checked against scalar (memcmp) on the way. Prints one JSON
+ * object per line and a human summary with GFLOP/s (2 * rows * K * T per call) and the
+ * ratio to scalar; absolute times on a shared machine are noise, the ratios are the point.
+ * Never run by `make test`.
+ *
+ * Build and run (no make needed; from the repository root):
+ *   cc -std=c11 -D_GNU_SOURCE -O2 -ffp-contract=off -Isrc -mavx2 -mfma -mf16c \
+ *      -c src/kernels/matmul_avx2.c -o /tmp/kb_avx2.o &&
+ *   cc -std=c11 -D_GNU_SOURCE -O2 -ffp-contract=off -Isrc -mavx512f -mavx512bw -mavx512vl \
+ *      -mavx512dq -mavx512bf16 -mfma -mf16c -c src/kernels/matmul_avx512.c -o /tmp/kb_avx512.o &&
+ *   cc -std=c11 -D_GNU_SOURCE -O2 -ffp-contract=off -Isrc bench/kernels_bench.c \
+ *      src/kernels/matmul.c src/kernels/dispatch.c src/base/[a-z]*.c /tmp/kb_avx2.o /tmp/kb_avx512.o \
+ *      -lm -o /tmp/kernels_bench && /tmp/kernels_bench [--quick]
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/kernels.h"
+
+static uint64_t bench_rng = 42;
+static float bench_val(void)
+{
+    uint64_t z = (bench_rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (float)((double)(z >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static bool cpu_has(const char *v)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (!strcmp(v, "avx2")) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (!strcmp(v, "avx512"))
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+               __builtin_cpu_supports("avx512bf16");
+#endif
+    return !strcmp(v, "scalar");
+}
+
+static uint8_t *make_weights(enum kern_wtype t, int64_t rows, int64_t k)
+{
+    size_t rb = kern_row_bytes(t, k);
+    uint8_t *w = hs_malloc(rb * (size_t)rows);
+    for (int64_t r = 0; r < rows; r++) {
+        uint8_t *row = w + rb * (size_t)r;
+        for (int64_t i = 0; t != KERN_W_Q8_0 && i < k; i++) {
+            float f = bench_val();
+            uint16_t h = t == KERN_W_F16 ? hs_f32_to_f16(f) : hs_f32_to_bf16(f);
+            if (t == KERN_W_F32) memcpy(row + 4 * i, &f, 4);
+            else memcpy(row + 2 * i, &h, 2);
+        }
+        for (int64_t b = 0; t == KERN_W_Q8_0 && b < k / 32; b++) {
+            uint16_t d = hs_f32_to_f16(0.01f * bench_val());
+            memcpy(row + 34 * b, &d, 2);
+            for (int i = 0; i < 32; i++) row[34 * b + 2 + i] = (uint8_t)(int8_t)(127.0f * bench_val());
+        }
+    }
+    return w;
+}
+
+/* Best seconds per call over repeats (at least one, until min_s has passed or 15 runs). */
+static double time_matmul(const struct kern_ops *ops, float *y, const uint8_t *w, enum kern_wtype wt,
+                          const float *x, const struct kern_q8_block *xq, int64_t T, int64_t k,
+                          int64_t rows, double min_s)
+{
+    double best = 1e30, start = now_s();
+    for (int rep = 0; rep < 15; rep++) {
+        double t0 = now_s();
+        ops->matmul(y, rows, w, wt, x, xq, T, k, 0, rows);
+        double dt = now_s() - t0;
+        if (dt < best) best = dt;
+        if (now_s() - start > min_s) break;
+    }
+    return best;
+}
+
+int main(int argc, char **argv)
+{
+    bool quick = argc > 1 && !strcmp(argv[1], "--quick");
+    static const char *variants[] = {"scalar", "avx2", "avx512"};
+    static const char *tnames[] = {"f32", "f16", "bf16", "q8_0"};
+    static const int64_t rows_set[] = {3584, 6144};
+    static const int64_t toks[] = {1, 64};
+    const int64_t k = 1024;
+    double min_s = quick ? 0.05 : 0.3;
+    int n_bad = 0;
+
+    float *x = hs_malloc((size_t)(64 * k) * sizeof(float));
+    for (int64_t i = 0; i < 64 * k; i++) x[i] = bench_val();
+    struct kern_q8_block *xq = hs_malloc((size_t)(64 * k / 32) * sizeof(*xq));
+    kern_q8_quantize(xq, x, 64, k);
+    float *yref = hs_malloc((size_t)(64 * 6144) * sizeof(float));
+    float *y = hs_malloc((size_t)(64 * 6144) * sizeof(float));
+
+    printf("# kernels_bench: K=%ld, one thread; GFLOP/s = 2*rows*K*T / time; x = ratio to scalar\n", (long)k);
+    for (int ti = 0; ti < 4; ti++) {
+        enum kern_wtype wt = (enum kern_wtype)ti;
+        for (int ri = 0; ri < 2; ri++) {
+            int64_t rows = rows_set[ri];
+            uint8_t *w = make_weights(wt, rows, k);
+            for (int tk = 0; tk < 2; tk++) {
+                int64_t T = toks[tk];
+                double t_scalar = 0;
+                char line[256];
+                int len = snprintf(line, sizeof(line), "%-5s rows=%-5ld T=%-3ld", tnames[ti], (long)rows, (long)T);
+                for (int vi = 0; vi < 3; vi++) {
+                    if (!cpu_has(variants[vi])) continue;
+                    const struct kern_ops *ops = kern_ops_for(variants[vi]);
+                    float *out = vi == 0 ? yref : y;
+                    double s = time_matmul(ops, out, w, wt, x, xq, T, k, rows,
+                                           vi == 0 && T > 1 ? min_s / 4 : min_s);
+                    bool same = vi == 0 || !memcmp(yref, y, (size_t)(T * rows) * sizeof(float));
+                    n_bad += !same;
+                    if (vi == 0) t_scalar = s;
+                    double gf = 2.0 * (double)rows * (double)k * (double)T / s * 1e-9;
+                    printf("{\"kernel\":\"matmul\",\"wtype\":\"%s\",\"variant\":\"%s\",\"rows\":%ld,"
+                           "\"k\":%ld,\"tokens\":%ld,\"seconds\":%.6g,\"gflops\":%.3f,"
+                           "\"vs_scalar\":%.2f,\"bit_identical\":%s}\n",
+                           tnames[ti], variants[vi], (long)rows, (long)k, (long)T, s, gf,
+                           t_scalar / s, same ? "true" : "false");
+                    if (len < (int)sizeof(line))
+                        len += snprintf(line + len, sizeof(line) - (size_t)len, "  %s %7.2f GF/s (%5.1fx)%s",
+                                        variants[vi], gf, t_scalar / s, same ? "" : " DIFFERS");
+                }
+                fprintf(stderr, "%s\n", line);
+            }
+            free(w);
+        }
+    }
+
+    /* the quantizer on the 64-token input and a 1024-long dot */
+    for (int vi = 0; vi < 3; vi++) {
+        if (!cpu_has(variants[vi])) continue;
+        const struct kern_ops *ops = kern_ops_for(variants[vi]);
+        struct kern_q8_block *q = hs_malloc((size_t)(64 * k / 32) * sizeof(*q));
+        double best = 1e30;
+        for (int rep = 0; rep < 20; rep++) {
+            double t0 = now_s();
+            ops->q8_quantize(q, x, 64, k);
+            best = fmin(best, now_s() - t0);
+        }
+        bool same = !memcmp(q, xq, (size_t)(64 * k / 32) * sizeof(*q));
+        n_bad += !same;
+        free(q);
+        float d = 0;
+        double bd = 1e30;
+        for (int rep = 0; rep < 20; rep++) {
+            double t0 = now_s();
+            for (int i = 0; i < 100; i++) d += ops->dot(x + i, x + 1024, k);
+            bd = fmin(bd, (now_s() - t0) / 100);
+        }
+        printf("{\"kernel\":\"q8_quantize\",\"variant\":\"%s\",\"values\":%ld,\"seconds\":%.6g,\"bit_identical\":%s}\n",
+               variants[vi], (long)(64 * k), best, same ? "true" : "false");
+        printf("{\"kernel\":\"dot\",\"variant\":\"%s\",\"n\":%ld,\"seconds\":%.6g,\"checksum\":%a}\n",
+               variants[vi], (long)k, bd, d);
+        fprintf(stderr, "%-6s q8_quantize 64x1024: %8.1f us%s   dot 1024: %6.1f ns\n", variants[vi],
+                best * 1e6, same ? "" : " DIFFERS", bd * 1e9);
+    }
+    free(x);
+    free(xq);
+    free(yref);
+    free(y);
+    if (n_bad) fprintf(stderr, "%d variant outputs differ from scalar\n", n_bad);
+    return n_bad ? 1 : 0;
+}

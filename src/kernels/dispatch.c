@@ -1,0 +1,48 @@
+/*
+ * dispatch.c — the table of kernel variants (scalar, AVX2, AVX-512) and the choice among them.
+ *
+ * Design note:
+ *   1. The engine detects the CPU (sys) and asks kern_best_variant for a name, then
+ *      kern_ops_for(name) for the table; kernels never detect the CPU themselves (no sys
+ *      include, DESIGN.md §2). HEADSTART_CPU-style overrides are the engine's business.
+ *   2. Every table computes the same bits (kernels.h, "SIMD variants and dispatch"); the
+ *      choice changes speed only. The scalar table always exists; the x86 variants exist in
+ *      x86 builds only, so a generic (e.g. arm64) build runs the scalar path.
+ *   3. Calling a variant's functions on a CPU without its instructions is undefined
+ *      (SIGILL): only kern_best_variant's answer, or a lower one, is safe.
+ */
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#define KERN_HAVE_X86 1
+#else
+#define KERN_HAVE_X86 0
+#endif
+
+static const struct kern_ops ops_table[] = {
+    {"scalar", kern_matmul, kern_q8_quantize, kern_dot},
+#if KERN_HAVE_X86
+    {"avx2", kern_matmul_avx2, kern_q8_quantize_avx2, kern_dot_avx2},
+    {"avx512", kern_matmul_avx512, kern_q8_quantize_avx512, kern_dot_avx512},
+#endif
+};
+
+const struct kern_ops *kern_ops_for(const char *variant)
+{
+    if (!variant) return NULL;
+    for (size_t i = 0; i < sizeof(ops_table) / sizeof(ops_table[0]); i++)
+        if (strcmp(ops_table[i].name, variant) == 0) return &ops_table[i];
+    return NULL;
+}
+
+const char *kern_best_variant(bool avx2_fma_f16c, bool avx512)
+{
+    if (!KERN_HAVE_X86) return "scalar";
+    /* the AVX-512 file also uses F16C-class conversions and FMA, which every AVX-512
+     * CPU has; a CPU reporting AVX-512 without AVX2 is not a real machine */
+    if (avx512) return "avx512";
+    if (avx2_fma_f16c) return "avx2";
+    return "scalar";
+}

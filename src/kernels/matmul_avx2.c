@@ -1,0 +1,420 @@
+/*
+ * matmul_avx2.c — AVX2 + FMA + F16C variant of the matmul, the Q8_0 activation quantizer and
+ * the 32-lane dot product. Bit-identical to the scalar reference in matmul.c; selected
+ * through kern_ops_for("avx2") (dispatch.c). Compiled with the Makefile's AVX2 flags.
+ *
+ * How the scalar order maps onto registers (kernels.h, "Matmul accumulation order"):
+ *   1. Float weights: the 32 partial sums of one output are four ymm, lanes k%32 = 0..7,
+ *      8..15, 16..23, 24..31; each chunk of 32 k is one _mm256_fmadd_ps per ymm (vfmadd
+ *      rounds once, as fmaf). The halving tree adds ymm2 onto ymm0 and ymm3 onto ymm1
+ *      (h = 16), ymm1 onto ymm0 (h = 8), then 128 bits (h = 4), 64 bits (h = 2) and lane 1
+ *      onto lane 0 (h = 1): the same pairs as scalar.
+ *   2. A tail chunk (k % 32 != 0) loads only lanes < n (maskload, or a zero-padded copy for
+ *      16-bit weights) and blends the fma result into those lanes only: an fma(0, 0, acc)
+ *      would turn an acc of -0.0 into +0.0.
+ *   3. f16 -> f32 with vcvtph2ps (F16C) and bf16 -> f32 with a 16-bit shift: both exact.
+ *   4. Q8_0: the 8 block partial sums are one ymm, lane b % 8; eight blocks at a time give
+ *      eight exact int32 block sums (hadd tree; integer adds in any order are exact),
+ *      converted to f32 (exact, |isum| < 2^24), scaled by dw * dx (one rounded product per
+ *      lane) and added with one vfmadd; tree h = 4, 2, 1. The int8 dot is vpmaddubsw of |w|
+ *      (unsigned, <= 128) with sign(x, w): exact with no int16 saturation because the
+ *      activations come from kern_q8_quantize, so |x| <= 127 (pair sums <= 2 * 128 * 127).
+ *   5. The quantizer computes max |x| with NaN lanes dropped (as the scalar `a > amax`),
+ *      d and id by the same scalar divisions, rounds to nearest even with vroundps (as
+ *      nearbyintf in the default rounding mode) and clamps so that NaN becomes -127.
+ *   6. Tiling (several rows or tokens per register block, row panels of PANEL_BYTES so a
+ *      token tile stays in L1) only reuses loads; every output keeps its own accumulators
+ *      and sees k in ascending order, so results do not depend on n_tok, r0, r1 or the
+ *      tile shapes.
+ */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+#define INLINE static inline __attribute__((always_inline))
+/* Register tiles (rows x tokens per block of accumulators); measured, any shape gives the
+ * same bits. Float: 4 ymm accumulators per output; Q8_0: 1 ymm. */
+#define F_ROWS 1   /* batched float: 1 x 3 outputs, 12 accumulators + 4 weight vectors */
+#define F_TOKS 3
+#define F_ROWS1 3  /* single-token float: 3 rows, 12 accumulators + 4 x vectors */
+#define F_MAXR 3
+#define Q_ROWS 2   /* batched Q8_0: 2 x 2 */
+#define Q_TOKS 2
+#define Q_ROWS1 2  /* single-token Q8_0 */
+#define Q_MAXR 2
+#define PANEL_BYTES (256 * 1024) /* weights per row panel of the batched paths (L2) */
+
+/* ---- float weights ------------------------------------------------------------------ */
+
+/* 8 weights of a row starting at k0, as f32. */
+INLINE __m256 load_w8(const uint8_t *row, enum kern_wtype wt, int64_t k0)
+{
+    switch (wt) {
+    case KERN_W_F16:
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + k0 * 2)));
+    case KERN_W_BF16:
+        return _mm256_castsi256_ps(_mm256_slli_epi32(
+            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(row + k0 * 2))), 16));
+    default:
+        return _mm256_loadu_ps((const float *)(row + k0 * 4));
+    }
+}
+
+/* The halving tree of kernels.h over the four lane groups a (0..7) .. d (24..31). */
+INLINE float tree32(__m256 a, __m256 b, __m256 c, __m256 d)
+{
+    __m256 s8 = _mm256_add_ps(_mm256_add_ps(a, c), _mm256_add_ps(b, d));
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+/* Lane masks (all ones where lane < n) for the four ymm of a tail chunk of n < 32. */
+INLINE void tail_masks(__m256i m[4], int64_t n)
+{
+    __m256i nv = _mm256_set1_epi32((int)n);
+    for (int q = 0; q < 4; q++)
+        m[q] = _mm256_cmpgt_epi32(nv, _mm256_setr_epi32(8 * q, 8 * q + 1, 8 * q + 2, 8 * q + 3,
+                                                        8 * q + 4, 8 * q + 5, 8 * q + 6, 8 * q + 7));
+}
+
+/* Outputs y[t][r] for rows r .. r+nr-1 and tokens t .. t+nt-1 (nr, nt constants after
+ * inlining, so acc lives in registers). */
+INLINE void tile_f(float *y, int64_t y_ld, const uint8_t *w, size_t rb, enum kern_wtype wt,
+                   const float *x, int64_t k, int64_t r, int64_t t, int nr, int nt)
+{
+    __m256 acc[F_MAXR][F_TOKS][4];
+    const uint8_t *row[F_MAXR];
+#pragma GCC unroll 8
+    for (int i = 0; i < nr; i++) {
+        row[i] = w + (size_t)(r + i) * rb;
+#pragma GCC unroll 8
+        for (int j = 0; j < nt; j++)
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) acc[i][j][q] = _mm256_setzero_ps();
+    }
+    const float *xt = x + t * k;
+    int64_t kf = k & ~(int64_t)(KERN_LANES - 1);
+    for (int64_t k0 = 0; k0 < kf; k0 += KERN_LANES) {
+        if (nt == 1) {
+            /* decode: x chunk in registers, weights streamed */
+            __m256 xv[4];
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) xv[q] = _mm256_loadu_ps(xt + k0 + 8 * q);
+#pragma GCC unroll 8
+            for (int i = 0; i < nr; i++)
+#pragma GCC unroll 4
+                for (int q = 0; q < 4; q++)
+                    acc[i][0][q] = _mm256_fmadd_ps(load_w8(row[i], wt, k0 + 8 * q), xv[q], acc[i][0][q]);
+        } else {
+            __m256 wv[F_MAXR][4];
+#pragma GCC unroll 8
+            for (int i = 0; i < nr; i++)
+#pragma GCC unroll 4
+                for (int q = 0; q < 4; q++) wv[i][q] = load_w8(row[i], wt, k0 + 8 * q);
+#pragma GCC unroll 8
+            for (int j = 0; j < nt; j++)
+#pragma GCC unroll 8
+                for (int i = 0; i < nr; i++)
+#pragma GCC unroll 4
+                    for (int q = 0; q < 4; q++)
+                        acc[i][j][q] = _mm256_fmadd_ps(wv[i][q], _mm256_loadu_ps(xt + j * k + k0 + 8 * q),
+                                                       acc[i][j][q]);
+        }
+    }
+    if (kf < k) {
+        int64_t n = k - kf;
+        __m256i m[4];
+        tail_masks(m, n);
+        __m256 wv[F_MAXR][4];
+#pragma GCC unroll 8
+        for (int i = 0; i < nr; i++) {
+            if (wt == KERN_W_F32) {
+#pragma GCC unroll 4
+                for (int q = 0; q < 4; q++) wv[i][q] = _mm256_maskload_ps((const float *)row[i] + kf + 8 * q, m[q]);
+            } else {
+                uint16_t pad[KERN_LANES] = {0};
+                memcpy(pad, row[i] + kf * 2, (size_t)n * 2);
+#pragma GCC unroll 4
+                for (int q = 0; q < 4; q++) wv[i][q] = load_w8((const uint8_t *)pad, wt, 8 * q);
+            }
+        }
+#pragma GCC unroll 8
+        for (int j = 0; j < nt; j++)
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) {
+                __m256 xv = _mm256_maskload_ps(xt + j * k + kf + 8 * q, m[q]);
+#pragma GCC unroll 8
+                for (int i = 0; i < nr; i++)
+                    acc[i][j][q] = _mm256_blendv_ps(acc[i][j][q], _mm256_fmadd_ps(wv[i][q], xv, acc[i][j][q]),
+                                                    _mm256_castsi256_ps(m[q]));
+            }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < nt; j++)
+#pragma GCC unroll 8
+        for (int i = 0; i < nr; i++)
+            y[(t + j) * y_ld + r + i] = tree32(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]);
+}
+
+/* One weight type, with wt a constant inside so load_w8's switch folds away. */
+INLINE void matmul_float_t(float *y, int64_t y_ld, const uint8_t *w, enum kern_wtype wt,
+                           const float *x, int64_t n_tok, int64_t k, int64_t r0, int64_t r1)
+{
+    size_t rb = kern_row_bytes(wt, k);
+    int64_t r = r0;
+    if (n_tok == 1) {
+        for (; r + F_ROWS1 <= r1; r += F_ROWS1) tile_f(y, y_ld, w, rb, wt, x, k, r, 0, F_ROWS1, 1);
+        for (; r < r1; r++) tile_f(y, y_ld, w, rb, wt, x, k, r, 0, 1, 1);
+        return;
+    }
+    /* rows in panels of about PANEL_BYTES of weights: one token tile's x stays in L1
+     * while the panel's rows (in L2) pass by */
+    int64_t panel = HS_MAX((int64_t)(PANEL_BYTES / rb) / F_ROWS * F_ROWS, F_ROWS);
+    for (int64_t p0 = r0; p0 < r1; p0 += panel) {
+        int64_t p1 = HS_MIN(p0 + panel, r1), t = 0;
+        for (; t + F_TOKS <= n_tok; t += F_TOKS) {
+            for (r = p0; r + F_ROWS <= p1; r += F_ROWS) tile_f(y, y_ld, w, rb, wt, x, k, r, t, F_ROWS, F_TOKS);
+            for (; r < p1; r++) tile_f(y, y_ld, w, rb, wt, x, k, r, t, 1, F_TOKS);
+        }
+        for (; t < n_tok; t++) {
+            for (r = p0; r + F_ROWS <= p1; r += F_ROWS) tile_f(y, y_ld, w, rb, wt, x, k, r, t, F_ROWS, 1);
+            for (; r < p1; r++) tile_f(y, y_ld, w, rb, wt, x, k, r, t, 1, 1);
+        }
+    }
+}
+
+static void matmul_f32(float *y, int64_t y_ld, const uint8_t *w, const float *x, int64_t n_tok,
+                       int64_t k, int64_t r0, int64_t r1)
+{
+    matmul_float_t(y, y_ld, w, KERN_W_F32, x, n_tok, k, r0, r1);
+}
+
+static void matmul_f16(float *y, int64_t y_ld, const uint8_t *w, const float *x, int64_t n_tok,
+                       int64_t k, int64_t r0, int64_t r1)
+{
+    matmul_float_t(y, y_ld, w, KERN_W_F16, x, n_tok, k, r0, r1);
+}
+
+static void matmul_bf16(float *y, int64_t y_ld, const uint8_t *w, const float *x, int64_t n_tok,
+                        int64_t k, int64_t r0, int64_t r1)
+{
+    matmul_float_t(y, y_ld, w, KERN_W_BF16, x, n_tok, k, r0, r1);
+}
+
+float kern_dot_avx2(const float *a, const float *b, int64_t n)
+{
+    __m256 acc[4];
+    for (int q = 0; q < 4; q++) acc[q] = _mm256_setzero_ps();
+    int64_t kf = n & ~(int64_t)(KERN_LANES - 1);
+    for (int64_t k0 = 0; k0 < kf; k0 += KERN_LANES)
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++)
+            acc[q] = _mm256_fmadd_ps(_mm256_loadu_ps(a + k0 + 8 * q), _mm256_loadu_ps(b + k0 + 8 * q), acc[q]);
+    if (kf < n) {
+        __m256i m[4];
+        tail_masks(m, n - kf);
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) {
+            __m256 f = _mm256_fmadd_ps(_mm256_maskload_ps(a + kf + 8 * q, m[q]),
+                                       _mm256_maskload_ps(b + kf + 8 * q, m[q]), acc[q]);
+            acc[q] = _mm256_blendv_ps(acc[q], f, _mm256_castsi256_ps(m[q]));
+        }
+    }
+    return tree32(acc[0], acc[1], acc[2], acc[3]);
+}
+
+/* ---- Q8_0 ----------------------------------------------------------------------------- */
+
+void kern_q8_quantize_avx2(struct kern_q8_block *xq, const float *x, int64_t n_tok, int64_t k)
+{
+    int64_t nb = k / KERN_Q8_BLOCK;
+    const __m256 zero = _mm256_setzero_ps(), absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t t = 0; t < n_tok; t++) {
+        for (int64_t b = 0; b < nb; b++) {
+            const float *v = x + t * k + b * KERN_Q8_BLOCK;
+            struct kern_q8_block *o = xq + t * nb + b;
+            __m256 xv[4], a = zero;
+            for (int q = 0; q < 4; q++) {
+                xv[q] = _mm256_loadu_ps(v + 8 * q);
+                /* max(|x|, a) returns its second operand for a NaN lane: NaNs drop out */
+                a = _mm256_max_ps(_mm256_and_ps(xv[q], absm), a);
+            }
+            __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+            __m128 m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+            float amax = _mm_cvtss_f32(_mm_max_ss(m2, _mm_movehdup_ps(m2)));
+            float d = amax / 127.0f;
+            float id = d > 0.0f ? 1.0f / d : 0.0f;
+            o->d = d;
+            __m256 s = _mm256_set1_ps(id);
+            __m256i qi[4];
+            for (int q = 0; q < 4; q++) {
+                __m256 r = _mm256_round_ps(_mm256_mul_ps(xv[q], s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                /* max(r, -127) maps NaN to -127, as the scalar's !(r >= -127) */
+                qi[q] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi));
+            }
+            /* values are in [-127, 127], so the saturating packs are exact; the packs
+             * interleave 128-bit lanes, the permute puts the dwords back in order */
+            __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
+            _mm256_storeu_si256((__m256i *)o->q, _mm256_permutevar8x32_epi32(p, perm));
+        }
+    }
+}
+
+/* The int8 dot of one block as 8 int32 partials. */
+INLINE __m256i dot1(const uint8_t *wq, const int8_t *xq)
+{
+    __m256i wv = _mm256_loadu_si256((const __m256i *)wq);
+    __m256i xv = _mm256_loadu_si256((const __m256i *)xq);
+    __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(xv, wv));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+/* Eight block sums (lane b) from the partials of blocks 0..7. */
+INLINE __m256i reduce8(const __m256i v[8])
+{
+    __m256i h01 = _mm256_hadd_epi32(v[0], v[1]), h23 = _mm256_hadd_epi32(v[2], v[3]);
+    __m256i h45 = _mm256_hadd_epi32(v[4], v[5]), h67 = _mm256_hadd_epi32(v[6], v[7]);
+    /* per 128-bit half: [b0, b1, b2, b3] (low half: partials 0..3, high: 4..7) */
+    __m256i q0 = _mm256_hadd_epi32(h01, h23), q1 = _mm256_hadd_epi32(h45, h67);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20), _mm256_permute2x128_si256(q0, q1, 0x31));
+}
+
+/* Block sums of 8 blocks (n < 8: blocks beyond n give 0 and read nothing). */
+INLINE __m256i isum8(const uint8_t *row, const struct kern_q8_block *xb, int64_t b, int n)
+{
+    const uint8_t *q = row + b * KERN_Q8_BLOCK_BYTES + 2;
+    __m256i v[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++)
+        v[i] = i < n ? dot1(q + i * KERN_Q8_BLOCK_BYTES, xb[i].q) : _mm256_setzero_si256();
+    return reduce8(v);
+}
+
+/* The 8-lane tree h = 4, 2, 1. */
+INLINE float tree8(__m256 a)
+{
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+/* Scales of blocks b .. b+n-1 (n <= 8) of a weight row as f32, 0 beyond n. A full group
+ * gathers 32 bits at each block start (the scale and the block's first two quants) and
+ * keeps the low 16. */
+INLINE __m256 load_dw8(const uint8_t *row, int64_t b, int n)
+{
+    if (n == 8) {
+        const __m256i off = _mm256_setr_epi32(0, 34, 68, 102, 136, 170, 204, 238);
+        __m256i g = _mm256_i32gather_epi32((const int *)(row + b * KERN_Q8_BLOCK_BYTES), off, 1);
+        g = _mm256_and_si256(g, _mm256_set1_epi32(0xffff));
+        __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(g, g), 0x08);
+        return _mm256_cvtph_ps(_mm256_castsi256_si128(p));
+    }
+    uint16_t h[8] = {0};
+    for (int i = 0; i < n; i++) h[i] = hs_rd_u16(row + (b + i) * KERN_Q8_BLOCK_BYTES);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+}
+
+/* Activation scales of blocks xb[0 .. n-1], 0 beyond n. */
+INLINE __m256 load_dx8(const struct kern_q8_block *xb, int n)
+{
+    if (n == 8) {
+        const __m256i off = _mm256_setr_epi32(0, 9, 18, 27, 36, 45, 54, 63); /* 36-byte blocks */
+        return _mm256_i32gather_ps(&xb[0].d, off, 4);
+    }
+    float d[8] = {0};
+    for (int i = 0; i < n; i++) d[i] = xb[i].d;
+    return _mm256_loadu_ps(d);
+}
+
+INLINE void tile_q(float *y, int64_t y_ld, const uint8_t *w, size_t rb,
+                   const struct kern_q8_block *xq, int64_t nb, int64_t r, int64_t t, int nr, int nt)
+{
+    __m256 acc[Q_MAXR][Q_TOKS];
+    const uint8_t *row[Q_MAXR];
+#pragma GCC unroll 8
+    for (int i = 0; i < nr; i++) {
+        row[i] = w + (size_t)(r + i) * rb;
+#pragma GCC unroll 8
+        for (int j = 0; j < nt; j++) acc[i][j] = _mm256_setzero_ps();
+    }
+    int64_t bf = nb & ~(int64_t)(KERN_Q8_LANES - 1);
+    for (int64_t b = 0; b < bf; b += KERN_Q8_LANES) {
+        __m256 dx[Q_TOKS];
+#pragma GCC unroll 8
+        for (int j = 0; j < nt; j++) dx[j] = load_dx8(xq + (t + j) * nb + b, 8);
+#pragma GCC unroll 8
+        for (int i = 0; i < nr; i++) {
+            __m256 dw = load_dw8(row[i], b, 8);
+#pragma GCC unroll 8
+            for (int j = 0; j < nt; j++) {
+                __m256 f = _mm256_cvtepi32_ps(isum8(row[i], xq + (t + j) * nb + b, b, 8));
+                acc[i][j] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx[j]), f, acc[i][j]);
+            }
+        }
+    }
+    if (bf < nb) {
+        int n = (int)(nb - bf);
+        __m256 m = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+#pragma GCC unroll 8
+        for (int i = 0; i < nr; i++) {
+            __m256 dw = load_dw8(row[i], bf, n);
+#pragma GCC unroll 8
+            for (int j = 0; j < nt; j++) {
+                __m256 dx = load_dx8(xq + (t + j) * nb + bf, n);
+                __m256 f = _mm256_cvtepi32_ps(isum8(row[i], xq + (t + j) * nb + bf, bf, n));
+                acc[i][j] = _mm256_blendv_ps(acc[i][j], _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), f, acc[i][j]), m);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < nt; j++)
+#pragma GCC unroll 8
+        for (int i = 0; i < nr; i++) y[(t + j) * y_ld + r + i] = tree8(acc[i][j]);
+}
+
+static void matmul_q8_0(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8_block *xq,
+                        int64_t n_tok, int64_t k, int64_t r0, int64_t r1)
+{
+    int64_t nb = k / KERN_Q8_BLOCK;
+    size_t rb = (size_t)nb * KERN_Q8_BLOCK_BYTES;
+    int64_t r = r0;
+    if (n_tok == 1) {
+        for (; r + Q_ROWS1 <= r1; r += Q_ROWS1) tile_q(y, y_ld, w, rb, xq, nb, r, 0, Q_ROWS1, 1);
+        for (; r < r1; r++) tile_q(y, y_ld, w, rb, xq, nb, r, 0, 1, 1);
+        return;
+    }
+    int64_t panel = HS_MAX((int64_t)(PANEL_BYTES / rb) / Q_ROWS * Q_ROWS, Q_ROWS);
+    for (int64_t p0 = r0; p0 < r1; p0 += panel) {
+        int64_t p1 = HS_MIN(p0 + panel, r1), t = 0;
+        for (; t + Q_TOKS <= n_tok; t += Q_TOKS) {
+            for (r = p0; r + Q_ROWS <= p1; r += Q_ROWS) tile_q(y, y_ld, w, rb, xq, nb, r, t, Q_ROWS, Q_TOKS);
+            for (; r < p1; r++) tile_q(y, y_ld, w, rb, xq, nb, r, t, 1, Q_TOKS);
+        }
+        for (; t < n_tok; t++) {
+            for (r = p0; r + Q_ROWS <= p1; r += Q_ROWS) tile_q(y, y_ld, w, rb, xq, nb, r, t, Q_ROWS, 1);
+            for (; r < p1; r++) tile_q(y, y_ld, w, rb, xq, nb, r, t, 1, 1);
+        }
+    }
+}
+
+void kern_matmul_avx2(float *y, int64_t y_ld, const void *w, enum kern_wtype wt, const float *x,
+                      const struct kern_q8_block *xq, int64_t n_tok, int64_t k, int64_t r0,
+                      int64_t r1)
+{
+    switch (wt) {
+    case KERN_W_F32: matmul_f32(y, y_ld, w, x, n_tok, k, r0, r1); break;
+    case KERN_W_F16: matmul_f16(y, y_ld, w, x, n_tok, k, r0, r1); break;
+    case KERN_W_BF16: matmul_bf16(y, y_ld, w, x, n_tok, k, r0, r1); break;
+    case KERN_W_Q8_0: matmul_q8_0(y, y_ld, w, xq, n_tok, k, r0, r1); break;
+    }
+}
+
+#else
+typedef int kern_matmul_avx2_unused; /* not x86: the variant does not exist */
+#endif

@@ -1,0 +1,375 @@
+/*
+ * matmul_avx512.c — AVX-512 (F, BW, VL) variant of the matmul, the Q8_0 activation quantizer
+ * and the 32-lane dot product. Bit-identical to the scalar reference in matmul.c; selected
+ * through kern_ops_for("avx512") (dispatch.c). Compiled with the Makefile's AVX-512 flags.
+ *
+ * How the scalar order maps onto registers (kernels.h, "Matmul accumulation order"):
+ *   1. Float weights: the 32 partial sums of one output are two zmm, lanes k%32 = 0..15 and
+ *      16..31; each chunk of 32 k is one _mm512_fmadd_ps per zmm (vfmadd rounds once, as
+ *      fmaf). The halving tree is zmm0 + zmm1 (h = 16), then low + high 256 bits (h = 8),
+ *      128 bits (h = 4), 64 bits (h = 2), lane 0 + lane 1 (h = 1): the same pairs as scalar.
+ *   2. A tail chunk (k % 32 != 0) loads with masks and updates only lanes < n with a masked
+ *      fma: an unmasked fma(0, 0, acc) would turn an acc of -0.0 into +0.0.
+ *   3. f16 -> f32 with vcvtph2ps and bf16 -> f32 with a 16-bit shift: both exact, and a f16
+ *      NaN comes out quiet as hs_f16_to_f32 makes it.
+ *   4. Q8_0: the 8 block partial sums are one ymm, lane b % 8; eight blocks at a time give
+ *      eight exact int32 block sums (any order of integer adds is exact), converted to f32
+ *      (exact, |isum| < 2^24), scaled by dw * dx (one rounded product per lane) and added
+ *      with one vfmadd; tree h = 4, 2, 1 as above. The int8 dot is vpmaddubsw of |w|
+ *      (unsigned, <= 128) with sign(x, w): exact with no int16 saturation because the
+ *      activations come from kern_q8_quantize, so |x| <= 127 (pair sums <= 2 * 128 * 127).
+ *      It runs on 256-bit vectors (one 32-byte block each, AVX-512VL's 32 registers): the
+ *      blocks sit 34 / 36 bytes apart, and pairing two per zmm cost more shuffles than it
+ *      saved (measured). VNNI (vpdpbusd) would be exact too but is not assumed.
+ *   5. The quantizer computes max |x| with NaN lanes dropped (as the scalar `a > amax`),
+ *      d and id by the same scalar divisions, rounds with roundscale to nearest even (as
+ *      nearbyintf in the default rounding mode) and clamps so that NaN becomes -127.
+ *   6. Tiling (several rows and tokens per register block, row panels of PANEL_BYTES so a
+ *      token tile stays in L1) only reuses loads; every output keeps its own accumulators
+ *      and sees k in ascending order, so results do not depend on n_tok, r0, r1 or the
+ *      tile shapes.
+ */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+#define INLINE static inline __attribute__((always_inline))
+/* Register tiles (rows x tokens per block of accumulators); measured, any shape gives the
+ * same bits. Float: 2 zmm accumulators per output; Q8_0: 1 ymm. */
+#define F_ROWS 2   /* batched float: 2 x 6 outputs, 24 accumulators */
+#define F_TOKS 6
+#define F_ROWS1 6  /* single-token float: 6 rows, 12 accumulators */
+#define F_MAXR 6
+#define Q_ROWS 2   /* batched Q8_0: 2 x 4 */
+#define Q_TOKS 4
+#define Q_ROWS1 4  /* single-token Q8_0 */
+#define Q_MAXR 4
+#define PANEL_BYTES (256 * 1024) /* weights per row panel of the batched paths (L2) */
+
+/* ---- float weights ------------------------------------------------------------------ */
+
+/* 16 weights k0 .. k0+15 of a row as f32; lanes outside m read as 0 and touch no memory. */
+INLINE __m512 load_w16(const uint8_t *row, enum kern_wtype wt, int64_t k0, __mmask16 m)
+{
+    switch (wt) {
+    case KERN_W_F16:
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, row + k0 * 2));
+    case KERN_W_BF16:
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, row + k0 * 2)), 16));
+    default:
+        return _mm512_maskz_loadu_ps(m, row + k0 * 4);
+    }
+}
+
+/* The halving tree of kernels.h over lanes 0..15 of a and 16..31 of b. */
+INLINE float tree32(__m512 a, __m512 b)
+{
+    __m512 s16 = _mm512_add_ps(a, b);
+    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(s16),
+                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s16), 1)));
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
+    return _mm_cvtss_f32(s1);
+}
+
+/* Outputs y[t][r] for rows r .. r+nr-1 and tokens t .. t+nt-1 (nr, nt constants after
+ * inlining, so acc lives in registers). */
+INLINE void tile_f(float *y, int64_t y_ld, const uint8_t *w, size_t rb, enum kern_wtype wt,
+                   const float *x, int64_t k, int64_t r, int64_t t, int nr, int nt)
+{
+    __m512 acc[F_MAXR][F_TOKS][2];
+    const uint8_t *row[F_MAXR];
+#pragma GCC unroll 8
+    for (int i = 0; i < nr; i++) {
+        row[i] = w + (size_t)(r + i) * rb;
+#pragma GCC unroll 8
+        for (int j = 0; j < nt; j++) acc[i][j][0] = acc[i][j][1] = _mm512_setzero_ps();
+    }
+    const float *xt = x + t * k;
+    int64_t kf = k & ~(int64_t)(KERN_LANES - 1);
+    for (int64_t k0 = 0; k0 < kf; k0 += KERN_LANES) {
+        __m512 wv[F_MAXR][2];
+#pragma GCC unroll 8
+        for (int i = 0; i < nr; i++) {
+            wv[i][0] = load_w16(row[i], wt, k0, 0xffff);
+            wv[i][1] = load_w16(row[i], wt, k0 + 16, 0xffff);
+        }
+#pragma GCC unroll 8
+        for (int j = 0; j < nt; j++) {
+            __m512 x0 = _mm512_loadu_ps(xt + j * k + k0);
+            __m512 x1 = _mm512_loadu_ps(xt + j * k + k0 + 16);
+#pragma GCC unroll 8
+            for (int i = 0; i < nr; i++) {
+                acc[i][j][0] = _mm512_fmadd_ps(wv[i][0], x0, acc[i][j][0]);
+                acc[i][j][1] = _mm512_fmadd_ps(wv[i][1], x1, acc[i][j][1]);
+            }
+        }
+    }
+    if (kf < k) {
+        uint32_t bits = (uint32_t)(((uint64_t)1 << (k - kf)) - 1);
+        __mmask16 m0 = (__mmask16)bits, m1 = (__mmask16)(bits >> 16);
+        __m512 wv[F_MAXR][2];
+#pragma GCC unroll 8
+        for (int i = 0; i < nr; i++) {
+            wv[i][0] = load_w16(row[i], wt, kf, m0);
+            wv[i][1] = load_w16(row[i], wt, kf + 16, m1);
+        }
+#pragma GCC unroll 8
+        for (int j = 0; j < nt; j++) {
+            __m512 x0 = _mm512_maskz_loadu_ps(m0, xt + j * k + kf);
+            __m512 x1 = _mm512_maskz_loadu_ps(m1, xt + j * k + kf + 16);
+#pragma GCC unroll 8
+            for (int i = 0; i < nr; i++) {
+                acc[i][j][0] = _mm512_mask3_fmadd_ps(wv[i][0], x0, acc[i][j][0], m0);
+                acc[i][j][1] = _mm512_mask3_fmadd_ps(wv[i][1], x1, acc[i][j][1], m1);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < nt; j++)
+#pragma GCC unroll 8
+        for (int i = 0; i < nr; i++) y[(t + j) * y_ld + r + i] = tree32(acc[i][j][0], acc[i][j][1]);
+}
+
+/* One weight type, with wt a constant inside so load_w16's switch folds away. */
+INLINE void matmul_float_t(float *y, int64_t y_ld, const uint8_t *w, enum kern_wtype wt,
+                           const float *x, int64_t n_tok, int64_t k, int64_t r0, int64_t r1)
+{
+    size_t rb = kern_row_bytes(wt, k);
+    int64_t r = r0;
+    if (n_tok == 1) {
+        for (; r + F_ROWS1 <= r1; r += F_ROWS1) tile_f(y, y_ld, w, rb, wt, x, k, r, 0, F_ROWS1, 1);
+        for (; r < r1; r++) tile_f(y, y_ld, w, rb, wt, x, k, r, 0, 1, 1);
+        return;
+    }
+    /* rows in panels of about PANEL_BYTES of weights: one token tile's x stays in L1
+     * while the panel's rows (in L2) pass by */
+    int64_t panel = HS_MAX((int64_t)(PANEL_BYTES / rb) / F_ROWS * F_ROWS, F_ROWS);
+    for (int64_t p0 = r0; p0 < r1; p0 += panel) {
+        int64_t p1 = HS_MIN(p0 + panel, r1), t = 0;
+        for (; t + F_TOKS <= n_tok; t += F_TOKS) {
+            for (r = p0; r + F_ROWS <= p1; r += F_ROWS) tile_f(y, y_ld, w, rb, wt, x, k, r, t, F_ROWS, F_TOKS);
+            for (; r < p1; r++) tile_f(y, y_ld, w, rb, wt, x, k, r, t, 1, F_TOKS);
+        }
+        for (; t < n_tok; t++) {
+            for (r = p0; r + F_ROWS <= p1; r += F_ROWS) tile_f(y, y_ld, w, rb, wt, x, k, r, t, F_ROWS, 1);
+            for (; r < p1; r++) tile_f(y, y_ld, w, rb, wt, x, k, r, t, 1, 1);
+        }
+    }
+}
+
+static void matmul_f32(float *y, int64_t y_ld, const uint8_t *w, const float *x, int64_t n_tok,
+                       int64_t k, int64_t r0, int64_t r1)
+{
+    matmul_float_t(y, y_ld, w, KERN_W_F32, x, n_tok, k, r0, r1);
+}
+
+static void matmul_f16(float *y, int64_t y_ld, const uint8_t *w, const float *x, int64_t n_tok,
+                       int64_t k, int64_t r0, int64_t r1)
+{
+    matmul_float_t(y, y_ld, w, KERN_W_F16, x, n_tok, k, r0, r1);
+}
+
+static void matmul_bf16(float *y, int64_t y_ld, const uint8_t *w, const float *x, int64_t n_tok,
+                        int64_t k, int64_t r0, int64_t r1)
+{
+    matmul_float_t(y, y_ld, w, KERN_W_BF16, x, n_tok, k, r0, r1);
+}
+
+float kern_dot_avx512(const float *a, const float *b, int64_t n)
+{
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    int64_t kf = n & ~(int64_t)(KERN_LANES - 1), k0 = 0;
+    for (; k0 < kf; k0 += KERN_LANES) {
+        acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + k0), _mm512_loadu_ps(b + k0), acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + k0 + 16), _mm512_loadu_ps(b + k0 + 16), acc1);
+    }
+    if (kf < n) {
+        uint32_t bits = (uint32_t)(((uint64_t)1 << (n - kf)) - 1);
+        __mmask16 m0 = (__mmask16)bits, m1 = (__mmask16)(bits >> 16);
+        acc0 = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(m0, a + kf), _mm512_maskz_loadu_ps(m0, b + kf),
+                                     acc0, m0);
+        acc1 = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(m1, a + kf + 16),
+                                     _mm512_maskz_loadu_ps(m1, b + kf + 16), acc1, m1);
+    }
+    return tree32(acc0, acc1);
+}
+
+/* ---- Q8_0 ----------------------------------------------------------------------------- */
+
+void kern_q8_quantize_avx512(struct kern_q8_block *xq, const float *x, int64_t n_tok, int64_t k)
+{
+    int64_t nb = k / KERN_Q8_BLOCK;
+    const __m512 zero = _mm512_setzero_ps();
+    const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
+    for (int64_t t = 0; t < n_tok; t++) {
+        for (int64_t b = 0; b < nb; b++) {
+            const float *v = x + t * k + b * KERN_Q8_BLOCK;
+            struct kern_q8_block *o = xq + t * nb + b;
+            __m512 v0 = _mm512_loadu_ps(v), v1 = _mm512_loadu_ps(v + 16);
+            /* max(a, 0) returns its second operand for a NaN lane: NaNs drop out */
+            __m512 a = _mm512_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), zero),
+                                     _mm512_max_ps(_mm512_abs_ps(v1), zero));
+            float amax = _mm512_reduce_max_ps(a);
+            float d = amax / 127.0f;
+            float id = d > 0.0f ? 1.0f / d : 0.0f;
+            o->d = d;
+            __m512 s = _mm512_set1_ps(id);
+            __m512 q0 = _mm512_roundscale_ps(_mm512_mul_ps(v0, s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            __m512 q1 = _mm512_roundscale_ps(_mm512_mul_ps(v1, s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            /* max(q, -127) maps NaN to -127, as the scalar's !(r >= -127) */
+            q0 = _mm512_min_ps(_mm512_max_ps(q0, lo), hi);
+            q1 = _mm512_min_ps(_mm512_max_ps(q1, lo), hi);
+            _mm_storeu_si128((__m128i *)o->q, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(q0)));
+            _mm_storeu_si128((__m128i *)(o->q + 16), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(q1)));
+        }
+    }
+}
+
+/* The 8-lane tree h = 4, 2, 1. */
+INLINE float tree8(__m256 a)
+{
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+/* Scales of blocks b .. b+n-1 (n <= 8) of a weight row as f32, 0 beyond n. A full group
+ * gathers 32 bits at each block start (the scale and the block's first two quants) and
+ * keeps the low 16. */
+INLINE __m256 load_dw8(const uint8_t *row, int64_t b, int n)
+{
+    if (n == 8) {
+        const __m256i off = _mm256_setr_epi32(0, 34, 68, 102, 136, 170, 204, 238);
+        __m256i g = _mm256_i32gather_epi32((const int *)(row + b * KERN_Q8_BLOCK_BYTES), off, 1);
+        g = _mm256_and_si256(g, _mm256_set1_epi32(0xffff));
+        __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(g, g), 0x08);
+        return _mm256_cvtph_ps(_mm256_castsi256_si128(p));
+    }
+    uint16_t h[8] = {0};
+    for (int i = 0; i < n; i++) h[i] = hs_rd_u16(row + (b + i) * KERN_Q8_BLOCK_BYTES);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+}
+
+/* Activation scales of blocks xb[0 .. n-1], 0 beyond n. */
+INLINE __m256 load_dx8(const struct kern_q8_block *xb, int n)
+{
+    if (n == 8) {
+        const __m256i off = _mm256_setr_epi32(0, 9, 18, 27, 36, 45, 54, 63); /* 36-byte blocks */
+        return _mm256_i32gather_ps(&xb[0].d, off, 4);
+    }
+    float d[8] = {0};
+    for (int i = 0; i < n; i++) d[i] = xb[i].d;
+    return _mm256_loadu_ps(d);
+}
+
+INLINE __m256i dot1(const uint8_t *wq, const int8_t *xq)
+{
+    __m256i wv = _mm256_loadu_si256((const __m256i *)wq);
+    __m256i xv = _mm256_loadu_si256((const __m256i *)xq);
+    __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(xv, wv));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+INLINE __m256i isum8(const uint8_t *row, const struct kern_q8_block *xb, int64_t b, int n)
+{
+    const uint8_t *q = row + b * KERN_Q8_BLOCK_BYTES + 2;
+    __m256i v[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++)
+        v[i] = i < n ? dot1(q + i * KERN_Q8_BLOCK_BYTES, xb[i].q) : _mm256_setzero_si256();
+    __m256i h01 = _mm256_hadd_epi32(v[0], v[1]), h23 = _mm256_hadd_epi32(v[2], v[3]);
+    __m256i h45 = _mm256_hadd_epi32(v[4], v[5]), h67 = _mm256_hadd_epi32(v[6], v[7]);
+    __m256i q0 = _mm256_hadd_epi32(h01, h23), q1 = _mm256_hadd_epi32(h45, h67);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20), _mm256_permute2x128_si256(q0, q1, 0x31));
+}
+
+INLINE void tile_q(float *y, int64_t y_ld, const uint8_t *w, size_t rb,
+                   const struct kern_q8_block *xq, int64_t nb, int64_t r, int64_t t, int nr, int nt)
+{
+    __m256 acc[Q_MAXR][Q_TOKS];
+    const uint8_t *row[Q_MAXR];
+#pragma GCC unroll 8
+    for (int i = 0; i < nr; i++) {
+        row[i] = w + (size_t)(r + i) * rb;
+#pragma GCC unroll 8
+        for (int j = 0; j < nt; j++) acc[i][j] = _mm256_setzero_ps();
+    }
+    int64_t bf = nb & ~(int64_t)(KERN_Q8_LANES - 1);
+    for (int64_t b = 0; b < bf; b += KERN_Q8_LANES) {
+        __m256 dw[Q_MAXR], dx[Q_TOKS];
+#pragma GCC unroll 8
+        for (int i = 0; i < nr; i++) dw[i] = load_dw8(row[i], b, 8);
+#pragma GCC unroll 8
+        for (int j = 0; j < nt; j++) dx[j] = load_dx8(xq + (t + j) * nb + b, 8);
+#pragma GCC unroll 8
+        for (int j = 0; j < nt; j++)
+#pragma GCC unroll 8
+            for (int i = 0; i < nr; i++) {
+                __m256 f = _mm256_cvtepi32_ps(isum8(row[i], xq + (t + j) * nb + b, b, 8));
+                acc[i][j] = _mm256_fmadd_ps(_mm256_mul_ps(dw[i], dx[j]), f, acc[i][j]);
+            }
+    }
+    if (bf < nb) {
+        int n = (int)(nb - bf);
+        __mmask8 m = (__mmask8)((1u << n) - 1);
+#pragma GCC unroll 8
+        for (int i = 0; i < nr; i++) {
+            __m256 dw = load_dw8(row[i], bf, n);
+#pragma GCC unroll 8
+            for (int j = 0; j < nt; j++) {
+                __m256 dx = load_dx8(xq + (t + j) * nb + bf, n);
+                __m256 f = _mm256_cvtepi32_ps(isum8(row[i], xq + (t + j) * nb + bf, bf, n));
+                acc[i][j] = _mm256_mask3_fmadd_ps(_mm256_mul_ps(dw, dx), f, acc[i][j], m);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < nt; j++)
+#pragma GCC unroll 8
+        for (int i = 0; i < nr; i++) y[(t + j) * y_ld + r + i] = tree8(acc[i][j]);
+}
+
+static void matmul_q8_0(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8_block *xq,
+                        int64_t n_tok, int64_t k, int64_t r0, int64_t r1)
+{
+    int64_t nb = k / KERN_Q8_BLOCK;
+    size_t rb = (size_t)nb * KERN_Q8_BLOCK_BYTES;
+    int64_t r = r0;
+    if (n_tok == 1) {
+        for (; r + Q_ROWS1 <= r1; r += Q_ROWS1) tile_q(y, y_ld, w, rb, xq, nb, r, 0, Q_ROWS1, 1);
+        for (; r < r1; r++) tile_q(y, y_ld, w, rb, xq, nb, r, 0, 1, 1);
+        return;
+    }
+    int64_t panel = HS_MAX((int64_t)(PANEL_BYTES / rb) / Q_ROWS * Q_ROWS, Q_ROWS);
+    for (int64_t p0 = r0; p0 < r1; p0 += panel) {
+        int64_t p1 = HS_MIN(p0 + panel, r1), t = 0;
+        for (; t + Q_TOKS <= n_tok; t += Q_TOKS) {
+            for (r = p0; r + Q_ROWS <= p1; r += Q_ROWS) tile_q(y, y_ld, w, rb, xq, nb, r, t, Q_ROWS, Q_TOKS);
+            for (; r < p1; r++) tile_q(y, y_ld, w, rb, xq, nb, r, t, 1, Q_TOKS);
+        }
+        for (; t < n_tok; t++) {
+            for (r = p0; r + Q_ROWS <= p1; r += Q_ROWS) tile_q(y, y_ld, w, rb, xq, nb, r, t, Q_ROWS, 1);
+            for (; r < p1; r++) tile_q(y, y_ld, w, rb, xq, nb, r, t, 1, 1);
+        }
+    }
+}
+
+void kern_matmul_avx512(float *y, int64_t y_ld, const void *w, enum kern_wtype wt, const float *x,
+                        const struct kern_q8_block *xq, int64_t n_tok, int64_t k, int64_t r0,
+                        int64_t r1)
+{
+    switch (wt) {
+    case KERN_W_F32: matmul_f32(y, y_ld, w, x, n_tok, k, r0, r1); break;
+    case KERN_W_F16: matmul_f16(y, y_ld, w, x, n_tok, k, r0, r1); break;
+    case KERN_W_BF16: matmul_bf16(y, y_ld, w, x, n_tok, k, r0, r1); break;
+    case KERN_W_Q8_0: matmul_q8_0(y, y_ld, w, xq, n_tok, k, r0, r1); break;
+    }
+}
+
+#else
+typedef int kern_matmul_avx512_unused; /* not x86: the variant does not exist */
+#endif
