@@ -1,0 +1,1357 @@
+/*
+ * jinja_builtin.c — the builtins of the Jinja interpreter, each copying the Python
+ * behaviour transformers' jinja2 shows: string and dict methods, tests, filters and the
+ * global functions (see jinja.c for the design note). The name tables here are the whole
+ * supported set; jinja.c rejects unknown filter and test names at compile time.
+ */
+#include "api/jinja_int.h"
+
+#include <locale.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <wctype.h>
+
+enum { MAX_RANGE = 1 << 20 };
+
+/* ---- names ------------------------------------------------------------------------ */
+
+enum func_id { F_RANGE, F_NAMESPACE, F_DICT, F_RAISE, F_STRFTIME };
+static const char *const FUNC_NAMES[] = {"range", "namespace", "dict", "raise_exception", "strftime_now"};
+
+enum method_id {
+    M_STRIP, M_LSTRIP, M_RSTRIP, M_SPLIT, M_STARTSWITH, M_ENDSWITH, M_REPLACE, M_UPPER,
+    M_LOWER, M_TITLE, M_CAPITALIZE, M_COUNT, M_FIND, M_RFIND, M_JOIN, M_ISSPACE, M_ISDIGIT,
+    M_FORMAT, M_STR_END,
+    M_GET = M_STR_END, M_ITEMS, M_KEYS, M_VALUES, M_DICT_END,
+    M_LCOUNT = M_DICT_END, M_INDEX, M_LIST_END,
+};
+static const char *const METHOD_NAMES[] = {
+    "strip", "lstrip", "rstrip", "split", "startswith", "endswith", "replace", "upper",
+    "lower", "title", "capitalize", "count", "find", "rfind", "join", "isspace", "isdigit",
+    "format", "get", "items", "keys", "values",
+    "count", "index",
+};
+
+static int find_method(const char *name, int from, int to)
+{
+    for (int i = from; i < to; i++)
+        if (!strcmp(METHOD_NAMES[i], name))
+            return i;
+    return -1;
+}
+
+int jinja_method_find(enum jv_kind kind, const char *name)
+{
+    switch (kind) {
+    case JV_STR: return find_method(name, 0, M_STR_END);
+    case JV_DICT: return find_method(name, M_GET, M_DICT_END);
+    case JV_LIST: return find_method(name, M_LCOUNT, M_LIST_END);
+    default: return -1;
+    }
+}
+
+int jinja_func_find(const char *name)
+{
+    for (size_t k = 0; k < HS_ARRAY_LEN(FUNC_NAMES); k++)
+        if (!strcmp(FUNC_NAMES[k], name))
+            return (int)k;
+    return -1;
+}
+
+struct jv jinja_method_value(const struct jv *recv, int id)
+{
+    struct jv m = {0};
+    m.kind = JV_METHOD;
+    m.id = id;
+    m.u.j = json_incref(recv->u.j);
+    return m;
+}
+
+/* ---- string helpers --------------------------------------------------------------------- */
+
+static bool in_chars(uint32_t cp, const struct jv *chars)
+{
+    if (!chars || chars->kind == JV_NONE)
+        return py_is_space(cp);
+    const char *s = jv_str(chars);
+    size_t n = jv_len(chars);
+    for (size_t i = 0; i < n;)
+        if (utf8_next(s, n, &i) == cp)
+            return true;
+    return false;
+}
+
+/* Python str.strip family; which: 1 left, 2 right, 3 both. */
+static struct jv str_strip(const struct jv *v, const struct jv *chars, int which)
+{
+    const char *s = jv_str(v);
+    size_t n = jv_len(v), a = 0, b = n;
+    if (which & 1) {
+        while (a < n) {
+            size_t j = a;
+            if (!in_chars(utf8_next(s, n, &j), chars))
+                break;
+            a = j;
+        }
+    }
+    if (which & 2) {
+        size_t i = a, keep = a;
+        while (i < n) {
+            size_t j = i;
+            if (!in_chars(utf8_next(s, n, &j), chars))
+                keep = j;
+            i = j;
+        }
+        b = keep;
+    }
+    struct jv o = jv_strn(s + a, b - a);
+    o.markup = v->markup;
+    return o;
+}
+
+static json_t *str_split(const struct jv *v, const struct jv *sep, int64_t maxsplit)
+{
+    const char *s = jv_str(v);
+    size_t n = jv_len(v);
+    json_t *out = json_array();
+    if (!sep || sep->kind == JV_NONE) {
+        size_t i = 0;
+        for (;;) {
+            while (i < n) {
+                size_t j = i;
+                if (!py_is_space(utf8_next(s, n, &j)))
+                    break;
+                i = j;
+            }
+            if (i >= n)
+                break;
+            if (maxsplit == 0) {
+                /* the rest, with trailing whitespace removed */
+                size_t k = i, keep = i;
+                while (k < n) {
+                    size_t j = k;
+                    if (!py_is_space(utf8_next(s, n, &j)))
+                        keep = j;
+                    k = j;
+                }
+                json_array_append_new(out, json_stringn_nocheck(s + i, keep - i));
+                break;
+            }
+            size_t st = i;
+            while (i < n) {
+                size_t j = i;
+                if (py_is_space(utf8_next(s, n, &j)))
+                    break;
+                i = j;
+            }
+            json_array_append_new(out, json_stringn_nocheck(s + st, i - st));
+            if (maxsplit > 0)
+                maxsplit--;
+        }
+        return out;
+    }
+    const char *p = jv_str(sep);
+    size_t pn = jv_len(sep), st = 0;
+    for (;;) {
+        const char *hit = maxsplit != 0 ? memmem(s + st, n - st, p, pn) : NULL;
+        if (!hit)
+            break;
+        json_array_append_new(out, json_stringn_nocheck(s + st, (size_t)(hit - (s + st))));
+        st = (size_t)(hit - s) + pn;
+        if (maxsplit > 0)
+            maxsplit--;
+    }
+    json_array_append_new(out, json_stringn_nocheck(s + st, n - st));
+    return out;
+}
+
+static struct jv str_replace(const struct jv *v, const struct jv *old, const struct jv *new_, int64_t count)
+{
+    const char *s = jv_str(v), *o = jv_str(old);
+    size_t n = jv_len(v), on = jv_len(old);
+    struct strbuf sb;
+    strbuf_init(&sb);
+    if (on == 0) {
+        size_t i = 0;
+        while (count != 0) {
+            strbuf_append(&sb, jv_str(new_), jv_len(new_));
+            if (count > 0)
+                count--;
+            if (i >= n)
+                break;
+            size_t j = i;
+            utf8_next(s, n, &j);
+            strbuf_append(&sb, s + i, j - i);
+            i = j;
+        }
+        strbuf_append(&sb, s + i, n - i);
+    } else {
+        size_t st = 0;
+        for (;;) {
+            const char *hit = count != 0 ? memmem(s + st, n - st, o, on) : NULL;
+            if (!hit)
+                break;
+            strbuf_append(&sb, s + st, (size_t)(hit - (s + st)));
+            strbuf_append(&sb, jv_str(new_), jv_len(new_));
+            st = (size_t)(hit - s) + on;
+            if (count > 0)
+                count--;
+        }
+        strbuf_append(&sb, s + st, n - st);
+    }
+    struct jv out = jv_str_take(&sb);
+    if (out.kind == JV_STR && !jv_str(&out))
+        out = jv_strn("", 0);
+    return out;
+}
+
+/* Case mapping of one code point: ASCII by hand, the rest through the C.UTF-8 locale's
+ * one-to-one tables (Python's special multi-character mappings such as "ß" -> "SS" are not
+ * reproduced). */
+static locale_t utf8_loc;
+static pthread_once_t utf8_loc_once = PTHREAD_ONCE_INIT;
+
+static void utf8_locale_init(void)
+{
+    utf8_loc = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0); /* kept for the process */
+}
+
+static locale_t utf8_locale(void)
+{
+    pthread_once(&utf8_loc_once, utf8_locale_init);
+    return utf8_loc;
+}
+
+static uint32_t cp_case(uint32_t cp, bool up)
+{
+    if (cp < 0x80) {
+        if (up && cp >= 'a' && cp <= 'z')
+            return cp - 32;
+        if (!up && cp >= 'A' && cp <= 'Z')
+            return cp + 32;
+        return cp;
+    }
+    locale_t loc = utf8_locale();
+    if (!loc)
+        return cp;
+    return (uint32_t)(up ? towupper_l((wint_t)cp, loc) : towlower_l((wint_t)cp, loc));
+}
+
+static bool cp_cased(uint32_t cp)
+{
+    if (cp < 0x80)
+        return (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z');
+    return cp_case(cp, true) != cp || cp_case(cp, false) != cp;
+}
+
+/* mode: 0 lower, 1 upper, 2 capitalize, 3 Python title, 4 Jinja's title filter. */
+static struct jv str_case(const struct jv *v, int mode)
+{
+    const char *s = jv_str(v);
+    size_t n = jv_len(v);
+    struct strbuf sb;
+    strbuf_init(&sb);
+    bool prev_cased = false, word_start = true, first = true;
+    for (size_t i = 0; i < n;) {
+        uint32_t c = utf8_next(s, n, &i);
+        bool up;
+        switch (mode) {
+        case 0: up = false; break;
+        case 1: up = true; break;
+        case 2: up = first; break;
+        case 3: up = !prev_cased; break;
+        default: up = word_start; break;
+        }
+        first = false;
+        prev_cased = cp_cased(c);
+        word_start = py_is_space(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
+        utf8_put(&sb, cp_case(c, up));
+    }
+    struct jv o = jv_str_take(&sb);
+    o.markup = v->markup;
+    return o;
+}
+
+static bool str_affix(const struct jv *v, const struct jv *affix, bool start)
+{
+    size_t n = jv_len(v), an = jv_len(affix);
+    if (an > n)
+        return false;
+    return memcmp(jv_str(v) + (start ? 0 : n - an), jv_str(affix), an) == 0;
+}
+
+static int64_t cp_index(const char *s, const char *at) { return (int64_t)utf8_count(s, (size_t)(at - s)); }
+
+/* ---- methods ---------------------------------------------------------------------------- */
+
+/* str.format with plain fields: {}, {0}, {name}, {{ and }}, optional !s / !r; format specs
+ * are not supported (an error, never a guess). */
+static int str_format(struct rctx *r, int line, const struct jv *self, const struct args *a, struct jv *out)
+{
+    const char *s = jv_str(self);
+    size_t n = jv_len(self), auto_idx = 0;
+    struct strbuf sb;
+    strbuf_init(&sb);
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == '}' ) {
+            if (i + 1 < n && s[i + 1] == '}') {
+                strbuf_putc(&sb, '}');
+                i++;
+                continue;
+            }
+            strbuf_free(&sb);
+            return jinja_err(r, line, "Single '}' encountered in format string");
+        }
+        if (c != '{') {
+            strbuf_putc(&sb, c);
+            continue;
+        }
+        if (i + 1 < n && s[i + 1] == '{') {
+            strbuf_putc(&sb, '{');
+            i++;
+            continue;
+        }
+        const char *close = memchr(s + i, '}', n - i);
+        if (!close) {
+            strbuf_free(&sb);
+            return jinja_err(r, line, "Single '{' encountered in format string");
+        }
+        size_t fl = (size_t)(close - (s + i + 1));
+        char field[128];
+        if (fl >= sizeof(field)) {
+            strbuf_free(&sb);
+            return jinja_err(r, line, "format field too long");
+        }
+        memcpy(field, s + i + 1, fl);
+        field[fl] = 0;
+        char conv = 's';
+        char *bang = strchr(field, '!');
+        if (strchr(field, ':') || strchr(field, '.') || strchr(field, '[')) {
+            strbuf_free(&sb);
+            return jinja_err(r, line, "format specs and field lookups are not supported");
+        }
+        if (bang) {
+            conv = bang[1];
+            *bang = 0;
+        }
+        const struct jv *arg = NULL;
+        if (field[0] == 0) {
+            arg = jinja_arg(a, (int)auto_idx++, NULL);
+        } else if (field[0] >= '0' && field[0] <= '9') {
+            arg = jinja_arg(a, atoi(field), NULL);
+        } else {
+            for (int k = 0; k < a->n_kw; k++)
+                if (!strcmp(a->kw_names[k], field))
+                    arg = &a->kw[k];
+        }
+        if (!arg) {
+            strbuf_free(&sb);
+            return jinja_err(r, line, "format: no argument for field '{%s}'", field);
+        }
+        if (conv == 'r')
+            jv_repr_append(arg, &sb);
+        else
+            jv_str_append(arg, &sb);
+        i += fl + 1;
+    }
+    *out = jv_str_take(&sb);
+    return HS_OK;
+}
+
+static int need_str(struct rctx *r, int line, const struct jv *v, const char *what)
+{
+    if (!v || v->kind != JV_STR)
+        return jinja_err(r, line, "%s expects a string argument, got '%s'", what, v ? jv_type_name(v) : "nothing");
+    return HS_OK;
+}
+
+int jinja_call_method(struct rctx *r, int line, const struct jv *m, const struct args *a, struct jv *out)
+{
+    struct jv self = jv_from_json(m->u.j);
+    const char *name = METHOD_NAMES[m->id];
+    int rc = HS_OK;
+    const struct jv *a0 = jinja_arg(a, 0, NULL), *a1 = jinja_arg(a, 1, NULL);
+    switch (m->id) {
+    case M_STRIP: case M_LSTRIP: case M_RSTRIP:
+        if (a0 && a0->kind != JV_NONE && (rc = need_str(r, line, a0, name)) != HS_OK)
+            break;
+        *out = str_strip(&self, a0, m->id == M_STRIP ? 3 : m->id == M_LSTRIP ? 1 : 2);
+        break;
+    case M_SPLIT: {
+        const struct jv *sep = jinja_arg(a, 0, "sep"), *mx = jinja_arg(a, 1, "maxsplit");
+        if (sep && sep->kind != JV_NONE) {
+            if ((rc = need_str(r, line, sep, name)) != HS_OK)
+                break;
+            if (jv_len(sep) == 0) {
+                rc = jinja_err(r, line, "empty separator");
+                break;
+            }
+        }
+        json_t *l = str_split(&self, sep, mx && mx->kind == JV_INT ? mx->u.i : -1);
+        *out = jv_from_json(l);
+        json_decref(l);
+        break;
+    }
+    case M_STARTSWITH: case M_ENDSWITH: {
+        if (!a0) {
+            rc = jinja_err(r, line, "%s() takes at least 1 argument", name);
+            break;
+        }
+        bool hit = false;
+        if (a0->kind == JV_LIST && a0->tuple) {
+            for (size_t i = 0; i < json_array_size(a0->u.j) && rc == HS_OK; i++) {
+                struct jv x = jv_from_json(json_array_get(a0->u.j, i));
+                if ((rc = need_str(r, line, &x, name)) == HS_OK && str_affix(&self, &x, m->id == M_STARTSWITH))
+                    hit = true;
+                jv_free(&x);
+            }
+        } else if ((rc = need_str(r, line, a0, name)) == HS_OK) {
+            hit = str_affix(&self, a0, m->id == M_STARTSWITH);
+        }
+        *out = jv_bool(hit);
+        break;
+    }
+    case M_REPLACE: {
+        const struct jv *cnt = jinja_arg(a, 2, "count");
+        if ((rc = need_str(r, line, a0, name)) != HS_OK || (rc = need_str(r, line, a1, name)) != HS_OK)
+            break;
+        *out = str_replace(&self, a0, a1, cnt && cnt->kind == JV_INT ? cnt->u.i : -1);
+        break;
+    }
+    case M_UPPER: *out = str_case(&self, 1); break;
+    case M_LOWER: *out = str_case(&self, 0); break;
+    case M_TITLE: *out = str_case(&self, 3); break;
+    case M_CAPITALIZE: *out = str_case(&self, 2); break;
+    case M_COUNT: case M_FIND: case M_RFIND: {
+        if ((rc = need_str(r, line, a0, name)) != HS_OK)
+            break;
+        const char *s = jv_str(&self), *p = jv_str(a0);
+        size_t n = jv_len(&self), pn = jv_len(a0);
+        if (m->id == M_COUNT) {
+            int64_t c = 0;
+            if (pn == 0) {
+                c = (int64_t)utf8_count(s, n) + 1;
+            } else {
+                for (const char *h = s; (h = memmem(h, n - (size_t)(h - s), p, pn)) != NULL; h += pn)
+                    c++;
+            }
+            *out = jv_int(c);
+        } else if (m->id == M_FIND) {
+            const char *h = memmem(s, n, p, pn);
+            *out = jv_int(h ? cp_index(s, h) : -1);
+        } else {
+            const char *last = NULL;
+            for (const char *h = s; h <= s + n && (h = memmem(h, n - (size_t)(h - s), p, pn)) != NULL; h++)
+                last = h;
+            if (pn == 0)
+                last = s + n;
+            *out = jv_int(last ? cp_index(s, last) : -1);
+        }
+        break;
+    }
+    case M_JOIN: {
+        json_t *items = NULL;
+        if (!a0) {
+            rc = jinja_err(r, line, "join() takes exactly one argument");
+            break;
+        }
+        if ((rc = jinja_iter(r, line, a0, &items)) != HS_OK)
+            break;
+        struct strbuf sb;
+        strbuf_init(&sb);
+        for (size_t i = 0; i < json_array_size(items); i++) {
+            json_t *it = json_array_get(items, i);
+            if (!json_is_string(it)) {
+                rc = jinja_err(r, line, "sequence item %zu: expected str instance", i);
+                break;
+            }
+            if (i)
+                strbuf_append(&sb, jv_str(&self), jv_len(&self));
+            strbuf_append(&sb, json_string_value(it), json_string_length(it));
+        }
+        json_decref(items);
+        if (rc != HS_OK) {
+            strbuf_free(&sb);
+            break;
+        }
+        *out = sb.len ? jv_str_take(&sb) : (strbuf_free(&sb), jv_strn("", 0));
+        break;
+    }
+    case M_ISSPACE: case M_ISDIGIT: {
+        const char *s = jv_str(&self);
+        size_t n = jv_len(&self);
+        bool ok = n > 0;
+        for (size_t i = 0; i < n && ok;) {
+            uint32_t cp = utf8_next(s, n, &i);
+            ok = m->id == M_ISSPACE ? py_is_space(cp) : (cp >= '0' && cp <= '9');
+        }
+        *out = jv_bool(ok);
+        break;
+    }
+    case M_FORMAT:
+        rc = str_format(r, line, &self, a, out);
+        break;
+    case M_GET: {
+        if (!a0) {
+            rc = jinja_err(r, line, "get expected at least 1 argument");
+            break;
+        }
+        json_t *j = a0->kind == JV_STR ? json_object_get(self.u.j, jv_str(a0)) : NULL;
+        *out = j ? jv_from_json(j) : a1 ? jv_copy(a1) : jv_none();
+        break;
+    }
+    case M_ITEMS: case M_KEYS: case M_VALUES: {
+        json_t *l = json_array();
+        const char *k;
+        json_t *val;
+        json_object_foreach(self.u.j, k, val) {
+            if (m->id == M_KEYS) {
+                json_array_append_new(l, json_string_nocheck(k));
+            } else if (m->id == M_VALUES) {
+                json_array_append(l, val);
+            } else {
+                json_t *pair = json_array();
+                json_array_append_new(pair, json_string_nocheck(k));
+                json_array_append(pair, val);
+                json_array_append_new(l, pair);
+            }
+        }
+        *out = jinja_seq(l, JV_SEQ_VIEW);
+        break;
+    }
+    case M_LCOUNT: case M_INDEX: {
+        if (!a0) {
+            rc = jinja_err(r, line, "%s() takes exactly one argument", name);
+            break;
+        }
+        int64_t c = 0, first = -1;
+        for (size_t i = 0; i < json_array_size(self.u.j); i++) {
+            struct jv x = jv_from_json(json_array_get(self.u.j, i));
+            if (jv_equal(&x, a0)) {
+                c++;
+                if (first < 0)
+                    first = (int64_t)i;
+            }
+            jv_free(&x);
+        }
+        if (m->id == M_INDEX && first < 0)
+            rc = jinja_err(r, line, "value is not in list");
+        else
+            *out = jv_int(m->id == M_LCOUNT ? c : first);
+        break;
+    }
+    default:
+        rc = jinja_err(r, line, "unsupported method '%s'", name);
+    }
+    jv_free(&self);
+    return rc;
+}
+
+/* ---- tests ------------------------------------------------------------------------------ */
+
+static const char *const TEST_NAMES[] = {
+    "defined", "undefined", "none", "string", "mapping", "iterable", "sequence", "number",
+    "integer", "float", "boolean", "true", "false", "callable", "odd", "even", "divisibleby",
+    "eq", "equalto", "==", "ne", "!=", "lt", "lessthan", "<", "le", "<=", "gt", "greaterthan",
+    ">", "ge", ">=", "in", "lower", "upper", "sameas", "escaped", NULL,
+};
+
+bool jinja_test_known(const char *name)
+{
+    for (int i = 0; TEST_NAMES[i]; i++)
+        if (!strcmp(TEST_NAMES[i], name))
+            return true;
+    return false;
+}
+
+int jinja_test(struct rctx *r, int line, const char *name, const struct jv *v,
+                      const struct args *a, bool *out)
+{
+    const struct jv *a0 = jinja_arg(a, 0, NULL);
+    enum jv_kind k = v->kind;
+    if (!strcmp(name, "defined")) *out = k != JV_UNDEF;
+    else if (!strcmp(name, "undefined")) *out = k == JV_UNDEF;
+    else if (!strcmp(name, "none")) *out = k == JV_NONE;
+    else if (!strcmp(name, "string")) *out = k == JV_STR;
+    else if (!strcmp(name, "mapping")) *out = k == JV_DICT;
+    else if (!strcmp(name, "iterable")) *out = k == JV_STR || k == JV_LIST || k == JV_DICT || k == JV_UNDEF || k == JV_LOOP;
+    else if (!strcmp(name, "sequence"))
+        *out = k == JV_STR || (k == JV_LIST && v->seq != JV_SEQ_GEN && v->seq != JV_SEQ_VIEW) || k == JV_DICT || k == JV_UNDEF;
+    else if (!strcmp(name, "number")) *out = jv_is_number(v);
+    else if (!strcmp(name, "integer")) *out = k == JV_INT;
+    else if (!strcmp(name, "float")) *out = k == JV_FLOAT;
+    else if (!strcmp(name, "boolean")) *out = k == JV_BOOL;
+    else if (!strcmp(name, "true")) *out = k == JV_BOOL && v->u.b;
+    else if (!strcmp(name, "false")) *out = k == JV_BOOL && !v->u.b;
+    else if (!strcmp(name, "callable")) *out = k == JV_MACRO || k == JV_FUNC || k == JV_METHOD;
+    else if (!strcmp(name, "escaped")) *out = k == JV_STR && v->markup;
+    else if (!strcmp(name, "odd") || !strcmp(name, "even") || !strcmp(name, "divisibleby")) {
+        if (k == JV_UNDEF)
+            return jinja_undef_err(r, line, v);
+        if (k != JV_INT && k != JV_BOOL)
+            return jinja_err(r, line, "the '%s' test needs an integer", name);
+        int64_t x = k == JV_INT ? v->u.i : v->u.b;
+        if (name[0] == 'd') {
+            if (!a0 || a0->kind != JV_INT || a0->u.i == 0)
+                return jinja_err(r, line, "divisibleby needs a non-zero integer argument");
+            *out = x % a0->u.i == 0;
+        } else {
+            *out = ((x % 2 + 2) % 2 == 1) == (name[0] == 'o');
+        }
+    } else if (!strcmp(name, "lower") || !strcmp(name, "upper")) {
+        if (k != JV_STR) {
+            *out = false;
+            return HS_OK;
+        }
+        bool lo = !strcmp(name, "lower"), cased = false, ok = true;
+        for (size_t i = 0; i < jv_len(v); i++) {
+            char c = jv_str(v)[i];
+            if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
+                cased = true;
+            if (lo ? (c >= 'A' && c <= 'Z') : (c >= 'a' && c <= 'z'))
+                ok = false;
+        }
+        *out = ok && cased;
+    } else if (!strcmp(name, "sameas")) {
+        if (!a0)
+            return jinja_err(r, line, "sameas needs an argument");
+        *out = a0->kind == k && (k == JV_NONE || k == JV_UNDEF || (k == JV_BOOL && a0->u.b == v->u.b) ||
+                                 ((k == JV_LIST || k == JV_DICT || k == JV_STR || k == JV_NS) && a0->u.j == v->u.j));
+    } else {
+        static const struct { const char *n; int op; } cmp[] = {
+            {"eq", JOP_EQ}, {"equalto", JOP_EQ}, {"==", JOP_EQ}, {"ne", JOP_NE}, {"!=", JOP_NE},
+            {"lt", JOP_LT}, {"lessthan", JOP_LT}, {"<", JOP_LT}, {"le", JOP_LE}, {"<=", JOP_LE},
+            {"gt", JOP_GT}, {"greaterthan", JOP_GT}, {">", JOP_GT}, {"ge", JOP_GE}, {">=", JOP_GE},
+            {"in", JOP_IN},
+        };
+        for (size_t i = 0; i < HS_ARRAY_LEN(cmp); i++)
+            if (!strcmp(cmp[i].n, name)) {
+                if (!a0)
+                    return jinja_err(r, line, "the '%s' test needs an argument", name);
+                return jinja_compare(r, line, cmp[i].op, v, a0, out);
+            }
+        return jinja_err(r, line, "no test named '%s'", name);
+    }
+    return HS_OK;
+}
+
+/* ---- filters ---------------------------------------------------------------------------- */
+
+static const char *const FILTER_NAMES[] = {
+    "tojson", "trim", "length", "count", "string", "items", "default", "d", "join", "lower",
+    "upper", "capitalize", "title", "first", "last", "list", "replace", "int", "float", "safe",
+    "e", "escape", "map", "selectattr", "rejectattr", "select", "reject", "reverse", "unique",
+    "abs", "sort", "dictsort", "min", "max", "sum", "indent", NULL,
+};
+
+bool jinja_filter_known(const char *name)
+{
+    for (int i = 0; FILTER_NAMES[i]; i++)
+        if (!strcmp(FILTER_NAMES[i], name))
+            return true;
+    return false;
+}
+
+int jinja_filter(struct rctx *r, int line, const char *name, const struct jv *v,
+                        const struct args *a, int first_arg, struct jv *out);
+
+/* Attribute path lookup for map/selectattr: "a.b" -> item.a.b via getitem. */
+static struct jv attr_path(const struct jv *item, const char *path)
+{
+    struct jv cur = jv_copy(item);
+    const char *p = path;
+    while (*p) {
+        const char *dot = strchr(p, '.');
+        size_t len = dot ? (size_t)(dot - p) : strlen(p);
+        struct jv key = jv_strn(p, len), next;
+        if (cur.kind == JV_UNDEF)
+            next = jv_undef(NULL);
+        else
+            next = jinja_getitem(&cur, &key);
+        jv_free(&key);
+        jv_free(&cur);
+        cur = next;
+        p += len + (dot ? 1 : 0);
+        if (!dot)
+            break;
+    }
+    return cur;
+}
+
+/* A sub-args view starting at positional index `from`. */
+static struct args args_from(const struct args *a, int from)
+{
+    struct args s = *a;
+    s.pos = a->pos + (from < a->n_pos ? from : a->n_pos);
+    s.n_pos = a->n_pos > from ? a->n_pos - from : 0;
+    return s;
+}
+
+static int filter_select(struct rctx *r, int line, const char *name, const struct jv *v,
+                         const struct args *a, int first, struct jv *out)
+{
+    bool by_attr = strstr(name, "attr") != NULL, reject = name[0] == 'r';
+    int ti = first;
+    const char *attr = NULL;
+    if (by_attr) {
+        const struct jv *at = jinja_arg(a, first, NULL);
+        if (!at || at->kind != JV_STR)
+            return jinja_err(r, line, "%s needs an attribute name", name);
+        attr = jv_str(at);
+        ti++;
+    }
+    const struct jv *test = jinja_arg(a, ti, NULL);
+    if (test && test->kind != JV_STR)
+        return jinja_err(r, line, "%s: the test name must be a string", name);
+    json_t *items;
+    int rc = jinja_iter(r, line, v, &items);
+    if (rc != HS_OK)
+        return rc;
+    struct args targs = args_from(a, ti + 1);
+    targs.n_kw = 0;
+    json_t *res = json_array();
+    for (size_t i = 0; i < json_array_size(items) && rc == HS_OK; i++) {
+        struct jv item = jv_from_json(json_array_get(items, i));
+        struct jv x = attr ? attr_path(&item, attr) : jv_copy(&item);
+        bool ok;
+        if (test)
+            rc = jinja_test(r, line, jv_str(test), &x, &targs, &ok);
+        else
+            ok = jv_truthy(&x);
+        if (rc == HS_OK && ok != reject)
+            json_array_append(res, json_array_get(items, i));
+        jv_free(&x);
+        jv_free(&item);
+    }
+    json_decref(items);
+    if (rc == HS_OK)
+        *out = jinja_seq(res, JV_SEQ_GEN);
+    else
+        json_decref(res);
+    return rc;
+}
+
+static int filter_int(const struct jv *v, const struct jv *def, struct jv *out)
+{
+    if (v->kind == JV_INT || v->kind == JV_BOOL) {
+        *out = jv_int(v->kind == JV_INT ? v->u.i : v->u.b);
+        return HS_OK;
+    }
+    if (v->kind == JV_FLOAT && isfinite(v->u.f) && fabs(v->u.f) < 9.2e18) {
+        *out = jv_int((int64_t)v->u.f);
+        return HS_OK;
+    }
+    if (v->kind == JV_STR) {
+        char buf[128];
+        size_t n = jv_len(v), k = 0;
+        const char *s = jv_str(v);
+        size_t a = 0, b = n;
+        while (a < b && (s[a] == ' ' || (s[a] >= 9 && s[a] <= 13)))
+            a++;
+        while (b > a && (s[b - 1] == ' ' || (s[b - 1] >= 9 && s[b - 1] <= 13)))
+            b--;
+        for (size_t i = a; i < b && k + 1 < sizeof(buf); i++)
+            if (s[i] != '_')
+                buf[k++] = s[i];
+        buf[k] = 0;
+        if (k > 0 && b - a < sizeof(buf)) {
+            char *end;
+            long long x = strtoll(buf, &end, 10);
+            if (*end == 0 && (buf[0] == '-' || buf[0] == '+' || (buf[0] >= '0' && buf[0] <= '9'))) {
+                *out = jv_int(x);
+                return HS_OK;
+            }
+            double d = strtod(buf, &end);
+            if (*end == 0 && isfinite(d) && fabs(d) < 9.2e18) {
+                *out = jv_int((int64_t)d);
+                return HS_OK;
+            }
+        }
+    }
+    *out = def ? jv_copy(def) : jv_int(0);
+    return HS_OK;
+}
+
+
+/* Sort keys for sort / dictsort / min / max: the item (or its attribute, or the pair's key
+ * or value), lower-cased when it is a string and the comparison ignores case. */
+struct sort_item {
+    struct jv key;
+    size_t index;
+};
+
+struct sort_ctx {
+    struct rctx *r;
+    int line;
+    int rc;
+    bool reverse;
+};
+
+static int sort_cmp(struct sort_ctx *sc, const struct sort_item *a, const struct sort_item *b)
+{
+    if (sc->rc != HS_OK)
+        return 0;
+    if (jv_equal(&a->key, &b->key))
+        return 0;
+    int c = jv_compare(&a->key, &b->key);
+    if (c == -2) {
+        sc->rc = jinja_err(sc->r, sc->line, "'<' not supported between instances of '%s' and '%s'",
+                        jv_type_name(&a->key), jv_type_name(&b->key));
+        return 0;
+    }
+    if (c == 2)
+        return 0;
+    return sc->reverse ? -c : c;
+}
+
+/* Stable merge sort (Python's sort is stable; qsort is not). */
+static void sort_items(struct sort_ctx *sc, struct sort_item *v, size_t n, struct sort_item *tmp)
+{
+    if (n < 2)
+        return;
+    size_t h = n / 2;
+    sort_items(sc, v, h, tmp);
+    sort_items(sc, v + h, n - h, tmp);
+    size_t i = 0, j = h, k = 0;
+    while (i < h && j < n)
+        tmp[k++] = sort_cmp(sc, &v[j], &v[i]) < 0 ? v[j++] : v[i++];
+    while (i < h)
+        tmp[k++] = v[i++];
+    while (j < n)
+        tmp[k++] = v[j++];
+    memcpy(v, tmp, n * sizeof(*v));
+}
+
+static struct jv sort_key(const struct jv *item, const char *attr, int pair_part, bool case_sensitive)
+{
+    struct jv k;
+    if (pair_part >= 0)
+        k = jv_from_json(json_array_get(item->u.j, (size_t)pair_part));
+    else if (attr)
+        k = attr_path(item, attr);
+    else
+        k = jv_copy(item);
+    if (!case_sensitive && k.kind == JV_STR) {
+        struct jv l = str_case(&k, 0);
+        jv_free(&k);
+        k = l;
+    }
+    return k;
+}
+
+/* Sort `items` (a JSON array) into a new array; pair_part 0/1 sorts pairs by key/value. */
+static int sort_array(struct rctx *r, int line, json_t *items, const char *attr, int pair_part,
+                      bool case_sensitive, bool reverse, json_t **out)
+{
+    size_t n = json_array_size(items);
+    struct sort_item *v = hs_calloc(n + 1, sizeof(*v)), *tmp = hs_calloc(n + 1, sizeof(*tmp));
+    for (size_t i = 0; i < n; i++) {
+        struct jv it = jv_from_json(json_array_get(items, i));
+        v[i].key = sort_key(&it, attr, pair_part, case_sensitive);
+        v[i].index = i;
+        jv_free(&it);
+    }
+    struct sort_ctx sc = {r, line, HS_OK, reverse};
+    sort_items(&sc, v, n, tmp);
+    *out = NULL;
+    if (sc.rc == HS_OK) {
+        *out = json_array();
+        for (size_t i = 0; i < n; i++)
+            json_array_append(*out, json_array_get(items, v[i].index));
+    }
+    for (size_t i = 0; i < n; i++)
+        jv_free(&v[i].key);
+    hs_free(v);
+    hs_free(tmp);
+    return sc.rc;
+}
+
+static int filter_sorting(struct rctx *r, int line, const char *name, const struct jv *v,
+                          const struct args *a, int f, struct jv *out)
+{
+    json_t *items = NULL, *sorted = NULL;
+    int rc;
+    if (!strcmp(name, "dictsort")) {
+        const struct jv *cs = jinja_arg(a, f, "case_sensitive"), *by = jinja_arg(a, f + 1, "by");
+        const struct jv *rev = jinja_arg(a, f + 2, "reverse");
+        if (v->kind != JV_DICT)
+            return jinja_err(r, line, "dictsort needs a mapping");
+        int part = 0;
+        if (by && by->kind == JV_STR && !strcmp(jv_str(by), "value"))
+            part = 1;
+        else if (by && !(by->kind == JV_STR && !strcmp(jv_str(by), "key")))
+            return jinja_err(r, line, "You can only sort by either \"key\" or \"value\"");
+        struct jv m = jinja_method_value(v, M_ITEMS), pairs;
+        struct args none = {0};
+        rc = jinja_call_method(r, line, &m, &none, &pairs);
+        jv_free(&m);
+        if (rc != HS_OK)
+            return rc;
+        rc = sort_array(r, line, pairs.u.j, NULL, part, cs && jv_truthy(cs), rev && jv_truthy(rev), &sorted);
+        jv_free(&pairs);
+        if (rc == HS_OK)
+            *out = jinja_seq(sorted, JV_SEQ_LIST);
+        return rc;
+    }
+    if ((rc = jinja_iter(r, line, v, &items)) != HS_OK)
+        return rc;
+    if (!strcmp(name, "sort")) {
+        const struct jv *rev = jinja_arg(a, f, "reverse"), *cs = jinja_arg(a, f + 1, "case_sensitive");
+        const struct jv *attr = jinja_arg(a, f + 2, "attribute");
+        rc = sort_array(r, line, items, attr && attr->kind == JV_STR ? jv_str(attr) : NULL, -1,
+                        cs && jv_truthy(cs), rev && jv_truthy(rev), &sorted);
+        if (rc == HS_OK)
+            *out = jinja_seq(sorted, JV_SEQ_LIST);
+    } else if (!strcmp(name, "min") || !strcmp(name, "max")) {
+        const struct jv *cs = jinja_arg(a, f, "case_sensitive"), *attr = jinja_arg(a, f + 1, "attribute");
+        rc = sort_array(r, line, items, attr && attr->kind == JV_STR ? jv_str(attr) : NULL, -1,
+                        cs && jv_truthy(cs), name[1] == 'a', &sorted);
+        if (rc == HS_OK) {
+            /* Python's min/max keep the first of equal items, as a stable sort does */
+            *out = json_array_size(sorted) ? jv_from_json(json_array_get(sorted, 0)) : jv_undef(NULL);
+            json_decref(sorted);
+        }
+    } else { /* sum */
+        const struct jv *attr = jinja_arg(a, f, "attribute"), *start = jinja_arg(a, f + 1, "start");
+        if (start && start->kind == JV_STR) {
+            json_decref(items);
+            return jinja_err(r, line, "sum() can't sum strings [use ''.join(seq) instead]");
+        }
+        struct jv acc = start ? jv_copy(start) : jv_int(0);
+        for (size_t i = 0; i < json_array_size(items) && rc == HS_OK; i++) {
+            struct jv it = jv_from_json(json_array_get(items, i)), x, nx;
+            x = attr && attr->kind == JV_STR ? attr_path(&it, jv_str(attr)) : jv_copy(&it);
+            if ((rc = jinja_binop(r, line, JOP_ADD, &acc, &x, &nx)) == HS_OK) {
+                jv_free(&acc);
+                acc = nx;
+            }
+            jv_free(&x);
+            jv_free(&it);
+        }
+        if (rc == HS_OK)
+            *out = acc;
+        else
+            jv_free(&acc);
+    }
+    json_decref(items);
+    return rc;
+}
+
+/* Jinja's indent filter: every line but the first (and blank ones unless `blank`) gets
+ * the indentation; lines split as Python's str.splitlines does. */
+static int filter_indent(struct rctx *r, int line, const struct jv *v, const struct args *a, int f, struct jv *out)
+{
+    const struct jv *w = jinja_arg(a, f, "width"), *first = jinja_arg(a, f + 1, "first");
+    const struct jv *blank = jinja_arg(a, f + 2, "blank");
+    struct strbuf ind, sb;
+    strbuf_init(&ind);
+    strbuf_init(&sb);
+    if (w && w->kind == JV_STR) {
+        strbuf_append(&ind, jv_str(w), jv_len(w));
+    } else {
+        int64_t n = w ? (w->kind == JV_INT ? w->u.i : -1) : 4;
+        if (n < 0 || n > 1024) {
+            strbuf_free(&ind);
+            return jinja_err(r, line, "indent: bad width");
+        }
+        for (int64_t i = 0; i < n; i++)
+            strbuf_putc(&ind, ' ');
+    }
+    struct jv s = jinja_to_str(v);
+    const char *p = jv_str(&s);
+    size_t n = jv_len(&s), i = 0, n_lines = 0;
+    if (first && jv_truthy(first))
+        strbuf_append(&sb, ind.buf ? ind.buf : "", ind.len);
+    /* (s + "\n").splitlines(): a line after every boundary, even an empty last one */
+    for (bool more = true; more;) {
+        size_t st = i, end = n;
+        more = false;
+        while (i < n) {
+            size_t j = i;
+            uint32_t cp = utf8_next(p, n, &j);
+            if (cp == '\n' || cp == '\r' || cp == 0x0B || cp == 0x0C || (cp >= 0x1C && cp <= 0x1E) ||
+                cp == 0x85 || cp == 0x2028 || cp == 0x2029) {
+                end = i;
+                i = j;
+                if (cp == '\r' && i < n && p[i] == '\n')
+                    i++;
+                more = true;
+                break;
+            }
+            i = j;
+        }
+        if (!more)
+            end = n;
+        if (n_lines > 0) {
+            strbuf_putc(&sb, '\n');
+            if (end > st || (blank && jv_truthy(blank)))
+                strbuf_append(&sb, ind.buf ? ind.buf : "", ind.len);
+        }
+        strbuf_append(&sb, p + st, end - st);
+        n_lines++;
+    }
+    jv_free(&s);
+    strbuf_free(&ind);
+    *out = jv_str_take(&sb);
+    return HS_OK;
+}
+
+int jinja_filter(struct rctx *r, int line, const char *name, const struct jv *v,
+                        const struct args *a, int f, struct jv *out)
+{
+    const struct jv *a0 = jinja_arg(a, f, NULL);
+    int rc = HS_OK;
+    if (!strcmp(name, "default") || !strcmp(name, "d")) {
+        const struct jv *def = jinja_arg(a, f, "default_value"), *boolean = jinja_arg(a, f + 1, "boolean");
+        bool use_def = v->kind == JV_UNDEF || (boolean && jv_truthy(boolean) && !jv_truthy(v));
+        *out = use_def ? (def ? jv_copy(def) : jv_strn("", 0)) : jv_copy(v);
+        return HS_OK;
+    }
+    if (!strcmp(name, "tojson")) {
+        const struct jv *ea = jinja_arg(a, f, "ensure_ascii"), *ind = jinja_arg(a, f + 1, "indent");
+        const struct jv *sep = jinja_arg(a, f + 2, "separators"), *sk = jinja_arg(a, f + 3, "sort_keys");
+        int indent = -1;
+        if (ind && ind->kind != JV_NONE) {
+            if (ind->kind != JV_INT)
+                return jinja_err(r, line, "tojson: indent must be an integer");
+            indent = ind->u.i < 0 ? 0 : ind->u.i > 64 ? 64 : (int)ind->u.i;
+        }
+        char *item_sep = NULL, *key_sep = NULL;
+        if (sep && sep->kind != JV_NONE) {
+            if (sep->kind != JV_LIST || json_array_size(sep->u.j) != 2 ||
+                !json_is_string(json_array_get(sep->u.j, 0)) || !json_is_string(json_array_get(sep->u.j, 1)))
+                return jinja_err(r, line, "tojson: separators must be a pair of strings");
+            item_sep = (char *)json_string_value(json_array_get(sep->u.j, 0));
+            key_sep = (char *)json_string_value(json_array_get(sep->u.j, 1));
+        }
+        json_t *j;
+        if (v->kind == JV_UNDEF || (v->kind == JV_LIST && v->seq != JV_SEQ_LIST) || !(j = jv_to_json(v)))
+            return jinja_err(r, line, "Object of type %s is not JSON serializable", jv_type_name(v));
+        struct strbuf sb;
+        strbuf_init(&sb);
+        int drc = jinja_dumps(j, indent, ea && jv_truthy(ea), sk && jv_truthy(sk), item_sep, key_sep, &sb);
+        json_decref(j);
+        if (drc < 0) {
+            strbuf_free(&sb);
+            return jinja_err(r, line, "Object of type Undefined is not JSON serializable");
+        }
+        *out = jv_str_take(&sb);
+        return HS_OK;
+    }
+    if (!strcmp(name, "length") || !strcmp(name, "count")) {
+        int64_t n = 0;
+        if ((rc = jinja_len(r, line, v, &n)) != HS_OK)
+            return rc;
+        *out = jv_int(n);
+        return HS_OK;
+    }
+    if (!strcmp(name, "string")) {
+        *out = jinja_to_str(v);
+        return HS_OK;
+    }
+    if (!strcmp(name, "safe")) {
+        *out = jinja_to_str(v);
+        out->markup = true;
+        return HS_OK;
+    }
+    if (!strcmp(name, "e") || !strcmp(name, "escape")) {
+        if (v->kind == JV_STR && v->markup) {
+            *out = jv_copy(v);
+            return HS_OK;
+        }
+        struct jv s = jinja_to_str(v);
+        struct strbuf sb;
+        strbuf_init(&sb);
+        jinja_html_escape(jv_str(&s), jv_len(&s), &sb);
+        jv_free(&s);
+        *out = sb.len ? jv_str_take(&sb) : (strbuf_free(&sb), jv_strn("", 0));
+        out->markup = true;
+        return HS_OK;
+    }
+    if (!strcmp(name, "items")) {
+        if (v->kind == JV_UNDEF) {
+            *out = jinja_seq(json_array(), JV_SEQ_GEN);
+            return HS_OK;
+        }
+        if (v->kind != JV_DICT)
+            return jinja_err(r, line, "can only get item pairs from a mapping");
+        struct jv m = jinja_method_value(v, M_ITEMS);
+        struct args none = {0};
+        rc = jinja_call_method(r, line, &m, &none, out);
+        jv_free(&m);
+        out->seq = JV_SEQ_GEN;
+        return rc;
+    }
+    if (!strcmp(name, "trim") || !strcmp(name, "lower") || !strcmp(name, "upper") ||
+        !strcmp(name, "capitalize") || !strcmp(name, "title") || !strcmp(name, "replace")) {
+        struct jv s = jinja_to_str(v);
+        if (name[0] == 't' && name[1] == 'r') {
+            if (a0 && a0->kind != JV_NONE && a0->kind != JV_STR) {
+                jv_free(&s);
+                return jinja_err(r, line, "trim: chars must be a string");
+            }
+            *out = str_strip(&s, a0, 3);
+        } else if (!strcmp(name, "replace")) {
+            const struct jv *old = jinja_arg(a, f, "old"), *nw = jinja_arg(a, f + 1, "new"), *cnt = jinja_arg(a, f + 2, "count");
+            struct jv os = old ? jinja_to_str(old) : jv_strn("", 0), ns = nw ? jinja_to_str(nw) : jv_strn("", 0);
+            rc = HS_OK;
+            if (!old || !nw)
+                rc = jinja_err(r, line, "replace needs two arguments");
+            else
+                *out = str_replace(&s, &os, &ns, cnt && cnt->kind == JV_INT ? cnt->u.i : -1);
+            jv_free(&os);
+            jv_free(&ns);
+            jv_free(&s);
+            return rc;
+        } else {
+            int mode = !strcmp(name, "lower") ? 0 : !strcmp(name, "upper") ? 1 : !strcmp(name, "capitalize") ? 2 : 4;
+            *out = str_case(&s, mode);
+        }
+        jv_free(&s);
+        return HS_OK;
+    }
+    if (!strcmp(name, "join")) {
+        const struct jv *sep = jinja_arg(a, f, "d"), *attr = jinja_arg(a, f + 1, "attribute");
+        json_t *items;
+        if ((rc = jinja_iter(r, line, v, &items)) != HS_OK)
+            return rc;
+        struct strbuf sb;
+        strbuf_init(&sb);
+        for (size_t i = 0; i < json_array_size(items); i++) {
+            if (i && sep)
+                jv_str_append(sep, &sb);
+            struct jv it = jv_from_json(json_array_get(items, i));
+            if (attr && attr->kind == JV_STR) {
+                struct jv x = attr_path(&it, jv_str(attr));
+                jv_free(&it);
+                it = x;
+            }
+            jv_str_append(&it, &sb);
+            jv_free(&it);
+        }
+        json_decref(items);
+        *out = sb.len ? jv_str_take(&sb) : (strbuf_free(&sb), jv_strn("", 0));
+        return HS_OK;
+    }
+    if (!strcmp(name, "first") || !strcmp(name, "last") || !strcmp(name, "list") ||
+        !strcmp(name, "reverse") || !strcmp(name, "unique")) {
+        if (!strcmp(name, "reverse") && v->kind == JV_STR) {
+            const char *s = jv_str(v);
+            size_t n = jv_len(v);
+            struct strbuf sb;
+            strbuf_init(&sb);
+            size_t end = n;
+            while (end > 0) {
+                size_t st = end - 1;
+                while (st > 0 && ((unsigned char)s[st] & 0xC0) == 0x80)
+                    st--;
+                strbuf_append(&sb, s + st, end - st);
+                end = st;
+            }
+            *out = sb.len ? jv_str_take(&sb) : (strbuf_free(&sb), jv_strn("", 0));
+            return HS_OK;
+        }
+        if ((name[0] == 'f' || name[0] == 'l') && v->kind == JV_UNDEF && name[1] != 'i')
+            return jinja_undef_err(r, line, v);
+        if (!strcmp(name, "last") && v->kind == JV_LIST && v->seq == JV_SEQ_GEN)
+            return jinja_err(r, line, "'generator' object is not reversible");
+        json_t *items;
+        if ((rc = jinja_iter(r, line, v, &items)) != HS_OK)
+            return rc;
+        size_t n = json_array_size(items);
+        if (!strcmp(name, "first") || !strcmp(name, "last")) {
+            *out = n ? jv_from_json(json_array_get(items, name[0] == 'f' ? 0 : n - 1)) : jv_undef(NULL);
+        } else if (!strcmp(name, "list")) {
+            json_t *l = json_array();
+            json_array_extend(l, items);
+            *out = jv_from_json(l);
+            json_decref(l);
+        } else if (!strcmp(name, "reverse")) {
+            /* reversed() of a list is an iterator; a generator is listed first */
+            json_t *l = json_array();
+            for (size_t i = n; i > 0; i--)
+                json_array_append(l, json_array_get(items, i - 1));
+            bool iter = !(v->kind == JV_LIST && v->seq == JV_SEQ_GEN);
+            *out = jinja_seq(l, iter ? JV_SEQ_GEN : JV_SEQ_LIST);
+        } else {
+            /* unique: first occurrence wins; strings compare case-insensitively */
+            json_t *l = json_array();
+            for (size_t i = 0; i < n; i++) {
+                struct jv x = jv_from_json(json_array_get(items, i));
+                struct jv xl = x.kind == JV_STR ? str_case(&x, 0) : jv_copy(&x);
+                bool dup = false;
+                for (size_t k = 0; k < json_array_size(l) && !dup; k++) {
+                    struct jv y = jv_from_json(json_array_get(l, k));
+                    struct jv yl = y.kind == JV_STR ? str_case(&y, 0) : jv_copy(&y);
+                    dup = jv_equal(&xl, &yl);
+                    jv_free(&y);
+                    jv_free(&yl);
+                }
+                if (!dup)
+                    json_array_append(l, json_array_get(items, i));
+                jv_free(&x);
+                jv_free(&xl);
+            }
+            *out = jinja_seq(l, JV_SEQ_GEN);
+        }
+        json_decref(items);
+        return HS_OK;
+    }
+    if (!strcmp(name, "int"))
+        return filter_int(v, jinja_arg(a, f, "default"), out);
+    if (!strcmp(name, "float")) {
+        const struct jv *def = jinja_arg(a, f, "default");
+        if (jv_is_number(v)) {
+            *out = jv_float(jv_as_double(v));
+        } else if (v->kind == JV_STR) {
+            char *end;
+            struct jv t = str_strip(v, NULL, 3);
+            char *buf = hs_strndup(jv_str(&t), jv_len(&t));
+            double d = strtod(buf, &end);
+            bool ok = *buf && *end == 0 && !strchr(buf, 'x') && !strchr(buf, 'X');
+            hs_free(buf);
+            jv_free(&t);
+            *out = ok ? jv_float(d) : def ? jv_copy(def) : jv_float(0.0);
+        } else {
+            *out = def ? jv_copy(def) : jv_float(0.0);
+        }
+        return HS_OK;
+    }
+    if (!strcmp(name, "abs")) {
+        if (v->kind == JV_INT || v->kind == JV_BOOL) {
+            int64_t x = v->kind == JV_INT ? v->u.i : v->u.b;
+            if (x == INT64_MIN)
+                return jinja_err(r, line, "integer overflow");
+            *out = jv_int(x < 0 ? -x : x);
+        } else if (v->kind == JV_FLOAT) {
+            *out = jv_float(fabs(v->u.f));
+        } else {
+            return jinja_err(r, line, "bad operand type for abs(): '%s'", jv_type_name(v));
+        }
+        return HS_OK;
+    }
+    if (!strcmp(name, "map")) {
+        const struct jv *attr = jinja_arg(a, -1, "attribute"), *def = jinja_arg(a, -1, "default");
+        json_t *items;
+        if (!attr && (!a0 || a0->kind != JV_STR))
+            return jinja_err(r, line, "map needs a filter name or attribute=");
+        if ((rc = jinja_iter(r, line, v, &items)) != HS_OK)
+            return rc;
+        json_t *res = json_array();
+        for (size_t i = 0; i < json_array_size(items) && rc == HS_OK; i++) {
+            struct jv it = jv_from_json(json_array_get(items, i)), x;
+            if (attr) {
+                x = attr_path(&it, attr->kind == JV_STR ? jv_str(attr) : "");
+                if (x.kind == JV_UNDEF && def) {
+                    jv_free(&x);
+                    x = jv_copy(def);
+                }
+            } else {
+                struct args sub = args_from(a, f + 1);
+                rc = jinja_filter(r, line, jv_str(a0), &it, &sub, 0, &x);
+            }
+            if (rc == HS_OK) {
+                json_t *j;
+                rc = jinja_to_json(r, line, &x, &j);
+                if (rc == HS_OK)
+                    json_array_append_new(res, j);
+                jv_free(&x);
+            }
+            jv_free(&it);
+        }
+        json_decref(items);
+        if (rc == HS_OK)
+            *out = jinja_seq(res, JV_SEQ_GEN);
+        else
+            json_decref(res);
+        return rc;
+    }
+    if (!strcmp(name, "selectattr") || !strcmp(name, "rejectattr") || !strcmp(name, "select") ||
+        !strcmp(name, "reject"))
+        return filter_select(r, line, name, v, a, f, out);
+    if (!strcmp(name, "sort") || !strcmp(name, "dictsort") || !strcmp(name, "min") ||
+        !strcmp(name, "max") || !strcmp(name, "sum"))
+        return filter_sorting(r, line, name, v, a, f, out);
+    if (!strcmp(name, "indent"))
+        return filter_indent(r, line, v, a, f, out);
+    return jinja_err(r, line, "no filter named '%s'", name);
+}
+
+int jinja_call_func(struct rctx *r, int line, int id, const struct args *a, struct jv *out)
+{
+    switch (id) {
+    case F_RANGE: {
+        int64_t p[3] = {0, 0, 1};
+        if (a->n_pos < 1 || a->n_pos > 3 || a->n_kw)
+            return jinja_err(r, line, "range expected 1 to 3 integer arguments");
+        for (int i = 0; i < a->n_pos; i++)
+            if (!jinja_index(&a->pos[i], &p[a->n_pos == 1 ? 1 : i]))
+                return jinja_err(r, line, "range: '%s' object cannot be interpreted as an integer", jv_type_name(&a->pos[i]));
+        if (p[2] == 0)
+            return jinja_err(r, line, "range() arg 3 must not be zero");
+        json_t *l = json_array();
+        for (int64_t x = p[0]; p[2] > 0 ? x < p[1] : x > p[1]; x += p[2]) {
+            if (json_array_size(l) >= MAX_RANGE) {
+                json_decref(l);
+                return jinja_err(r, line, "range too large");
+            }
+            json_array_append_new(l, json_integer(x));
+        }
+        *out = jinja_seq(l, JV_SEQ_RANGE);
+        return HS_OK;
+    }
+    case F_NAMESPACE: case F_DICT: {
+        json_t *o = json_object();
+        int rc = HS_OK;
+        if (a->n_pos > 1 || (a->n_pos == 1 && a->pos[0].kind != JV_DICT)) {
+            json_decref(o);
+            return jinja_err(r, line, "%s() takes at most one mapping argument", FUNC_NAMES[id]);
+        }
+        if (a->n_pos == 1)
+            json_object_update(o, a->pos[0].u.j);
+        for (int k = 0; k < a->n_kw && rc == HS_OK; k++) {
+            if (a->kw[k].kind == JV_UNDEF && id == F_NAMESPACE)
+                continue; /* reads back as undefined either way */
+            json_t *j;
+            rc = jinja_to_json(r, line, &a->kw[k], &j);
+            if (rc == HS_OK)
+                json_object_set_new(o, a->kw_names[k], j);
+        }
+        if (rc != HS_OK) {
+            json_decref(o);
+            return rc;
+        }
+        out->kind = id == F_NAMESPACE ? JV_NS : JV_DICT;
+        out->markup = out->tuple = false;
+        out->u.j = o;
+        return HS_OK;
+    }
+    case F_RAISE: {
+        struct strbuf sb;
+        strbuf_init(&sb);
+        if (a->n_pos > 0)
+            jv_str_append(&a->pos[0], &sb);
+        int rc = jinja_err(r, line, "raise_exception: %s", sb.buf ? sb.buf : "");
+        strbuf_free(&sb);
+        return rc;
+    }
+    case F_STRFTIME: {
+        const struct jv *fmt = jinja_arg(a, 0, "format");
+        if (!fmt || fmt->kind != JV_STR)
+            return jinja_err(r, line, "strftime_now needs a format string");
+        time_t now = time(NULL);
+        struct tm tm;
+        localtime_r(&now, &tm);
+        char buf[512];
+        size_t n = strftime(buf, sizeof(buf), jv_str(fmt), &tm);
+        *out = jv_strn(buf, n);
+        return HS_OK;
+    }
+    }
+    return jinja_err(r, line, "unknown function");
+}

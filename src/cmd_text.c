@@ -1,0 +1,215 @@
+/*
+ * cmd_text.c — the text-side commands: `headstart tokenize`, `headstart detokenize` and
+ * `headstart render` (a request rendered through the model's chat template). They load the
+ * model's files for the tokenizer and template (server/model_text.c) but no engine.
+ */
+#include "cmd.h"
+#include "api/api.h"
+#include "model/model.h"
+#include "server/server.h"
+#include "sys/sys.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TEXT_FILE_MAX (256u << 20)
+
+/* Open a model and its text side; prints the error. */
+static int open_text(const char *cmd, const char *path, struct model **m, struct model_text *mt)
+{
+    struct hs_err err;
+    hs_err_clear(&err);
+    if (model_load(path, m, &err) != HS_OK || model_text_load(*m, mt, &err) != HS_OK) {
+        fprintf(stderr, "headstart %s: %s\n", cmd, err.msg);
+        model_free(*m);
+        *m = NULL;
+        return 1;
+    }
+    return 0;
+}
+
+static void print_ids(const int32_t *ids, size_t n, bool json)
+{
+    if (json) putchar('[');
+    for (size_t i = 0; i < n; i++) printf(json ? "%s%d" : "%s%d", i ? (json ? "," : " ") : "", ids[i]);
+    puts(json ? "]" : "");
+}
+
+static const char tokenize_help[] =
+    "usage: headstart tokenize -m MODEL (--text T | --file F) [--json] [--no-special]\n"
+    "\n"
+    "Prints the token ids of the text, decimal, space separated, on one line (--json: a JSON\n"
+    "array). Special tokens written in the text (<|im_start|>, ...) are matched as single\n"
+    "tokens unless --no-special.\n";
+
+int cmd_tokenize(int argc, char **argv)
+{
+    const char *model = NULL, *text = NULL, *file = NULL;
+    bool json = false;
+    unsigned flags = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(tokenize_help, stdout); return 0; }
+        if (!strcmp(a, "--json")) { json = true; continue; }
+        if (!strcmp(a, "--no-special")) { flags |= TOKENIZER_ENCODE_NO_SPECIAL; continue; }
+        if (i + 1 >= argc) { fprintf(stderr, "headstart tokenize: %s needs a value (see --help)\n", a); return 2; }
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = argv[++i];
+        else if (!strcmp(a, "--text")) text = argv[++i];
+        else if (!strcmp(a, "--file")) file = argv[++i];
+        else { fprintf(stderr, "headstart tokenize: unknown option '%s' (see --help)\n", a); return 2; }
+    }
+    if (!model || (!text == !file)) { fprintf(stderr, "headstart tokenize: need -m MODEL and one of --text/--file\n"); return 2; }
+    struct hs_err err;
+    hs_err_clear(&err);
+    char *buf = NULL;
+    size_t len = text ? strlen(text) : 0;
+    if (file && sys_file_read_all(file, TEXT_FILE_MAX, &buf, &len, &err) != HS_OK) {
+        fprintf(stderr, "headstart tokenize: %s\n", err.msg);
+        return 1;
+    }
+    struct model *m;
+    struct model_text mt;
+    if (open_text("tokenize", model, &m, &mt)) { hs_free(buf); return 1; }
+    struct tokenizer_ids ids = { 0 };
+    int rc = tokenizer_encode(mt.tok, buf ? buf : text, len, flags, &ids, &err);
+    if (rc == HS_OK) print_ids(ids.v, ids.n, json);
+    else fprintf(stderr, "headstart tokenize: %s\n", err.msg);
+    tokenizer_ids_free(&ids);
+    model_text_free(&mt);
+    model_free(m);
+    hs_free(buf);
+    return rc == HS_OK ? 0 : 1;
+}
+
+/* Parse "1 2 3" or "1,2,3" into ids; prints the error. */
+static int parse_ids(const char *cmd, const char *s, struct tokenizer_ids *ids)
+{
+    const char *p = s;
+    while (*p) {
+        while (*p == ' ' || *p == ',' || *p == '\n' || *p == '\t' || *p == '[' || *p == ']') p++;
+        if (!*p) break;
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || v > INT32_MAX) {
+            fprintf(stderr, "headstart %s: bad token id at '%.20s'\n", cmd, p);
+            return -1;
+        }
+        if (ids->n == ids->cap) {
+            ids->cap = ids->cap ? ids->cap * 2 : 64;
+            ids->v = hs_realloc(ids->v, ids->cap * sizeof *ids->v);
+        }
+        ids->v[ids->n++] = (int32_t)v;
+        p = end;
+    }
+    return 0;
+}
+
+int cmd_detokenize(int argc, char **argv)
+{
+    const char *model = NULL, *idstr = NULL;
+    unsigned flags = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            puts("usage: headstart detokenize -m MODEL --ids \"1 2 3\" [--skip-special]\n\n"
+                 "Prints the text of the ids (space or comma separated), exactly, with no newline added.");
+            return 0;
+        }
+        if (!strcmp(a, "--skip-special")) { flags |= TOKENIZER_DECODE_SKIP_SPECIAL; continue; }
+        if (i + 1 >= argc) { fprintf(stderr, "headstart detokenize: %s needs a value\n", a); return 2; }
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = argv[++i];
+        else if (!strcmp(a, "--ids")) idstr = argv[++i];
+        else { fprintf(stderr, "headstart detokenize: unknown option '%s'\n", a); return 2; }
+    }
+    if (!model || !idstr) { fprintf(stderr, "headstart detokenize: need -m MODEL and --ids\n"); return 2; }
+    struct tokenizer_ids ids = { 0 };
+    if (parse_ids("detokenize", idstr, &ids)) { tokenizer_ids_free(&ids); return 2; }
+    struct model *m;
+    struct model_text mt;
+    if (open_text("detokenize", model, &m, &mt)) { tokenizer_ids_free(&ids); return 1; }
+    struct strbuf out;
+    strbuf_init(&out);
+    struct hs_err err;
+    hs_err_clear(&err);
+    int rc = tokenizer_decode(mt.tok, ids.v, ids.n, flags, &out, &err);
+    if (rc == HS_OK) fwrite(out.buf ? out.buf : "", 1, out.len, stdout);
+    else fprintf(stderr, "headstart detokenize: %s\n", err.msg);
+    strbuf_free(&out);
+    tokenizer_ids_free(&ids);
+    model_text_free(&mt);
+    model_free(m);
+    return rc == HS_OK ? 0 : 1;
+}
+
+static const char render_help[] =
+    "usage: headstart render -m MODEL --request FILE [--api openai|anthropic] [--ids | --head]\n"
+    "\n"
+    "Renders the conversation of an API request body (JSON) through the model's chat template\n"
+    "and prints the prompt text exactly. --ids prints its token ids instead; --head prints the\n"
+    "head length in tokens (the system text + tools shared by sessions; 0 when none).\n"
+    "--api defaults to openai (a /v1/chat/completions body); anthropic reads a /v1/messages body.\n";
+
+int cmd_render(int argc, char **argv)
+{
+    const char *model = NULL, *req = NULL, *api = "openai";
+    bool want_ids = false, want_head = false;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(render_help, stdout); return 0; }
+        if (!strcmp(a, "--ids")) { want_ids = true; continue; }
+        if (!strcmp(a, "--head")) { want_head = true; continue; }
+        if (i + 1 >= argc) { fprintf(stderr, "headstart render: %s needs a value (see --help)\n", a); return 2; }
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = argv[++i];
+        else if (!strcmp(a, "--request")) req = argv[++i];
+        else if (!strcmp(a, "--api")) api = argv[++i];
+        else { fprintf(stderr, "headstart render: unknown option '%s' (see --help)\n", a); return 2; }
+    }
+    if (!model || !req) { fprintf(stderr, "headstart render: need -m MODEL and --request FILE\n"); return 2; }
+    if (strcmp(api, "openai") && strcmp(api, "anthropic")) {
+        fprintf(stderr, "headstart render: --api must be openai or anthropic, not '%s'\n", api);
+        return 2;
+    }
+    struct hs_err err;
+    hs_err_clear(&err);
+    char *body;
+    size_t len;
+    if (sys_file_read_all(req, TEXT_FILE_MAX, &body, &len, &err) != HS_OK) {
+        fprintf(stderr, "headstart render: %s\n", err.msg);
+        return 1;
+    }
+    json_error_t je;
+    json_t *root = json_loadb(body, len, 0, &je);
+    hs_free(body);
+    if (!root) {
+        fprintf(stderr, "headstart render: %s:%d:%d: %s\n", req, je.line, je.column, je.text);
+        return 1;
+    }
+    struct chat_request cr;
+    int rc = !strcmp(api, "openai") ? chat_from_openai(root, &cr, &err) : chat_from_anthropic(root, &cr, &err);
+    json_decref(root);
+    if (rc != HS_OK) { fprintf(stderr, "headstart render: %s: %s\n", req, err.msg); return 1; }
+    struct model *m;
+    struct model_text mt;
+    if (open_text("render", model, &m, &mt)) { chat_request_free(&cr); return 1; }
+    struct strbuf out;
+    strbuf_init(&out);
+    if (!mt.tmpl) rc = hs_err_set(&err, HS_ERR_UNSUPPORTED, "%s: the model has no chat template", model);
+    else rc = chat_template_render(mt.tmpl, &cr, &out, &err);
+    if (rc == HS_OK && (want_ids || want_head)) {
+        struct tokenizer_ids ids = { 0 };
+        rc = tokenizer_encode(mt.tok, out.buf ? out.buf : "", out.len, 0, &ids, &err);
+        if (rc == HS_OK && want_head)
+            printf("%lld\n", (long long)chat_head_length(ids.v, (int64_t)ids.n, mt.im_start_id, mt.system_ids, mt.n_system_ids));
+        else if (rc == HS_OK) print_ids(ids.v, ids.n, false);
+        tokenizer_ids_free(&ids);
+    } else if (rc == HS_OK) {
+        fwrite(out.buf ? out.buf : "", 1, out.len, stdout);
+    }
+    if (rc != HS_OK) fprintf(stderr, "headstart render: %s\n", err.msg);
+    strbuf_free(&out);
+    chat_request_free(&cr);
+    model_text_free(&mt);
+    model_free(m);
+    return rc == HS_OK ? 0 : 1;
+}
