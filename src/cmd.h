@@ -13,6 +13,11 @@
 /* argv[0] is the first argument after the command name. */
 int cmd_inspect(int argc, char **argv);
 int cmd_mkmodel(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_detokenize(int argc, char **argv);
+int cmd_render(int argc, char **argv);
 
 /* Parse a non-negative integer option value; prints an error naming the option. */
 int cmd_parse_i64(const char *cmd, const char *opt, const char *s, int64_t *out);

@@ -19,6 +19,11 @@ struct command {
 static const struct command commands[] = {
     { "inspect", cmd_inspect, "MODEL [--json]        architecture, hyperparameters, layers and tensors" },
     { "mkmodel", cmd_mkmodel, "[options] --out P     write a deterministic random-weight model" },
+    { "logits", cmd_logits, "-m MODEL --ids ... -o F  logits of a prompt's token ids (float32)" },
+    { "tokenize", cmd_tokenize, "-m MODEL --text T    token ids of a text" },
+    { "detokenize", cmd_detokenize, "-m MODEL --ids ...  text of token ids" },
+    { "render", cmd_render, "-m MODEL --request F  a request rendered by the chat template" },
+    { "run", cmd_run, "-m MODEL --ids ... [-n N] generate token ids, with timings" },
 };
 
 static void usage(FILE *f)

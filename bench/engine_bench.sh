@@ -1,0 +1,81 @@
+#!/bin/sh
+# engine_bench.sh — first engine benchmark ([F3]): prefill tok/s over a 512-token prompt and
+# decode tok/s over 128 greedy single-token forwards, for a `--preset 0.8b` qwen35 model in
+# bf16 and q8_0, with 2 threads; headstart (`headstart run --json`) and llama.cpp
+# (bench/llama_bench.c on the npm package's prebuilt library) run alternately on the same
+# GGUF, REPS times each, best of each kept. Prints one JSON object, then a human summary.
+# Not part of make test (minutes, GiBs of model files).
+#
+#   sh bench/engine_bench.sh [BUILD]     env: THREADS (2), PROMPT (512), GEN (128), REPS (2),
+#                                        DTYPES ("bf16 q8_0"), KEEP=1 keeps the models,
+#                                        PRESET (0.8b), IDMAX (150000: prompt ids below it)
+set -u
+build=${1:-${HEADSTART_BUILD:-build}}
+hs=$build/headstart
+threads=${THREADS:-2} n_prompt=${PROMPT:-512} n_gen=${GEN:-128} reps=${REPS:-2}
+dtypes=${DTYPES:-"bf16 q8_0"} preset=${PRESET:-0.8b} idmax=${IDMAX:-150000}
+libdir=$PWD/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
+inc=$build/llama-include
+[ -d "$inc/include" ] || inc=build/llama-include
+py=/usr/bin/python3
+[ -x "$hs" ] || { echo "engine_bench: no $hs (make BUILD=$build)" >&2; exit 1; }
+[ -d "$inc/include" ] || { echo "engine_bench: no llama.cpp headers in $inc (sh tests/golden/llama_load.sh)" >&2; exit 1; }
+
+bench_bin=$build/llama_bench
+if [ ! -x "$bench_bin" ] || [ bench/llama_bench.c -nt "$bench_bin" ]; then
+    ${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -isystem "$inc/include" -isystem "$inc/ggml/include" \
+        bench/llama_bench.c -o "$bench_bin" -L"$libdir" -l:libllama.v0.5.0.so -l:libggml.v0.5.0.so \
+        -l:libggml-base.so -Wl,-rpath,"$libdir" -lm || { echo "engine_bench: building llama_bench failed" >&2; exit 1; }
+fi
+
+tmp=$(mktemp -d /tmp/hs-engine-bench.XXXXXX)
+[ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$tmp"' EXIT INT TERM
+$py -c "import random; r = random.Random(1); print(' '.join(str(r.randrange($idmax)) for _ in range($n_prompt)))" > "$tmp/ids"
+
+# best (max) of a field over the JSON lines in a file
+best() { $py -c "import json,sys; print(max(json.loads(l)['$2'] for l in open('$1') if l.startswith('{')))"; }
+
+echo "{" > "$tmp/out.json"
+first=1
+for dt in $dtypes; do
+    g=$tmp/qwen35-$preset-$dt.gguf
+    echo "engine_bench: writing $g" >&2
+    "$hs" mkmodel --arch qwen35 --preset "$preset" --dtype "$dt" --seed 1 --out "$g" >/dev/null || exit 1
+    : > "$tmp/hs-$dt"; : > "$tmp/ll-$dt"
+    r=0
+    while [ $r -lt "$reps" ]; do
+        echo "engine_bench: $dt rep $((r + 1))/$reps: headstart" >&2
+        "$hs" run -m "$g" --ids-file "$tmp/ids" -n $((n_gen + 1)) --temp 0 --threads "$threads" --json \
+            >> "$tmp/hs-$dt" || exit 1
+        echo "engine_bench: $dt rep $((r + 1))/$reps: llama.cpp" >&2
+        "$bench_bin" --lib-dir "$libdir" "$g" --prompt-ids "$tmp/ids" -n $((n_gen + 1)) --threads "$threads" \
+            >> "$tmp/ll-$dt" || exit 1
+        r=$((r + 1))
+    done
+    hp=$(best "$tmp/hs-$dt" prefill_tok_s); hd=$(best "$tmp/hs-$dt" decode_tok_s)
+    lp=$(best "$tmp/ll-$dt" prefill_tok_s); ld=$(best "$tmp/ll-$dt" decode_tok_s)
+    [ $first = 1 ] || echo "," >> "$tmp/out.json"
+    first=0
+    $py - "$dt" "$hp" "$hd" "$lp" "$ld" "$threads" "$n_prompt" "$n_gen" "$reps" >> "$tmp/out.json" <<'PY'
+import sys
+dt, hp, hd, lp, ld = sys.argv[1], *map(float, sys.argv[2:6])
+t, npr, ng, reps = sys.argv[6:10]
+print(f' "{dt}": {{"threads": {t}, "prompt_tokens": {npr}, "decode_tokens": {ng}, "reps": {reps},'
+      f' "headstart": {{"prefill_tok_s": {hp:.3f}, "decode_tok_s": {hd:.3f}}},'
+      f' "llama_cpp": {{"prefill_tok_s": {lp:.3f}, "decode_tok_s": {ld:.3f}}},'
+      f' "ratio": {{"prefill": {hp / lp:.4f}, "decode": {hd / ld:.4f}}}}}', end='')
+PY
+done
+echo "" >> "$tmp/out.json"
+echo "}" >> "$tmp/out.json"
+cat "$tmp/out.json"
+$py - "$tmp/out.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for dt, r in d.items():
+    h, l, q = r['headstart'], r['llama_cpp'], r['ratio']
+    print(f"{dt:5s} {r['threads']} threads: prefill {r['prompt_tokens']} tok  headstart {h['prefill_tok_s']:8.2f} tok/s"
+          f"  llama.cpp {l['prefill_tok_s']:8.2f} tok/s  ratio {q['prefill']:.3f}")
+    print(f"{'':5s}            decode  {r['decode_tokens']} tok  headstart {h['decode_tok_s']:8.2f} tok/s"
+          f"  llama.cpp {l['decode_tok_s']:8.2f} tok/s  ratio {q['decode']:.3f}")
+PY

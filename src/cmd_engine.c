@@ -1,0 +1,277 @@
+/*
+ * cmd_engine.c — `headstart logits` and `headstart run`: option parsing, token ids in,
+ * logits or generated ids out. The work is engine/'s (engine_forward, the sampler).
+ * Text input and output need the tokenizer, which these commands do not use yet: they
+ * take and print token ids.
+ */
+#include "cmd.h"
+#include "engine/engine.h"
+#include "model/model.h"
+#include "sys/sys.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char logits_help[] =
+    "usage: headstart logits -m MODEL (--ids \"1 2 3\" | --ids-file F) [--chunk N]\n"
+    "         [--threads N] [--batch N] [--all] -o OUT.f32\n"
+    "\n"
+    "Runs the prompt's token ids through the model and writes float32 little-endian logits:\n"
+    "one row of n_vocab per position with --all, else the last position's row. --chunk N\n"
+    "cuts the prompt into forward calls of N tokens (the logits do not change with N).\n";
+
+static const char run_help[] =
+    "usage: headstart run -m MODEL (--ids \"1 2 3\" | --ids-file F) [-n N] [--temp T]\n"
+    "         [--top-p P] [--top-k K] [--min-p P] [--seed S] [--threads N] [--json]\n"
+    "\n"
+    "Prefills the prompt ids, generates N tokens (default 32) and prints the generated ids,\n"
+    "then one line of timings. --temp 0 is greedy. --json prints one JSON object instead.\n";
+
+/* Parse ids separated by spaces, tabs, newlines or commas. */
+static int parse_ids(const char *cmd, const char *s, int32_t **ids_out, int64_t *n_out)
+{
+    int64_t n = 0, cap = 64;
+    int32_t *ids = hs_malloc((size_t)cap * sizeof(int32_t));
+    const char *p = s;
+    for (;;) {
+        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == ',') p++;
+        if (!*p) break;
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || errno || v < 0 || v > INT32_MAX) {
+            fprintf(stderr, "headstart %s: token id %lld is not a non-negative 32-bit integer near '%.16s'\n", cmd,
+                    (long long)n, p);
+            hs_free(ids);
+            return -1;
+        }
+        if (n == cap) ids = hs_realloc(ids, (size_t)(cap *= 2) * sizeof(int32_t));
+        ids[n++] = (int32_t)v;
+        p = end;
+    }
+    if (n == 0) {
+        fprintf(stderr, "headstart %s: no token ids given\n", cmd);
+        hs_free(ids);
+        return -1;
+    }
+    *ids_out = ids;
+    *n_out = n;
+    return 0;
+}
+
+static int load_ids(const char *cmd, const char *ids_arg, const char *ids_file, int32_t **ids, int64_t *n)
+{
+    if (!!ids_arg == !!ids_file) {
+        fprintf(stderr, "headstart %s: give exactly one of --ids and --ids-file (see --help)\n", cmd);
+        return -1;
+    }
+    if (ids_arg) return parse_ids(cmd, ids_arg, ids, n);
+    char *data;
+    size_t len;
+    struct hs_err err;
+    hs_err_clear(&err);
+    if (sys_file_read_all(ids_file, 64ull << 20, &data, &len, &err)) {
+        fprintf(stderr, "headstart %s: %s\n", cmd, err.msg);
+        return -1;
+    }
+    int rc = parse_ids(cmd, data, ids, n);
+    hs_free(data);
+    return rc;
+}
+
+static int parse_float(const char *cmd, const char *opt, const char *s, float *out)
+{
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (!*s || *end || errno) {
+        fprintf(stderr, "headstart %s: %s wants a number, got '%s'\n", cmd, opt, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Model + engine + a sequence for n_ctx positions; prints the error. */
+static int open_engine(const char *cmd, const char *path, int64_t threads, int64_t batch,
+                       struct model **m, struct engine **e, struct hs_err *err)
+{
+    if (model_load(path, m, err)) {
+        fprintf(stderr, "headstart %s: %s\n", cmd, err->msg);
+        return -1;
+    }
+    struct engine_opts o;
+    engine_opts_default(&o);
+    o.n_threads = (int)threads;
+    if (batch > 0) o.n_batch = batch;
+    if (engine_new(*m, &o, e, err)) {
+        fprintf(stderr, "headstart %s: %s\n", cmd, err->msg);
+        model_free(*m);
+        *m = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+int cmd_logits(int argc, char **argv)
+{
+    const char *model_path = NULL, *ids_arg = NULL, *ids_file = NULL, *out = NULL;
+    int64_t chunk = 0, threads = 1, batch = 0;
+    bool all = false;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(logits_help, stdout); return 0; }
+        if (!strcmp(a, "--all")) { all = true; continue; }
+        if (i + 1 >= argc) { fprintf(stderr, "headstart logits: %s needs a value (see --help)\n", a); return 2; }
+        const char *v = argv[++i];
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = v;
+        else if (!strcmp(a, "--ids")) ids_arg = v;
+        else if (!strcmp(a, "--ids-file")) ids_file = v;
+        else if (!strcmp(a, "-o") || !strcmp(a, "--out")) out = v;
+        else if (!strcmp(a, "--chunk")) { if (cmd_parse_i64("logits", a, v, &chunk)) return 2; }
+        else if (!strcmp(a, "--threads")) { if (cmd_parse_i64("logits", a, v, &threads) || threads < 1) return 2; }
+        else if (!strcmp(a, "--batch")) { if (cmd_parse_i64("logits", a, v, &batch)) return 2; }
+        else { fprintf(stderr, "headstart logits: unknown option '%s' (see --help)\n", a); return 2; }
+    }
+    if (!model_path || !out) { fprintf(stderr, "headstart logits: -m and -o are required (see --help)\n"); return 2; }
+    int32_t *ids;
+    int64_t n;
+    if (load_ids("logits", ids_arg, ids_file, &ids, &n)) return 2;
+    struct hs_err err;
+    hs_err_clear(&err);
+    struct model *m = NULL;
+    struct engine *e = NULL;
+    if (open_engine("logits", model_path, threads, batch, &m, &e, &err)) { hs_free(ids); return 1; }
+    int64_t V = model_hparams(m)->n_vocab;
+    int64_t n_rows = all ? n : 1;
+    float *logits = hs_malloc((size_t)(n_rows * V) * sizeof(float));
+    int64_t *rows = hs_malloc((size_t)n * sizeof(int64_t));
+    struct seq *s = seq_new(e, n);
+    int rc = 0;
+    if (chunk <= 0) chunk = n;
+    for (int64_t i0 = 0; i0 < n && !rc; i0 += chunk) {
+        int64_t c = HS_MIN(chunk, n - i0);
+        int nr = 0;
+        for (int64_t i = 0; i < c; i++)
+            if (all || i0 + i == n - 1) rows[nr++] = i;
+        float *dst = logits + (all ? i0 * V : 0);
+        rc = engine_forward(e, s, ids + i0, c, NULL, 0, rows, nr, dst, &err);
+    }
+    if (!rc) rc = sys_file_write_atomic(out, logits, (size_t)(n_rows * V) * sizeof(float), &err);
+    if (rc) fprintf(stderr, "headstart logits: %s\n", err.msg);
+    seq_free(s);
+    hs_free(rows);
+    hs_free(logits);
+    hs_free(ids);
+    engine_free(e);
+    model_free(m);
+    return rc ? 1 : 0;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    const char *model_path = NULL, *ids_arg = NULL, *ids_file = NULL;
+    int64_t n_gen = 32, threads = 1, batch = 0;
+    bool json = false;
+    struct sampler_opts so;
+    sampler_opts_default(&so);
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(run_help, stdout); return 0; }
+        if (!strcmp(a, "--json")) { json = true; continue; }
+        if (i + 1 >= argc) { fprintf(stderr, "headstart run: %s needs a value (see --help)\n", a); return 2; }
+        const char *v = argv[++i];
+        int64_t iv;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = v;
+        else if (!strcmp(a, "--ids")) ids_arg = v;
+        else if (!strcmp(a, "--ids-file")) ids_file = v;
+        else if (!strcmp(a, "-n")) { if (cmd_parse_i64("run", a, v, &n_gen)) return 2; }
+        else if (!strcmp(a, "--threads")) { if (cmd_parse_i64("run", a, v, &threads) || threads < 1) return 2; }
+        else if (!strcmp(a, "--batch")) { if (cmd_parse_i64("run", a, v, &batch)) return 2; }
+        else if (!strcmp(a, "--temp")) { if (parse_float("run", a, v, &so.temperature)) return 2; }
+        else if (!strcmp(a, "--top-p")) { if (parse_float("run", a, v, &so.top_p)) return 2; }
+        else if (!strcmp(a, "--min-p")) { if (parse_float("run", a, v, &so.min_p)) return 2; }
+        else if (!strcmp(a, "--top-k")) { if (cmd_parse_i64("run", a, v, &iv)) return 2; so.top_k = (int)iv; }
+        else if (!strcmp(a, "--seed")) { if (cmd_parse_i64("run", a, v, &iv)) return 2; so.seed = (uint64_t)iv; }
+        else { fprintf(stderr, "headstart run: unknown option '%s' (see --help)\n", a); return 2; }
+    }
+    if (!model_path) { fprintf(stderr, "headstart run: -m is required (see --help)\n"); return 2; }
+    int32_t *ids;
+    int64_t n;
+    if (load_ids("run", ids_arg, ids_file, &ids, &n)) return 2;
+    struct hs_err err;
+    hs_err_clear(&err);
+    struct model *m = NULL;
+    struct engine *e = NULL;
+    if (open_engine("run", model_path, threads, batch, &m, &e, &err)) { hs_free(ids); return 1; }
+    int64_t V = model_hparams(m)->n_vocab;
+    struct sampler *smp = sampler_new(&so, V);
+    if (!smp) {
+        fprintf(stderr, "headstart run: invalid sampling options\n");
+        hs_free(ids);
+        engine_free(e);
+        model_free(m);
+        return 2;
+    }
+    float *logits = hs_malloc((size_t)V * sizeof(float));
+    int32_t *out = hs_malloc((size_t)HS_MAX(n_gen, 1) * sizeof(int32_t));
+    struct seq *s = seq_new(e, n + n_gen);
+    for (int64_t i = 0; i < n; i++) sampler_accept(smp, ids[i]);
+    int64_t last = n - 1;
+    double t0 = sys_time_sec();
+    int rc = engine_forward(e, s, ids, n, NULL, 0, &last, 1, logits, &err);
+    double t1 = sys_time_sec();
+    int64_t n_out = 0, n_decode = 0;
+    while (!rc && n_out < n_gen) {
+        int32_t tok = sampler_sample(smp, logits);
+        out[n_out++] = tok;
+        sampler_accept(smp, tok);
+        if (n_out == n_gen) break;
+        int64_t row = 0;
+        rc = engine_forward(e, s, &tok, 1, NULL, 0, &row, 1, logits, &err);
+        n_decode++;
+    }
+    double t2 = sys_time_sec();
+    if (rc) {
+        fprintf(stderr, "headstart run: %s\n", err.msg);
+    } else {
+        double pf = t1 > t0 ? (double)n / (t1 - t0) : 0.0, dc = t2 > t1 && n_decode ? (double)n_decode / (t2 - t1) : 0.0;
+        if (json) {
+            struct strbuf sb;
+            strbuf_init(&sb);
+            struct jsonw w;
+            jsonw_init(&w, &sb, 0);
+            jsonw_obj_begin(&w);
+            jsonw_key(&w, "prompt_tokens"); jsonw_int(&w, n);
+            jsonw_key(&w, "prefill_seconds"); jsonw_double(&w, t1 - t0);
+            jsonw_key(&w, "prefill_tok_s"); jsonw_double(&w, pf);
+            jsonw_key(&w, "generated_tokens"); jsonw_int(&w, n_out);
+            jsonw_key(&w, "decode_forwards"); jsonw_int(&w, n_decode);
+            jsonw_key(&w, "decode_seconds"); jsonw_double(&w, t2 - t1);
+            jsonw_key(&w, "decode_tok_s"); jsonw_double(&w, dc);
+            jsonw_key(&w, "threads"); jsonw_int(&w, threads);
+            jsonw_key(&w, "kernels"); jsonw_str(&w, engine_kernel_variant(e));
+            jsonw_key(&w, "ids");
+            jsonw_arr_begin(&w);
+            for (int64_t i = 0; i < n_out; i++) jsonw_int(&w, out[i]);
+            jsonw_arr_end(&w);
+            jsonw_obj_end(&w);
+            printf("%s\n", sb.buf);
+            strbuf_free(&sb);
+        } else {
+            for (int64_t i = 0; i < n_out; i++) printf(i ? " %d" : "%d", out[i]);
+            printf("\nprompt %lld tokens, prefill %.2f tok/s; generated %lld tokens, decode %.2f tok/s\n",
+                   (long long)n, pf, (long long)n_out, dc);
+        }
+    }
+    seq_free(s);
+    sampler_free(smp);
+    hs_free(out);
+    hs_free(logits);
+    hs_free(ids);
+    engine_free(e);
+    model_free(m);
+    return rc ? 1 : 0;
+}

@@ -1,0 +1,483 @@
+/*
+ * engine.c — the engine object (validated model geometry, forward scratch, thread pool),
+ * its numerics fingerprint, and sequence state blobs (seq_save / seq_restore).
+ * The forward pass itself is forward.c; sequences are seq.c; sampling is sample.c.
+ *
+ * Design note
+ * -----------
+ * Fingerprint. A 64-bit hash (engine_hash, below) of, in this order:
+ *   1. ENGINE_NUMERICS_VERSION and the compiler's __VERSION__ (the build: a change to
+ *      the engine's arithmetic bumps the version string);
+ *   2. the kernel variant name ("scalar", ...);
+ *   3. the model geometry (struct engine_geom's counts, eps, theta, arch, layer kinds);
+ *   4. the model file identity: for every tensor of the file(s) its name, dtype, shape,
+ *      byte size and file offset, then every file's size and its first and last 64 KiB.
+ *      Path and mtime are deliberately left out: a copied model file is the same model,
+ *      and a rewritten one with new weights almost surely changes its first/last bytes
+ *      or its tensor table (random weights and GGUF/safetensors headers sit there).
+ * State made under another fingerprint is refused by seq_restore (and by the bank).
+ *
+ * Hash. engine_hash is FNV-1a 64 run over 64-bit little-endian words (then the tail
+ * bytes), with a rotate after each multiply so high bits feed back. It is a checksum
+ * against corruption and a fingerprint against accidents, not a defence against an
+ * adversary.
+ *
+ * Blob layout (seq_save), all fields little-endian:
+ *
+ *   OFFSET  SIZE            FIELD
+ *   0       4               magic 0x51455348 ("HSEQ")
+ *   4       4               version (1)
+ *   8       8               engine fingerprint
+ *   16      8               pos: positions held (tokens consumed)
+ *   24      4               n_attn: attention layers
+ *   28      4               n_gdn: GDN layers
+ *   32      8               kv_row_floats: nkv * hd
+ *   40      8               snapshot bytes (engine_snapshot_bytes)
+ *   48      8               payload bytes P = n_attn * 2 * pos * kv_row_floats * 4 + snapshot
+ *   56      P               for each attention layer in layer order: K rows [0, pos), then
+ *                           V rows [0, pos) (f32); then the GDN state in the snapshot layout
+ *   56 + P  8               engine_hash of bytes [0, 56 + P)
+ *
+ * Invariants:
+ *   1. engine_new refuses a model whose matrices are not f32/f16/bf16/q8_0 or whose shapes
+ *      disagree with the hparams, naming the tensor; nothing is half-built on failure.
+ *   2. seq_restore checks magic, version, fingerprint, geometry, pos <= n_ctx, the exact
+ *      length and the checksum before it touches the sequence.
+ */
+#include "engine/engine_int.h"
+
+#include <fcntl.h>
+#include <string.h>
+
+#define ENGINE_BLOB_HEADER 56
+#define ENGINE_ID_SPAN (64 * 1024)
+
+/* ---- hash ------------------------------------------------------------------------------ */
+
+uint64_t engine_hash(uint64_t h, const void *data, size_t n)
+{
+    const uint8_t *p = data;
+    const uint64_t prime = 0x100000001b3ull;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        h = (h ^ hs_rd_u64(p + i)) * prime;
+        h = (h << 31) | (h >> 33);
+    }
+    for (; i < n; i++) h = (h ^ p[i]) * prime;
+    return h;
+}
+
+static uint64_t hash_u64(uint64_t h, uint64_t v)
+{
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
+    return engine_hash(h, b, 8);
+}
+
+static uint64_t hash_str(uint64_t h, const char *s)
+{
+    h = engine_hash(h, s, strlen(s));
+    return hash_u64(h, strlen(s));
+}
+
+static void put_u32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static void put_u64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+
+/* ---- validation ------------------------------------------------------------------------ */
+
+static bool wtype_ok(enum dtype t)
+{
+    return t == DTYPE_F32 || t == DTYPE_F16 || t == DTYPE_BF16 || t == DTYPE_Q8_0;
+}
+
+/* Check one matrix (or expert stack of n_mat matrices) against its expected shape. */
+static int check_weight(const struct model_weight *w, const char *what, int il, int64_t rows,
+                        int64_t cols, int64_t n_mat, struct hs_err *err)
+{
+    if (!wtype_ok(w->dtype))
+        return hs_err_set(err, HS_ERR_UNSUPPORTED, "layer %d %s: dtype %s is not one the kernels compute with",
+                          il, what, dtype_info(w->dtype) ? dtype_info(w->dtype)->name : "?");
+    if (w->rows != rows || w->cols != cols)
+        return hs_err_set(err, HS_ERR_FORMAT, "layer %d %s: shape [%lld, %lld], expected [%lld, %lld]",
+                          il, what, (long long)w->rows, (long long)w->cols, (long long)rows, (long long)cols);
+    if (w->n_mat != n_mat)
+        return hs_err_set(err, HS_ERR_FORMAT, "layer %d %s: %lld matrices, expected %lld", il, what,
+                          (long long)w->n_mat, (long long)n_mat);
+    size_t rb = kern_row_bytes((enum kern_wtype)w->dtype, cols);
+    if (rb == 0 || rb != w->row_bytes)
+        return hs_err_set(err, HS_ERR_FORMAT, "layer %d %s: row of %lld values cannot be %llu bytes of %s",
+                          il, what, (long long)cols, (unsigned long long)w->row_bytes, dtype_info(w->dtype)->name);
+    if (n_mat == 1 && !w->data) return hs_err_set(err, HS_ERR_FORMAT, "layer %d %s: not bound", il, what);
+    if (n_mat > 1) {
+        if (!w->mats) return hs_err_set(err, HS_ERR_FORMAT, "layer %d %s: expert matrices not bound", il, what);
+        for (int64_t e = 0; e < n_mat; e++)
+            if (!w->mats[e]) return hs_err_set(err, HS_ERR_FORMAT, "layer %d %s: expert %lld not bound", il, what, (long long)e);
+    }
+    return HS_OK;
+}
+
+static int check_vec(const float *p, const char *what, int il, struct hs_err *err)
+{
+    return p ? HS_OK : hs_err_set(err, HS_ERR_FORMAT, "layer %d %s: not bound", il, what);
+}
+
+static int geom_init(const struct model *m, struct engine_geom *g, struct hs_err *err)
+{
+    const struct model_hparams *hp = model_hparams(m);
+    memset(g, 0, sizeof(*g));
+    g->H = hp->n_embd; g->V = hp->n_vocab; g->nh = hp->n_head; g->nkv = hp->n_head_kv;
+    g->hd = hp->head_dim; g->n_rot = hp->n_rot; g->nff = hp->n_ff;
+    g->hk = hp->gdn_k_heads; g->hv = hp->gdn_v_heads; g->dk = hp->gdn_k_dim; g->dv = hp->gdn_v_dim;
+    g->kconv = hp->conv_kernel; g->C = 2 * g->hk * g->dk + g->hv * g->dv;
+    g->ne = hp->n_expert; g->ne_used = hp->n_expert_used; g->nff_exp = hp->n_ff_exp;
+    g->nff_sh = hp->n_ff_shexp; g->n_layer = hp->n_layer;
+    g->eps = hp->rms_eps; g->theta = hp->rope_theta;
+    if (g->H < 1 || g->V < 1 || g->n_layer < 1 || g->n_layer > MODEL_MAX_LAYERS)
+        return hs_err_set(err, HS_ERR_FORMAT, "%s: bad geometry (H %lld, vocab %lld, layers %lld)",
+                          model_path(m), (long long)g->H, (long long)g->V, (long long)g->n_layer);
+    for (int il = 0; il < g->n_layer; il++) {
+        g->attn_index[il] = g->gdn_index[il] = -1;
+        if (hp->layer_kind[il] == LAYER_KIND_ATTN) g->attn_index[il] = (int)g->n_attn++;
+        else g->gdn_index[il] = (int)g->n_gdn++;
+    }
+    if (g->n_attn > 0 && (g->nh < 1 || g->nkv < 1 || g->hd < 1 || g->nh % g->nkv || g->n_rot < 0 ||
+                          g->n_rot > g->hd || g->n_rot % 2))
+        return hs_err_set(err, HS_ERR_FORMAT, "%s: bad attention geometry (heads %lld/%lld, head_dim %lld, n_rot %lld)",
+                          model_path(m), (long long)g->nh, (long long)g->nkv, (long long)g->hd, (long long)g->n_rot);
+    if (g->n_gdn > 0 && (g->hk < 1 || g->hv < 1 || g->dk < 1 || g->dv < 1 || g->hv % g->hk || g->kconv < 2))
+        return hs_err_set(err, HS_ERR_FORMAT, "%s: bad GDN geometry (heads %lld/%lld, dims %lld/%lld, conv %lld)",
+                          model_path(m), (long long)g->hk, (long long)g->hv, (long long)g->dk, (long long)g->dv,
+                          (long long)g->kconv);
+    g->conv_floats = (uint64_t)(g->kconv - 1) * (uint64_t)g->C;
+    g->rec_floats = (uint64_t)g->hv * (uint64_t)g->dk * (uint64_t)g->dv;
+    g->kv_row_floats = (uint64_t)g->nkv * (uint64_t)g->hd;
+    return HS_OK;
+}
+
+static int model_check(const struct model *m, const struct engine_geom *g, struct hs_err *err)
+{
+    const struct model_hparams *hp = model_hparams(m);
+    int rc = HS_OK;
+    const struct model_weight *emb = model_token_embd(m), *lm = model_lm_head(m);
+    if ((rc = check_weight(emb, "token_embd", -1, g->V, g->H, 1, err))) return rc;
+    if ((rc = check_weight(lm, "lm_head", -1, g->V, g->H, 1, err))) return rc;
+    if ((rc = check_vec(model_output_norm(m), "output_norm", -1, err))) return rc;
+    for (int il = 0; il < g->n_layer && !rc; il++) {
+        const struct model_layer *L = model_layer(m, il);
+        if ((rc = check_vec(L->attn_norm, "attn_norm", il, err)) || (rc = check_vec(L->post_attn_norm, "post_attn_norm", il, err)))
+            return rc;
+        if (L->kind == LAYER_KIND_ATTN) {
+            if ((rc = check_weight(&L->wq, "attn_q", il, 2 * g->nh * g->hd, g->H, 1, err)) ||
+                (rc = check_weight(&L->wk, "attn_k", il, g->nkv * g->hd, g->H, 1, err)) ||
+                (rc = check_weight(&L->wv, "attn_v", il, g->nkv * g->hd, g->H, 1, err)) ||
+                (rc = check_weight(&L->wo, "attn_output", il, g->H, g->nh * g->hd, 1, err)) ||
+                (rc = check_vec(L->q_norm, "attn_q_norm", il, err)) || (rc = check_vec(L->k_norm, "attn_k_norm", il, err)))
+                return rc;
+        } else {
+            if ((rc = check_weight(&L->wqkv, "attn_qkv", il, g->C, g->H, 1, err)) ||
+                (rc = check_weight(&L->wz, "attn_gate", il, g->hv * g->dv, g->H, 1, err)) ||
+                (rc = check_weight(&L->wb, "ssm_beta", il, g->hv, g->H, 1, err)) ||
+                (rc = check_weight(&L->wa, "ssm_alpha", il, g->hv, g->H, 1, err)) ||
+                (rc = check_weight(&L->wout, "ssm_out", il, g->H, g->hv * g->dv, 1, err)) ||
+                (rc = check_vec(L->conv, "ssm_conv1d", il, err)) || (rc = check_vec(L->dt_bias, "ssm_dt", il, err)) ||
+                (rc = check_vec(L->ssm_a, "ssm_a", il, err)) || (rc = check_vec(L->ssm_norm, "ssm_norm", il, err)))
+                return rc;
+        }
+        if (hp->layer_moe[il]) {
+            if (g->ne < 1 || g->ne_used < 1 || g->ne_used > g->ne || g->nff_exp < 1)
+                return hs_err_set(err, HS_ERR_FORMAT, "layer %d: bad MoE geometry (%lld experts, %lld used, width %lld)",
+                                  il, (long long)g->ne, (long long)g->ne_used, (long long)g->nff_exp);
+            if ((rc = check_weight(&L->router, "ffn_gate_inp", il, g->ne, g->H, 1, err)) ||
+                (rc = check_weight(&L->exp_gate, "ffn_gate_exps", il, g->nff_exp, g->H, g->ne, err)) ||
+                (rc = check_weight(&L->exp_up, "ffn_up_exps", il, g->nff_exp, g->H, g->ne, err)) ||
+                (rc = check_weight(&L->exp_down, "ffn_down_exps", il, g->H, g->nff_exp, g->ne, err)))
+                return rc;
+            if (g->nff_sh > 0 &&
+                ((rc = check_weight(&L->sh_gate, "ffn_gate_shexp", il, g->nff_sh, g->H, 1, err)) ||
+                 (rc = check_weight(&L->sh_up, "ffn_up_shexp", il, g->nff_sh, g->H, 1, err)) ||
+                 (rc = check_weight(&L->sh_down, "ffn_down_shexp", il, g->H, g->nff_sh, 1, err)) ||
+                 (rc = check_weight(&L->sh_gate_inp, "ffn_gate_inp_shexp", il, 1, g->H, 1, err))))
+                return rc;
+        } else {
+            if (g->nff < 1) return hs_err_set(err, HS_ERR_FORMAT, "layer %d: dense FFN of width 0", il);
+            if ((rc = check_weight(&L->ffn_gate, "ffn_gate", il, g->nff, g->H, 1, err)) ||
+                (rc = check_weight(&L->ffn_up, "ffn_up", il, g->nff, g->H, 1, err)) ||
+                (rc = check_weight(&L->ffn_down, "ffn_down", il, g->H, g->nff, 1, err)))
+                return rc;
+        }
+    }
+    return rc;
+}
+
+/* ---- fingerprint ----------------------------------------------------------------------- */
+
+static uint64_t hash_file_ends(uint64_t h, const char *path, uint64_t size)
+{
+    int fd = sys_io_open(path, O_RDONLY, 0);
+    h = hash_u64(h, size);
+    if (fd < 0) return hash_u64(h, 0xdeadull); /* unreadable now: still a stable value */
+    uint8_t *buf = hs_malloc(ENGINE_ID_SPAN);
+    uint64_t n = HS_MIN(size, (uint64_t)ENGINE_ID_SPAN);
+    if (sys_io_pread_full(fd, buf, n, 0) == (ssize_t)n) h = engine_hash(h, buf, n);
+    uint64_t off = size > ENGINE_ID_SPAN ? size - ENGINE_ID_SPAN : 0;
+    n = size - off;
+    if (sys_io_pread_full(fd, buf, n, (off_t)off) == (ssize_t)n) h = engine_hash(h, buf, n);
+    sys_io_close(fd);
+    hs_free(buf);
+    return h;
+}
+
+static uint64_t fingerprint(const struct engine *e)
+{
+    const struct engine_geom *g = &e->g;
+    const struct model_hparams *hp = model_hparams(e->m);
+    uint64_t h = ENGINE_FNV_INIT;
+    h = hash_str(h, ENGINE_NUMERICS_VERSION);
+#ifdef __VERSION__
+    h = hash_str(h, __VERSION__);
+#endif
+    h = hash_str(h, e->variant);
+    int64_t dims[] = { hp->arch, g->H, g->V, g->nh, g->nkv, g->hd, g->n_rot, g->nff, g->hk, g->hv,
+                       g->dk, g->dv, g->kconv, g->ne, g->ne_used, g->nff_exp, g->nff_sh, g->n_layer,
+                       hp->norm_topk_prob, hp->gdn_gate };
+    for (size_t i = 0; i < HS_ARRAY_LEN(dims); i++) h = hash_u64(h, (uint64_t)dims[i]);
+    h = engine_hash(h, &g->eps, sizeof(g->eps));
+    h = engine_hash(h, &g->theta, sizeof(g->theta));
+    for (int il = 0; il < g->n_layer; il++) h = hash_u64(h, (uint64_t)hp->layer_kind[il] * 2 + hp->layer_moe[il]);
+    const struct tensor_set *ts = model_tensors(e->m);
+    if (ts) {
+        for (int i = 0; i < tensor_set_count(ts); i++) {
+            const struct tensor_view *t = tensor_set_at(ts, i);
+            h = hash_str(h, t->name);
+            h = hash_u64(h, (uint64_t)t->dtype);
+            for (int d = 0; d < t->n_dims; d++) h = hash_u64(h, (uint64_t)t->shape[d]);
+            h = hash_u64(h, t->n_bytes);
+            h = hash_u64(h, t->file_offset);
+            h = hash_u64(h, (uint64_t)t->file_index);
+        }
+        for (int f = 0; f < tensor_set_n_files(ts); f++)
+            h = hash_file_ends(h, tensor_set_file_path(ts, f), tensor_set_file_size(ts, f));
+    }
+    return h;
+}
+
+/* ---- engine ---------------------------------------------------------------------------- */
+
+void engine_opts_default(struct engine_opts *o)
+{
+    o->n_threads = 1;
+    o->n_batch = 512;
+}
+
+static float *falloc(int64_t n) { return hs_calloc((size_t)HS_MAX(n, 1), sizeof(float)); }
+
+static void scratch_alloc(struct engine *e)
+{
+    const struct engine_geom *g = &e->g;
+    struct engine_scratch *s = &e->s;
+    int64_t T = e->n_batch;
+    int64_t ffmax = HS_MAX(HS_MAX(g->nff, g->nff_exp), g->nff_sh);
+    int64_t kmax = HS_MAX(HS_MAX(g->H, ffmax), HS_MAX(g->nh * g->hd, g->hv * g->dv));
+    s->x = falloc(T * g->H); s->xn = falloc(T * g->H); s->out = falloc(T * g->H);
+    s->hrow = falloc(T * g->H);
+    if (g->n_attn) {
+        s->qg = falloc(T * 2 * g->nh * g->hd); s->q = falloc(T * g->nh * g->hd);
+        s->k = falloc(T * g->kv_row_floats); s->v = falloc(T * g->kv_row_floats);
+        s->att = falloc(T * g->nh * g->hd); s->rope = falloc(T * HS_MAX(g->n_rot, 1));
+    }
+    if (g->n_gdn) {
+        s->qkv = falloc(T * g->C); s->z = falloc(T * g->hv * g->dv); s->b = falloc(T * g->hv);
+        s->a = falloc(T * g->hv); s->conv = falloc(g->C); s->y = falloc(T * g->hv * g->dv);
+    }
+    s->ffa = falloc(T * ffmax); s->ffb = falloc(T * ffmax);
+    if (g->ne) {
+        s->router = falloc(T * g->ne); s->probs = falloc(g->ne); s->ew = falloc(g->ne_used);
+        s->eid = hs_calloc((size_t)g->ne_used, sizeof(int32_t));
+        s->eh = falloc(2 * g->nff_exp); s->eo = falloc(g->H); s->shg = falloc(T);
+        s->macc = falloc(g->H);
+    }
+    size_t nq = (size_t)(T * (kmax / KERN_Q8_BLOCK + 1));
+    s->xq_a = hs_calloc(nq, sizeof(struct kern_q8_block));
+    s->xq_b = hs_calloc(nq, sizeof(struct kern_q8_block));
+    s->attn_cap = 0;
+    s->attn_scores = NULL;
+}
+
+void engine_attn_reserve(struct engine *e, int64_t n_pos)
+{
+    if (n_pos <= e->s.attn_cap) return;
+    int64_t cap = (n_pos + ENGINE_KV_BLOCK - 1) / ENGINE_KV_BLOCK * ENGINE_KV_BLOCK;
+    hs_free(e->s.attn_scores);
+    e->s.attn_scores = hs_calloc((size_t)(cap * e->n_threads), sizeof(float));
+    e->s.attn_cap = cap;
+}
+
+static void scratch_free(struct engine_scratch *s)
+{
+    float *fs[] = { s->x, s->xn, s->out, s->qg, s->q, s->k, s->v, s->att, s->rope, s->qkv,
+                    s->z, s->b, s->a, s->conv, s->y, s->ffa, s->ffb, s->router, s->probs, s->ew,
+                    s->eh, s->eo, s->shg, s->macc, s->hrow, s->attn_scores };
+    for (size_t i = 0; i < HS_ARRAY_LEN(fs); i++) hs_free(fs[i]);
+    hs_free(s->eid);
+    hs_free(s->xq_a);
+    hs_free(s->xq_b);
+}
+
+int engine_new(const struct model *m, const struct engine_opts *o, struct engine **out,
+               struct hs_err *err)
+{
+    struct engine_opts d;
+    engine_opts_default(&d);
+    if (!o) o = &d;
+    *out = NULL;
+    if (o->n_threads < 1 || o->n_threads > 1024)
+        return hs_err_set(err, HS_ERR_INVALID, "engine: n_threads %d out of range [1, 1024]", o->n_threads);
+    if (o->n_batch < 1 || o->n_batch > (1 << 20))
+        return hs_err_set(err, HS_ERR_INVALID, "engine: n_batch %lld out of range [1, 1048576]", (long long)o->n_batch);
+    struct engine *e = hs_calloc(1, sizeof(*e));
+    e->m = m;
+    e->n_threads = o->n_threads;
+    e->n_batch = o->n_batch;
+    /* The variant: the best the CPU has (HEADSTART_CPU=scalar|avx2|avx512 lowers it).
+     * sys_cpu has no AVX-512 DQ flag; every CPU with F+BW+VL+BF16 has DQ. */
+    const struct sys_cpu *cpu = sys_cpu_get();
+    e->variant = kern_best_variant(cpu->avx2 && cpu->fma && cpu->f16c,
+                                   cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512_bf16);
+    e->ops = kern_ops_for(e->variant);
+    if (!e->ops) e->ops = kern_ops_for(e->variant = "scalar");
+    int rc = geom_init(m, &e->g, err);
+    if (!rc) rc = model_check(m, &e->g, err);
+    if (rc) {
+        hs_err_prefix(err, "%s: ", model_path(m));
+        hs_free(e);
+        return rc;
+    }
+    scratch_alloc(e);
+    e->pool = sys_pool_new(e->n_threads);
+    e->fingerprint = fingerprint(e);
+    *out = e;
+    return HS_OK;
+}
+
+void engine_free(struct engine *e)
+{
+    if (!e) return;
+    sys_pool_free(e->pool);
+    scratch_free(&e->s);
+    hs_free(e);
+}
+
+int engine_force_variant(struct engine *e, const char *name, struct hs_err *err)
+{
+    static const char *const order[] = { "scalar", "avx2", "avx512" };
+    int want = -1, best = 0;
+    const struct sys_cpu *cpu = sys_cpu_get();
+    const char *b = kern_best_variant(cpu->avx2 && cpu->fma && cpu->f16c,
+                                      cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512_bf16);
+    for (int i = 0; i < 3; i++) {
+        if (!strcmp(order[i], name)) want = i;
+        if (!strcmp(order[i], b)) best = i;
+    }
+    const struct kern_ops *ops = want >= 0 && want <= best ? kern_ops_for(order[want]) : NULL;
+    if (!ops) return hs_err_set(err, HS_ERR_UNSUPPORTED, "engine: kernel variant '%s' is not available here (best: %s)", name, b);
+    e->ops = ops;
+    e->variant = ops->name;
+    e->fingerprint = fingerprint(e);
+    return HS_OK;
+}
+
+const struct model *engine_model(const struct engine *e) { return e->m; }
+const char *engine_kernel_variant(const struct engine *e) { return e->variant; }
+uint64_t engine_fingerprint(const struct engine *e) { return e->fingerprint; }
+
+uint64_t engine_snapshot_bytes(const struct engine *e)
+{
+    return (uint64_t)e->g.n_gdn * (e->g.conv_floats + e->g.rec_floats) * sizeof(float);
+}
+
+uint64_t engine_gdn_offset(const struct engine *e, int gi)
+{
+    return (uint64_t)gi * (e->g.conv_floats + e->g.rec_floats);
+}
+
+/* ---- state blobs ----------------------------------------------------------------------- */
+
+static uint64_t blob_payload(const struct engine *e, int64_t pos)
+{
+    return (uint64_t)e->g.n_attn * 2 * (uint64_t)pos * e->g.kv_row_floats * sizeof(float) +
+           engine_snapshot_bytes(e);
+}
+
+int seq_save(const struct seq *s, void **blob, uint64_t *len, struct hs_err *err)
+{
+    const struct engine *e = s->e;
+    uint64_t payload = blob_payload(e, s->pos);
+    uint64_t total = ENGINE_BLOB_HEADER + payload + 8;
+    uint8_t *b = hs_malloc((size_t)total);
+    put_u32(b, ENGINE_BLOB_MAGIC);
+    put_u32(b + 4, ENGINE_BLOB_VERSION);
+    put_u64(b + 8, e->fingerprint);
+    put_u64(b + 16, (uint64_t)s->pos);
+    put_u32(b + 24, (uint32_t)e->g.n_attn);
+    put_u32(b + 28, (uint32_t)e->g.n_gdn);
+    put_u64(b + 32, e->g.kv_row_floats);
+    put_u64(b + 40, engine_snapshot_bytes(e));
+    put_u64(b + 48, payload);
+    uint8_t *p = b + ENGINE_BLOB_HEADER;
+    size_t rows = (size_t)s->pos * e->g.kv_row_floats * sizeof(float);
+    for (int64_t a = 0; a < e->g.n_attn; a++) {
+        if (rows) memcpy(p, s->kc[a], rows);
+        p += rows;
+        if (rows) memcpy(p, s->vc[a], rows);
+        p += rows;
+    }
+    if (engine_snapshot_bytes(e)) memcpy(p, s->gdn, (size_t)engine_snapshot_bytes(e));
+    p += engine_snapshot_bytes(e);
+    put_u64(p, engine_hash(ENGINE_FNV_INIT, b, (size_t)(ENGINE_BLOB_HEADER + payload)));
+    *blob = b;
+    *len = total;
+    (void)err;
+    return HS_OK;
+}
+
+int seq_restore(struct seq *s, const void *blob, uint64_t len, struct hs_err *err)
+{
+    const struct engine *e = s->e;
+    const uint8_t *b = blob;
+    if (!b || len < ENGINE_BLOB_HEADER + 8)
+        return hs_err_set(err, HS_ERR_FORMAT, "state blob: %llu bytes, shorter than its header", (unsigned long long)len);
+    if (hs_rd_u32(b) != ENGINE_BLOB_MAGIC)
+        return hs_err_set(err, HS_ERR_FORMAT, "state blob: field magic: 0x%08x is not a headstart sequence state", hs_rd_u32(b));
+    if (hs_rd_u32(b + 4) != ENGINE_BLOB_VERSION)
+        return hs_err_set(err, HS_ERR_UNSUPPORTED, "state blob: field version: %u, this build reads %u", hs_rd_u32(b + 4),
+                          ENGINE_BLOB_VERSION);
+    if (hs_rd_u64(b + 8) != e->fingerprint)
+        return hs_err_set(err, HS_ERR_INVALID, "state blob: field fingerprint: %016llx, this engine is %016llx",
+                          (unsigned long long)hs_rd_u64(b + 8), (unsigned long long)e->fingerprint);
+    uint64_t pos = hs_rd_u64(b + 16);
+    if (hs_rd_u32(b + 24) != (uint32_t)e->g.n_attn || hs_rd_u32(b + 28) != (uint32_t)e->g.n_gdn ||
+        hs_rd_u64(b + 32) != e->g.kv_row_floats || hs_rd_u64(b + 40) != engine_snapshot_bytes(e))
+        return hs_err_set(err, HS_ERR_INVALID, "state blob: fields n_attn/n_gdn/kv_row/snapshot: geometry differs from this model");
+    if (pos > (uint64_t)s->n_ctx)
+        return hs_err_set(err, HS_ERR_LIMIT, "state blob: field pos: %llu past the sequence's n_ctx %lld",
+                          (unsigned long long)pos, (long long)s->n_ctx);
+    uint64_t payload = blob_payload(e, (int64_t)pos);
+    if (hs_rd_u64(b + 48) != payload || len != ENGINE_BLOB_HEADER + payload + 8)
+        return hs_err_set(err, HS_ERR_FORMAT, "state blob: field payload: %llu bytes in a %llu-byte blob, expected %llu",
+                          (unsigned long long)hs_rd_u64(b + 48), (unsigned long long)len, (unsigned long long)payload);
+    uint64_t sum = engine_hash(ENGINE_FNV_INIT, b, (size_t)(ENGINE_BLOB_HEADER + payload));
+    if (sum != hs_rd_u64(b + ENGINE_BLOB_HEADER + payload))
+        return hs_err_set(err, HS_ERR_FORMAT, "state blob: field checksum: mismatch (corrupt blob)");
+    seq_kv_reserve(s, (int64_t)pos);
+    const uint8_t *p = b + ENGINE_BLOB_HEADER;
+    size_t rows = (size_t)pos * e->g.kv_row_floats * sizeof(float);
+    for (int64_t a = 0; a < e->g.n_attn; a++) {
+        if (rows) memcpy(s->kc[a], p, rows);
+        p += rows;
+        if (rows) memcpy(s->vc[a], p, rows);
+        p += rows;
+    }
+    if (engine_snapshot_bytes(e)) memcpy(s->gdn, p, (size_t)engine_snapshot_bytes(e));
+    s->pos = (int64_t)pos;
+    return HS_OK;
+}

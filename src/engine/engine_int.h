@@ -1,0 +1,89 @@
+/*
+ * engine_int.h — the engine's private structures, shared by engine.c (engine, fingerprint,
+ * state blobs), seq.c (sequences) and forward.c (the forward pass). Tests may include it to
+ * reach a sequence's GDN state (seq_gdn_state) and the geometry.
+ */
+#ifndef HS_ENGINE_INT_H
+#define HS_ENGINE_INT_H
+
+#include "engine/engine.h"
+#include "kernels/kernels.h"
+#include "sys/sys.h"
+
+/* Bumped whenever the engine's arithmetic or the blob layout changes: part of the
+ * fingerprint and of every blob header. */
+#define ENGINE_NUMERICS_VERSION "headstart-engine-numerics-1"
+#define ENGINE_BLOB_MAGIC 0x51455348u /* "HSEQ" little-endian */
+#define ENGINE_BLOB_VERSION 1u
+#define ENGINE_KV_BLOCK 256 /* KV cache rows are grown in blocks of this many positions */
+
+/* Geometry derived once from the hparams (all counts >= 0). */
+struct engine_geom {
+    int64_t H, V, nh, nkv, hd, n_rot, nff;
+    int64_t hk, hv, dk, dv, kconv, C;      /* GDN; C = 2*hk*dk + hv*dv conv channels */
+    int64_t ne, ne_used, nff_exp, nff_sh;  /* MoE */
+    int64_t n_layer, n_attn, n_gdn;
+    int attn_index[MODEL_MAX_LAYERS];      /* layer -> index among attention layers, or -1 */
+    int gdn_index[MODEL_MAX_LAYERS];       /* layer -> index among GDN layers, or -1 */
+    uint64_t conv_floats;                  /* (kconv - 1) * C per GDN layer */
+    uint64_t rec_floats;                   /* hv * dk * dv per GDN layer */
+    uint64_t kv_row_floats;                /* nkv * hd: one K (or V) row of one layer */
+    float eps, theta;
+};
+
+/* Forward scratch, sized once for n_batch tokens (invariant 1 of engine.h). */
+struct engine_scratch {
+    float *x, *xn, *out;                   /* residual, normed input, projection out: [T, H] */
+    float *qg, *q, *k, *v, *att;           /* attention */
+    float *rope;                           /* [T, n_rot] cos/sin tables */
+    float *qkv, *z, *b, *a, *conv, *y;     /* GDN */
+    float *ffa, *ffb;                      /* [T, max ff] gate / up */
+    float *router, *probs, *ew, *eh, *eo;  /* MoE: [T, E], [E], [n_used], [ff], [H] */
+    int32_t *eid;                          /* [n_used] */
+    float *shg;                            /* [T] shared-expert gate logits */
+    float *macc;                           /* [H] one token's MoE sum */
+    float *hrow;                           /* [T, H] final-normed rows for the lm_head */
+    struct kern_q8_block *xq_a, *xq_b;     /* quantized activations, [T, max K / 32] */
+    float *attn_scores;                    /* n_threads * attn_cap floats */
+    int64_t attn_cap;                      /* positions each thread's score row holds */
+};
+
+struct engine {
+    const struct model *m;
+    struct engine_geom g;
+    int n_threads;
+    int64_t n_batch;
+    struct sys_pool *pool;
+    struct engine_scratch s;
+    uint64_t fingerprint;
+    const char *variant;
+    const struct kern_ops *ops;            /* matmul / q8_quantize of the variant */
+};
+
+struct seq {
+    struct engine *e;
+    int64_t n_ctx, pos;
+    int64_t kv_cap;                        /* positions allocated per attention layer */
+    float **kc, **vc;                      /* [n_attn] -> [kv_cap, nkv*hd] */
+    float *gdn;                            /* all GDN layers, snapshot layout */
+};
+
+/* The sequence's GDN state in the snapshot layout: for each GDN layer in layer order,
+ * conv [K-1, C] then recurrent [Hv, Dk, Dv], f32. engine_snapshot_bytes(e) bytes. */
+float *seq_gdn_state(struct seq *s);
+/* Offset in floats of GDN layer gi's conv state inside the snapshot layout. */
+uint64_t engine_gdn_offset(const struct engine *e, int gi);
+/* Make room for KV rows up to n_pos positions (grown in ENGINE_KV_BLOCK blocks). */
+void seq_kv_reserve(struct seq *s, int64_t n_pos);
+/* Make sure each thread's attention score row holds n_pos floats. */
+void engine_attn_reserve(struct engine *e, int64_t n_pos);
+
+/* Switch the engine to a lower kernel variant ("scalar", "avx2", "avx512"; at most the
+ * CPU's best) and recompute the fingerprint. For tests that compare variants. */
+int engine_force_variant(struct engine *e, const char *name, struct hs_err *err);
+
+/* FNV-1a 64 over bytes, continuing from h (start with ENGINE_FNV_INIT). */
+#define ENGINE_FNV_INIT 0xcbf29ce484222325ull
+uint64_t engine_hash(uint64_t h, const void *data, size_t n);
+
+#endif

@@ -1,0 +1,373 @@
+/*
+ * forward.c — engine_forward: the hybrid decoder over a step of at most n_batch tokens,
+ * layer by layer (reference/qwen35-architecture.md §2-§5).
+ *
+ * Design note
+ * -----------
+ * One step = T tokens at positions p0 .. p0+T-1. Per layer:
+ *   xn = rmsnorm(x, attn_norm)          (folded weight, per token)
+ *   attention: qg = Wq xn, k = Wk xn, v = Wv xn for all T (batch matmuls); per token the
+ *     query heads (rows j*2hd .. j*2hd+hd-1 of qg) are copied out, q_norm / k_norm per
+ *     head, partial NeoX RoPE at the token's position, K/V rows appended to the cache;
+ *     then every (token, head) attends over keys 0..p; out *= sigmoid(gate); Wo.
+ *   GDN: qkv, z, b, a projections for all T; then token by token: conv step + SiLU,
+ *     L2 norm of q and k heads (eps 1e-6), gates, the gated delta step (kh = h % Hk),
+ *     gated RMSNorm with act(z); capture the layer's state when p0+t+1 is a capture
+ *     position; then Wout.
+ *   residual add; xn = rmsnorm(x, post_attn_norm); dense SwiGLU or MoE; residual add.
+ * Then, for the requested rows only: final norm and the lm_head.
+ *
+ * Exactness (DESIGN.md §4): every matmul is kern_matmul, batch-invariant, threads split
+ * its output rows; every other operation is per token (or per head / channel of one
+ * token) and written once, so its result does not depend on T, the chunking or the
+ * thread count. The GDN recurrence runs token by token. MoE experts run as T = 1 matmuls
+ * per token, in pick order. Q8_0 activations are quantized per token (kern_q8_quantize
+ * works per token and block), so batching does not change them either; their scales are
+ * then rounded to f16 as llama.cpp stores them (see quant()), which is what makes our
+ * Q8_0 logits agree with llama.cpp's.
+ *
+ * Invariants:
+ *   1. Everything that can fail is checked before the first state change: token ids,
+ *      n_ctx, rows, capture buffers. After that the pass cannot fail.
+ *   2. The only allocations are the KV cache and attention-score growth at the start of
+ *      a call (in blocks), never per token.
+ */
+#include "engine/engine_int.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- threaded helpers ------------------------------------------------------------------ */
+
+struct mm_job {
+    const struct kern_ops *ops;
+    float *y;
+    int64_t y_ld;
+    const void *w;
+    enum kern_wtype wt;
+    const float *x;
+    const struct kern_q8_block *xq;
+    int64_t T, K;
+};
+
+static void mm_fn(void *ctx, int64_t r0, int64_t r1, int ti)
+{
+    const struct mm_job *j = ctx;
+    (void)ti;
+    j->ops->matmul(j->y, j->y_ld, j->w, j->wt, j->x, j->xq, j->T, j->K, r0, r1);
+}
+
+/* y[t * y_ld + r] = (W x_t)[r] over all rows of one matrix w (data = mat). */
+static void mm(struct engine *e, float *y, int64_t y_ld, const struct model_weight *w,
+               const void *mat, const float *x, const struct kern_q8_block *xq, int64_t T)
+{
+    struct mm_job j = { e->ops, y, y_ld, mat, (enum kern_wtype)w->dtype, x, xq, T, w->cols };
+    sys_pool_run(e->pool, w->rows, mm_fn, &j);
+}
+
+static bool is_q8(const struct model_weight *w) { return w->dtype == DTYPE_Q8_0; }
+
+/* Quantized copy of x [T, K] when some weight that reads it is Q8_0, else NULL.
+ * The activation scale is then rounded to f16, as llama.cpp's block_q8_0 stores it: the
+ * quants stay those of the f32 scale, only the scale used in the dot changes. Measured on
+ * the tiny mkmodel presets, this one rounding is the whole difference between our Q8_0
+ * logits and llama.cpp's (a numpy model of both reproduces each to 2e-7), and without it
+ * the two drift apart by ~5% of the largest logit: the flips it causes in later
+ * quantizations compound. Per block, so batch invariance is kept. */
+static const struct kern_q8_block *quant(const struct engine *e, struct kern_q8_block *buf,
+                                         const float *x, int64_t T, int64_t K, bool need)
+{
+    if (!need) return NULL;
+    e->ops->q8_quantize(buf, x, T, K);
+    for (int64_t i = 0; i < T * (K / KERN_Q8_BLOCK); i++) {
+        float r = hs_f16_to_f32(hs_f32_to_f16(buf[i].d));
+        if (isfinite(r)) buf[i].d = r; /* past f16's range (|x| > 8e6) keep the f32 scale */
+    }
+    return buf;
+}
+
+static void rmsnorm_rows(float *y, const float *x, const float *w, int64_t T, int64_t n, float eps)
+{
+    for (int64_t t = 0; t < T; t++) kern_rmsnorm(y + t * n, x + t * n, w, n, eps);
+}
+
+/* ---- attention ------------------------------------------------------------------------- */
+
+struct attn_job {
+    struct engine *e;
+    struct seq *s;
+    const struct model_layer *L;
+    int ai;
+    int64_t p0, T;
+};
+
+/* Per token: query heads out of qg, q/k norms, RoPE, KV append. */
+static void attn_prep_fn(void *ctx, int64_t t0, int64_t t1, int ti)
+{
+    const struct attn_job *j = ctx;
+    struct engine *e = j->e;
+    const struct engine_geom *g = &e->g;
+    struct engine_scratch *sc = &e->s;
+    int64_t qw = g->nh * g->hd, kvw = (int64_t)g->kv_row_floats;
+    (void)ti;
+    for (int64_t t = t0; t < t1; t++) {
+        float *q = sc->q + t * qw, *k = sc->k + t * kvw, *v = sc->v + t * kvw;
+        const float *qg = sc->qg + t * 2 * qw;
+        for (int64_t h = 0; h < g->nh; h++) memcpy(q + h * g->hd, qg + h * 2 * g->hd, (size_t)g->hd * sizeof(float));
+        kern_rmsnorm_heads(q, g->hd, g->hd, j->L->q_norm, g->eps, 0, g->nh);
+        kern_rmsnorm_heads(k, g->hd, g->hd, j->L->k_norm, g->eps, 0, g->nkv);
+        if (g->n_rot > 0) {
+            const float *cs = sc->rope + t * g->n_rot;
+            kern_rope_apply(q, g->hd, g->n_rot, cs, 0, g->nh);
+            kern_rope_apply(k, g->hd, g->n_rot, cs, 0, g->nkv);
+        }
+        int64_t p = j->p0 + t;
+        memcpy(j->s->kc[j->ai] + p * kvw, k, (size_t)kvw * sizeof(float));
+        memcpy(j->s->vc[j->ai] + p * kvw, v, (size_t)kvw * sizeof(float));
+    }
+}
+
+/* Per (token, head): attention over keys 0..p, then the sigmoid output gate. */
+static void attn_fn(void *ctx, int64_t i0, int64_t i1, int ti)
+{
+    const struct attn_job *j = ctx;
+    struct engine *e = j->e;
+    const struct engine_geom *g = &e->g;
+    struct engine_scratch *sc = &e->s;
+    int64_t qw = g->nh * g->hd;
+    float scale = 1.0f / sqrtf((float)g->hd);
+    float *scores = sc->attn_scores + (int64_t)ti * sc->attn_cap;
+    for (int64_t i = i0; i < i1; i++) {
+        int64_t t = i / g->nh, h = i % g->nh;
+        float *out = sc->att + t * qw;
+        kern_attn(out, sc->q + t * qw, j->s->kc[j->ai], j->s->vc[j->ai], (int64_t)g->kv_row_floats,
+                  j->p0 + t + 1, g->hd, g->nh, g->nkv, scale, scores, h, h + 1);
+        kern_sigmoid_mul(out + h * g->hd, out + h * g->hd, sc->qg + t * 2 * qw + h * 2 * g->hd + g->hd, g->hd);
+    }
+}
+
+static void layer_attn(struct engine *e, struct seq *s, const struct model_layer *L, int ai,
+                       int64_t p0, int64_t T)
+{
+    const struct engine_geom *g = &e->g;
+    struct engine_scratch *sc = &e->s;
+    const struct kern_q8_block *xq = quant(e, sc->xq_a, sc->xn, T, g->H, is_q8(&L->wq) || is_q8(&L->wk) || is_q8(&L->wv));
+    mm(e, sc->qg, L->wq.rows, &L->wq, L->wq.data, sc->xn, xq, T);
+    mm(e, sc->k, L->wk.rows, &L->wk, L->wk.data, sc->xn, xq, T);
+    mm(e, sc->v, L->wv.rows, &L->wv, L->wv.data, sc->xn, xq, T);
+    struct attn_job j = { e, s, L, ai, p0, T };
+    sys_pool_run(e->pool, T, attn_prep_fn, &j);
+    sys_pool_run(e->pool, T * g->nh, attn_fn, &j);
+    int64_t qw = g->nh * g->hd;
+    const struct kern_q8_block *aq = quant(e, sc->xq_b, sc->att, T, qw, is_q8(&L->wo));
+    mm(e, sc->out, g->H, &L->wo, L->wo.data, sc->att, aq, T);
+}
+
+/* ---- Gated DeltaNet -------------------------------------------------------------------- */
+
+struct gdn_job {
+    struct engine *e;
+    const struct model_layer *L;
+    float *state;       /* conv [K-1, C] then recurrent [Hv, Dk, Dv] */
+    int64_t t;
+};
+
+static void gdn_conv_fn(void *ctx, int64_t c0, int64_t c1, int ti)
+{
+    const struct gdn_job *j = ctx;
+    const struct engine_geom *g = &j->e->g;
+    (void)ti;
+    kern_conv1d_step(j->e->s.conv, j->state, j->e->s.qkv + j->t * g->C, j->L->conv, g->C, g->kconv, c0, c1);
+}
+
+static void gdn_step_fn(void *ctx, int64_t h0, int64_t h1, int ti)
+{
+    const struct gdn_job *j = ctx;
+    struct engine *e = j->e;
+    const struct engine_geom *g = &e->g;
+    struct engine_scratch *sc = &e->s;
+    const float *c = sc->conv;
+    int64_t vw = g->hv * g->dv;
+    float *y = sc->y + j->t * vw, *z = sc->z + j->t * vw;
+    const float *alpha = sc->a + j->t * g->hv, *beta = sc->b + j->t * g->hv;
+    (void)ti;
+    kern_gdn_step(y, j->state + g->conv_floats, c, c + g->hk * g->dk, c + 2 * g->hk * g->dk, alpha, beta,
+                  g->hk, g->hv, g->dk, g->dv, h0, h1);
+    if (model_hparams(e->m)->gdn_gate == GDN_GATE_SIGMOID) {
+        /* ((o * r) * w) * sigmoid(z): the gated norm with the other activation */
+        for (int64_t h = h0; h < h1; h++) {
+            kern_rmsnorm(y + h * g->dv, y + h * g->dv, j->L->ssm_norm, g->dv, g->eps);
+            kern_sigmoid_mul(y + h * g->dv, y + h * g->dv, z + h * g->dv, g->dv);
+        }
+    } else {
+        kern_rmsnorm_gated(y, y, z, j->L->ssm_norm, g->dv, g->eps, h0, h1);
+    }
+}
+
+static void layer_gdn(struct engine *e, struct seq *s, const struct model_layer *L, int gi,
+                      int64_t p0, int64_t T, struct engine_capture *caps, int n_caps)
+{
+    const struct engine_geom *g = &e->g;
+    struct engine_scratch *sc = &e->s;
+    bool q8 = is_q8(&L->wqkv) || is_q8(&L->wz) || is_q8(&L->wb) || is_q8(&L->wa);
+    const struct kern_q8_block *xq = quant(e, sc->xq_a, sc->xn, T, g->H, q8);
+    mm(e, sc->qkv, g->C, &L->wqkv, L->wqkv.data, sc->xn, xq, T);
+    mm(e, sc->z, g->hv * g->dv, &L->wz, L->wz.data, sc->xn, xq, T);
+    mm(e, sc->b, g->hv, &L->wb, L->wb.data, sc->xn, xq, T);
+    mm(e, sc->a, g->hv, &L->wa, L->wa.data, sc->xn, xq, T);
+    uint64_t off = engine_gdn_offset(e, gi);
+    struct gdn_job j = { e, L, s->gdn + off, 0 };
+    size_t layer_bytes = (size_t)(g->conv_floats + g->rec_floats) * sizeof(float);
+    for (int64_t t = 0; t < T; t++) {
+        j.t = t;
+        sys_pool_run(e->pool, g->C, gdn_conv_fn, &j);
+        kern_l2norm_heads(sc->conv, g->dk, 1e-6f, 0, g->hk);
+        kern_l2norm_heads(sc->conv + g->hk * g->dk, g->dk, 1e-6f, 0, g->hk);
+        float *a = sc->a + t * g->hv, *b = sc->b + t * g->hv;
+        kern_gdn_gates(a, b, a, b, L->ssm_a, L->dt_bias, 0, g->hv);
+        sys_pool_run(e->pool, g->hv, gdn_step_fn, &j);
+        for (int c = 0; c < n_caps; c++)
+            if (caps[c].pos == p0 + t + 1) memcpy((char *)caps[c].buf + off * sizeof(float), j.state, layer_bytes);
+    }
+    int64_t vw = g->hv * g->dv;
+    const struct kern_q8_block *yq = quant(e, sc->xq_b, sc->y, T, vw, is_q8(&L->wout));
+    mm(e, sc->out, g->H, &L->wout, L->wout.data, sc->y, yq, T);
+}
+
+/* ---- feed-forward ---------------------------------------------------------------------- */
+
+static void ffn_dense(struct engine *e, const struct model_layer *L, int64_t T)
+{
+    const struct engine_geom *g = &e->g;
+    struct engine_scratch *sc = &e->s;
+    const struct kern_q8_block *xq = quant(e, sc->xq_a, sc->xn, T, g->H, is_q8(&L->ffn_gate) || is_q8(&L->ffn_up));
+    mm(e, sc->ffa, g->nff, &L->ffn_gate, L->ffn_gate.data, sc->xn, xq, T);
+    mm(e, sc->ffb, g->nff, &L->ffn_up, L->ffn_up.data, sc->xn, xq, T);
+    kern_swiglu(sc->ffa, sc->ffa, sc->ffb, 0, T * g->nff);
+    const struct kern_q8_block *hq = quant(e, sc->xq_b, sc->ffa, T, g->nff, is_q8(&L->ffn_down));
+    mm(e, sc->out, g->H, &L->ffn_down, L->ffn_down.data, sc->ffa, hq, T);
+    kern_add(sc->x, sc->out, T * g->H);
+}
+
+static void ffn_moe(struct engine *e, const struct model_layer *L, int64_t T)
+{
+    const struct engine_geom *g = &e->g;
+    struct engine_scratch *sc = &e->s;
+    bool q8 = is_q8(&L->router) || is_q8(&L->exp_gate) || is_q8(&L->exp_up) || is_q8(&L->sh_gate) ||
+              is_q8(&L->sh_up) || is_q8(&L->sh_gate_inp);
+    const struct kern_q8_block *xq = quant(e, sc->xq_a, sc->xn, T, g->H, q8);
+    int64_t nbh = g->H / KERN_Q8_BLOCK;
+    mm(e, sc->router, g->ne, &L->router, L->router.data, sc->xn, xq, T);
+    bool shared = g->nff_sh > 0;
+    if (shared) {
+        mm(e, sc->ffa, g->nff_sh, &L->sh_gate, L->sh_gate.data, sc->xn, xq, T);
+        mm(e, sc->ffb, g->nff_sh, &L->sh_up, L->sh_up.data, sc->xn, xq, T);
+        kern_swiglu(sc->ffa, sc->ffa, sc->ffb, 0, T * g->nff_sh);
+        const struct kern_q8_block *hq = quant(e, sc->xq_b, sc->ffa, T, g->nff_sh, is_q8(&L->sh_down));
+        mm(e, sc->out, g->H, &L->sh_down, L->sh_down.data, sc->ffa, hq, T);
+        mm(e, sc->shg, 1, &L->sh_gate_inp, L->sh_gate_inp.data, sc->xn, xq, T);
+    }
+    bool renorm = model_hparams(e->m)->norm_topk_prob || model_hparams(e->m)->arch == MODEL_ARCH_QWEN35MOE;
+    float *eg = sc->eh, *eu = sc->eh + g->nff_exp;
+    for (int64_t t = 0; t < T; t++) {
+        const float *xt = sc->xn + t * g->H;
+        const struct kern_q8_block *xqt = xq ? xq + t * nbh : NULL;
+        kern_moe_route(sc->eid, sc->ew, sc->probs, sc->router + t * g->ne, g->ne, g->ne_used, renorm);
+        float *acc = sc->macc; /* [H] routed sum of this token */
+        memset(acc, 0, (size_t)g->H * sizeof(float));
+        for (int64_t k = 0; k < g->ne_used; k++) {
+            int32_t ex = sc->eid[k];
+            mm(e, eg, g->nff_exp, &L->exp_gate, L->exp_gate.mats[ex], xt, xqt, 1);
+            mm(e, eu, g->nff_exp, &L->exp_up, L->exp_up.mats[ex], xt, xqt, 1);
+            kern_swiglu(eg, eg, eu, 0, g->nff_exp);
+            const struct kern_q8_block *hq = quant(e, sc->xq_b, eg, 1, g->nff_exp, is_q8(&L->exp_down));
+            mm(e, sc->eo, g->H, &L->exp_down, L->exp_down.mats[ex], eg, hq, 1);
+            kern_axpy(acc, sc->ew[k], sc->eo, g->H);
+        }
+        if (shared) kern_axpy(acc, kern_sigmoid(sc->shg[t]), sc->out + t * g->H, g->H);
+        kern_add(sc->x + t * g->H, acc, g->H);
+    }
+}
+
+/* ---- the pass -------------------------------------------------------------------------- */
+
+static int check_args(struct engine *e, struct seq *s, const int32_t *tokens, int64_t n,
+                      const struct engine_capture *caps, int n_caps, const int64_t *rows, int n_rows,
+                      const float *logits, struct hs_err *err)
+{
+    if (s->e != e) return hs_err_set(err, HS_ERR_INVALID, "engine_forward: the sequence belongs to another engine");
+    if (n < 0 || (n > 0 && !tokens)) return hs_err_set(err, HS_ERR_INVALID, "engine_forward: %lld tokens", (long long)n);
+    if (n > s->n_ctx - s->pos)
+        return hs_err_set(err, HS_ERR_LIMIT, "engine_forward: %lld tokens at position %lld pass n_ctx %lld",
+                          (long long)n, (long long)s->pos, (long long)s->n_ctx);
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= e->g.V)
+            return hs_err_set(err, HS_ERR_INVALID, "engine_forward: token %lld is id %d, outside the vocabulary [0, %lld)",
+                              (long long)i, tokens[i], (long long)e->g.V);
+    if (n_rows < 0 || (n_rows > 0 && (!rows || !logits)))
+        return hs_err_set(err, HS_ERR_INVALID, "engine_forward: %d logit rows without rows/logits", n_rows);
+    for (int k = 0; k < n_rows; k++)
+        if (rows[k] < 0 || rows[k] >= n || (k > 0 && rows[k] <= rows[k - 1]))
+            return hs_err_set(err, HS_ERR_INVALID, "engine_forward: logit row %d is %lld: rows must ascend within [0, %lld)",
+                              k, (long long)rows[k], (long long)n);
+    if (n_caps < 0 || (n_caps > 0 && !caps)) return hs_err_set(err, HS_ERR_INVALID, "engine_forward: %d captures", n_caps);
+    for (int c = 0; c < n_caps; c++)
+        if (caps[c].pos > s->pos && caps[c].pos <= s->pos + n && !caps[c].buf && e->g.n_gdn > 0)
+            return hs_err_set(err, HS_ERR_INVALID, "engine_forward: capture %d at %lld has no buffer", c, (long long)caps[c].pos);
+    return HS_OK;
+}
+
+static void forward_step(struct engine *e, struct seq *s, const int32_t *tokens, int64_t T,
+                         struct engine_capture *caps, int n_caps)
+{
+    const struct engine_geom *g = &e->g;
+    struct engine_scratch *sc = &e->s;
+    const struct model_weight *emb = model_token_embd(e->m);
+    int64_t p0 = s->pos;
+    for (int64_t t = 0; t < T; t++)
+        kern_row_to_f32(sc->x + t * g->H, emb->data, (enum kern_wtype)emb->dtype, g->H, tokens[t]);
+    if (g->n_attn > 0 && g->n_rot > 0)
+        for (int64_t t = 0; t < T; t++) kern_rope_table(sc->rope + t * g->n_rot, g->n_rot, g->theta, p0 + t);
+    const struct model_hparams *hp = model_hparams(e->m);
+    for (int il = 0; il < g->n_layer; il++) {
+        const struct model_layer *L = model_layer(e->m, il);
+        rmsnorm_rows(sc->xn, sc->x, L->attn_norm, T, g->H, g->eps);
+        if (L->kind == LAYER_KIND_ATTN) layer_attn(e, s, L, g->attn_index[il], p0, T);
+        else layer_gdn(e, s, L, g->gdn_index[il], p0, T, caps, n_caps);
+        kern_add(sc->x, sc->out, T * g->H);
+        rmsnorm_rows(sc->xn, sc->x, L->post_attn_norm, T, g->H, g->eps);
+        if (hp->layer_moe[il]) ffn_moe(e, L, T);
+        else ffn_dense(e, L, T);
+    }
+    for (int c = 0; c < n_caps; c++)
+        if (caps[c].pos > p0 && caps[c].pos <= p0 + T) caps[c].filled = true;
+    s->pos = p0 + T;
+}
+
+int engine_forward(struct engine *e, struct seq *s, const int32_t *tokens, int64_t n,
+                   struct engine_capture *caps, int n_caps, const int64_t *rows, int n_rows,
+                   float *logits, struct hs_err *err)
+{
+    int rc = check_args(e, s, tokens, n, caps, n_caps, rows, n_rows, logits, err);
+    if (rc) return rc;
+    if (n == 0) return HS_OK;
+    seq_kv_reserve(s, s->pos + n);
+    if (e->g.n_attn > 0) engine_attn_reserve(e, s->pos + n);
+    int k = 0; /* next requested row */
+    for (int64_t i0 = 0; i0 < n; i0 += e->n_batch) {
+        int64_t T = HS_MIN(e->n_batch, n - i0);
+        forward_step(e, s, tokens + i0, T, caps, n_caps);
+        int k0 = k;
+        while (k < n_rows && rows[k] < i0 + T) k++;
+        if (k > k0) {
+            /* rows relative to this step, in the engine's hrow order */
+            for (int r = k0; r < k; r++)
+                kern_rmsnorm(e->s.hrow + (int64_t)(r - k0) * e->g.H, e->s.x + (rows[r] - i0) * e->g.H,
+                             model_output_norm(e->m), e->g.H, e->g.eps);
+            const struct model_weight *lm = model_lm_head(e->m);
+            const struct kern_q8_block *hq = quant(e, e->s.xq_a, e->s.hrow, k - k0, e->g.H, is_q8(lm));
+            mm(e, logits + (int64_t)k0 * e->g.V, e->g.V, lm, lm->data, e->s.hrow, hq, k - k0);
+        }
+    }
+    return HS_OK;
+}

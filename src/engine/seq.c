@@ -1,0 +1,66 @@
+/*
+ * seq.c — sequences: one conversation's state at a position. KV cache (f32, per attention
+ * layer, [kv_cap, nkv * hd], grown in ENGINE_KV_BLOCK-position blocks up to n_ctx) and the
+ * GDN state of every GDN layer in one buffer laid out as a snapshot (conv [K-1, C], then
+ * recurrent [Hv, Dk, Dv], per GDN layer in layer order), so a capture is one memcpy per
+ * layer and a snapshot restore one memcpy.
+ *
+ * Invariants:
+ *   1. Rows [0, pos) of each KV cache and the GDN buffer are the whole state; rows past pos
+ *      are never read (a restore or reset does not need to clear them).
+ *   2. kv_cap only grows, never past n_ctx; growing keeps rows [0, pos).
+ */
+#include "engine/engine_int.h"
+
+#include <string.h>
+
+struct seq *seq_new(struct engine *e, int64_t n_ctx)
+{
+    struct seq *s = hs_calloc(1, sizeof(*s));
+    s->e = e;
+    s->n_ctx = HS_MAX(n_ctx, 1);
+    int64_t na = HS_MAX(e->g.n_attn, 1);
+    s->kc = hs_calloc((size_t)na, sizeof(float *));
+    s->vc = hs_calloc((size_t)na, sizeof(float *));
+    s->gdn = hs_calloc((size_t)HS_MAX(engine_snapshot_bytes(e), 1), 1);
+    return s;
+}
+
+void seq_free(struct seq *s)
+{
+    if (!s) return;
+    for (int64_t a = 0; a < s->e->g.n_attn; a++) {
+        hs_free(s->kc[a]);
+        hs_free(s->vc[a]);
+    }
+    hs_free(s->kc);
+    hs_free(s->vc);
+    hs_free(s->gdn);
+    hs_free(s);
+}
+
+int64_t seq_pos(const struct seq *s) { return s->pos; }
+int64_t seq_n_ctx(const struct seq *s) { return s->n_ctx; }
+float *seq_gdn_state(struct seq *s) { return s->gdn; }
+
+void seq_reset(struct seq *s)
+{
+    s->pos = 0;
+    memset(s->gdn, 0, (size_t)HS_MAX(engine_snapshot_bytes(s->e), 1));
+}
+
+void seq_kv_reserve(struct seq *s, int64_t n_pos)
+{
+    const struct engine_geom *g = &s->e->g;
+    if (n_pos <= s->kv_cap || g->n_attn == 0) return;
+    int64_t cap = (n_pos + ENGINE_KV_BLOCK - 1) / ENGINE_KV_BLOCK * ENGINE_KV_BLOCK;
+    /* double while small so long prompts grow in few steps, never past n_ctx */
+    cap = HS_MAX(cap, HS_MIN(2 * s->kv_cap, s->n_ctx));
+    cap = HS_MIN(cap, s->n_ctx);
+    size_t bytes = (size_t)cap * (size_t)g->kv_row_floats * sizeof(float);
+    for (int64_t a = 0; a < g->n_attn; a++) {
+        s->kc[a] = hs_realloc(s->kc[a], bytes);
+        s->vc[a] = hs_realloc(s->vc[a], bytes);
+    }
+    s->kv_cap = cap;
+}
