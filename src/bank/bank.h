@@ -12,9 +12,229 @@
  *   3. A blob that fails verification (checksum, identity, token prefix) is discarded
  *      and counted, never restored.
  *
- * Status: not yet written (issues [F4], [F5]).
+ * The in-RAM core (tree.c, plan.c, retain.c; the disk tier [F5] comes later)
+ * -------------------------------------------------------------------------------
+ * A bank holds independent key spaces, one per 64-bit fingerprint (model identity +
+ * numerics, computed by the caller). Each space declares kv_row_bytes (attention KV of
+ * one token, all layers) and snapshot_bytes (one GDN snapshot, all layers). Nothing is
+ * ever found across fingerprints.
+ *
+ * Per space, a radix tree with compressed edges over int32 token ids. A node's edge is a
+ * stretch of tokens [start, start+len) with their KV rows stored contiguously
+ * (len * kv_row_bytes). A snapshot at position p (1 <= p) is the GDN state after exactly
+ * p tokens; it hangs on the node whose stretch holds token p-1 (start < p <= start+len).
+ * Shared prefixes are stored once; inserting a path that leaves an edge splits it
+ * (tokens, KV and snapshots split with it).
+ *
+ * Lookup(ids, n): L = longest common prefix with the tree; s = deepest snapshot with
+ * s <= min(L, n-1) (so at least one token is computed for fresh logits). The caller gets
+ * a pinned read-only handle, copies the snapshot and KV rows [0, s) out, and releases it.
+ *
+ * Invariants:
+ *   1. Every token in the tree has its KV row: a node stores exactly len rows.
+ *   2. A snapshot at p has KV rows [0, p) present (follows from 1: it lies on its node's
+ *      stretch, all ancestors are complete). Eviction keeps this by removing KV only at
+ *      leaf tails, beyond the deepest snapshot of the leaf ("dead KV"), never in the middle
+ *      of a path; removing a snapshot never removes KV that a deeper snapshot needs.
+ *   3. Children of a node start with pairwise different tokens; no node except the root
+ *      has len 0; the root holds no tokens and no snapshots.
+ *   4. A pinned snapshot (pins > 0) is never freed by thinning or eviction, and so is
+ *      nothing on its path (by 2). Its bytes are const to everyone; callers copy them.
+ *   5. After every insert and every eviction round, each root-to-leaf path carries at
+ *      most `snap_cap` ordinary unpinned snapshots (retain.c states the rule). Head
+ *      anchors and snapshots at branch points (end of a node with >= 2 children) are
+ *      protected from thinning and do not count.
+ *   6. After bank_insert returns, total bytes <= the RAM budget unless every remaining
+ *      byte is needed by a pinned snapshot.
+ *   7. Single-threaded: one thread uses a bank at a time (the scheduler's). Pins are
+ *      refcounts, not locks; they exist so that an insert or an eviction between lookup
+ *      and copy-out cannot free what a hit points at.
+ *
+ * Lifecycle of a snapshot (an "entry"):
+ *
+ *        bank_insert               bank_lookup (pins++)
+ *   (none) ──────────▶ RESIDENT ◀──────────────────────▶ PINNED
+ *                       │  ▲  │        bank_hit_release (pins--)
+ *       touched by a hit│  │  │ thinning (ordinary, over the cap, unpinned)
+ *       or a re-insert ─┘  │  │ or eviction (budget; unpinned; LRU, least shared)
+ *                          │  ▼
+ *                        FREED ── its dead KV tail (no deeper snapshot on the leaf)
+ *                                 is trimmed with it; the tokens leave the tree
+ *
+ * Lifecycle of a KV stretch: inserted with its path → shared by every path through it
+ * → split when a path diverges inside it → trimmed from a leaf's tail when no snapshot
+ * at or below needs it (first under budget pressure, before any snapshot).
+ *
+ * Byte accounting (the budget): KV rows + snapshot bytes + 4 bytes per stored token id.
+ *
+ * Reporting: every lookup returns L, s, the restored snapshot's kind and why it stopped
+ * (enum bank_reason, checked in this order): FULL (s = n-1), EVICTED (the budget dropped
+ * a snapshot in (s, min(L, n-1)] or trimmed the KV where the match ended), THINNED (the
+ * cap dropped one there), DIVERGED (s = L < n-1: the prompt leaves the tree at a
+ * snapshot), NO_MATCH (L = 0), NO_SNAPSHOT (nothing deeper was ever banked). EVICTED and
+ * THINNED come from per-node ranges of dropped positions, so they mean "may have".
+ *
+ * Cost: lookup and insert walk one path (O(path nodes + children scanned + tokens
+ * compared)); thinning walks the paths under the shallowest new snapshot; each eviction
+ * step scans the whole tree (fine for thousands of nodes; an LRU heap can replace the scan
+ * when banks grow past that).
  */
 #ifndef HS_BANK_H
 #define HS_BANK_H
 #include "base/base.h"
+
+/* Snapshot kinds, in priority order: when two plans put a snapshot at the same position,
+ * the lower value wins the tag. Only BANK_SNAP_HEAD is protected by kind. */
+enum bank_snap_kind {
+    BANK_SNAP_HEAD = 0,   /* end of the prompt head (system + tools) */
+    BANK_SNAP_USER,       /* start of the last user turn */
+    BANK_SNAP_GENPROMPT,  /* start of the generation prompt (last <|im_start|>) */
+    BANK_SNAP_DIVERGE,    /* where the prompt leaves the tree */
+    BANK_SNAP_GRID,       /* every grid_tokens in long prompts */
+    BANK_SNAP_END,        /* end of prompt + generated text */
+    BANK_SNAP_KIND_COUNT
+};
+
+/* Why a lookup stopped where it did. */
+enum bank_reason {
+    BANK_REASON_FULL = 0,     /* hit at n-1: everything but the last token restored */
+    BANK_REASON_DIVERGED,     /* hit exactly at the divergence point L < n */
+    BANK_REASON_NO_SNAPSHOT,  /* no snapshot in (s, min(L, n-1)]: stopped below */
+    BANK_REASON_EVICTED,      /* the budget dropped a snapshot or KV that went deeper */
+    BANK_REASON_THINNED,      /* the per-path cap dropped a snapshot that went deeper */
+    BANK_REASON_NO_MATCH,     /* L == 0: nothing shared */
+    BANK_REASON_NO_SPACE,     /* fingerprint unknown: nothing of this model is banked */
+    BANK_REASON_COUNT
+};
+
+enum bank_evict_reason {
+    BANK_EVICT_DEAD_KV = 0,   /* KV rows beyond a leaf's deepest snapshot (budget) */
+    BANK_EVICT_SNAP,          /* ordinary snapshot, LRU (budget) */
+    BANK_EVICT_PROTECTED,     /* head anchor / branch point, only when nothing else is left */
+    BANK_EVICT_THIN,          /* thinned to the per-path cap */
+    BANK_EVICT_COUNT
+};
+
+#define BANK_DEFAULT_SNAP_CAP 8
+#define BANK_DEFAULT_MIN_HEAD 256   /* tokens; a shorter head is cheaper to recompute */
+#define BANK_DEFAULT_GRID 4096      /* tokens between grid snapshots in long prompts */
+
+struct bank_opts {
+    uint64_t ram_budget;   /* bytes; 0 = unlimited */
+    int snap_cap;          /* ordinary snapshots per root-to-leaf path, >= 2 */
+    int64_t min_head;      /* a head shorter than this gets no anchor */
+    int64_t grid;          /* grid spacing in tokens; 0 = no grid */
+    bool head_anchor;      /* false = --no-head-anchor */
+};
+
+struct bank_stats {
+    uint64_t n_spaces, n_nodes, n_tokens, n_snaps;
+    uint64_t snaps_by_kind[BANK_SNAP_KIND_COUNT];
+    uint64_t kv_bytes, snap_bytes, token_bytes, total_bytes, budget;
+    uint64_t lookups, hits, restored_tokens;
+    uint64_t misses[BANK_REASON_COUNT];   /* indexed by the reason of a lookup with s == 0 */
+    uint64_t stops[BANK_REASON_COUNT];    /* reason of every lookup, hit or miss */
+    uint64_t evictions[BANK_EVICT_COUNT]; /* events (a KV trim or one snapshot) */
+    uint64_t evicted_bytes[BANK_EVICT_COUNT];
+    uint64_t inserts, inserted_tokens, inserted_snaps;
+};
+
+struct bank;
+struct bank_snap; /* private (bank_int.h) */
+
+/* The result of a lookup. On a hit (restore_pos > 0) the snapshot is pinned until
+ * bank_hit_release; `snapshot` points at bank memory that the caller must only read
+ * (copy it with bank_copy_snapshot). */
+struct bank_hit {
+    int64_t n_prompt;        /* n given to lookup */
+    int64_t match_len;       /* L: longest common prefix with the tree */
+    int64_t restore_pos;     /* s: 0 = miss */
+    enum bank_reason reason;
+    enum bank_snap_kind kind;/* the restored snapshot's kind (hits only) */
+    const void *snapshot;    /* borrowed, read-only, valid while pinned; NULL on a miss */
+    size_t snapshot_len;
+    size_t kv_row_bytes;
+    struct bank_snap *snap_; /* private */
+};
+
+/* A snapshot handed to bank_insert: bytes are copied (snapshot_bytes of the space). */
+struct bank_snap_in {
+    int64_t pos;             /* 1 <= pos <= n */
+    enum bank_snap_kind kind;
+    const void *bytes;
+};
+
+/* A planned capture position. */
+struct bank_plan_pos {
+    int64_t pos;
+    enum bank_snap_kind kind;
+};
+
+/* What the planner needs to know about a prompt. */
+struct bank_plan_in {
+    const int32_t *ids;
+    int64_t n;
+    int64_t head_len;        /* from the api's head detection; 0 = none */
+    int64_t user_start;      /* start of the last user turn; -1 = unknown */
+    int64_t genprompt_start; /* start of the generation prompt; -1 = unknown */
+};
+
+#define BANK_PLAN_MAX 64 /* enough for the fixed kinds plus a grid over 240k tokens */
+
+void bank_opts_default(struct bank_opts *o);
+/* A new bank; opts NULL = defaults. Free with bank_free (all hits released first). */
+struct bank *bank_init(const struct bank_opts *opts);
+void bank_free(struct bank *b);
+
+/* Declare a key space. Re-declaring the same fingerprint with the same sizes is a no-op;
+ * with different sizes it is HS_ERR_INVALID. */
+int bank_space_add(struct bank *b, uint64_t fp, size_t kv_row_bytes, size_t snapshot_bytes,
+                   struct hs_err *err);
+
+/* Longest common prefix of ids[0, n) with the tree of fp (0 if fp unknown). */
+int64_t bank_match_len(const struct bank *b, uint64_t fp, const int32_t *ids, int64_t n);
+
+/* Look a prompt up. Always fills *hit (a miss has restore_pos 0 and nothing pinned);
+ * counts stats. On a hit the caller must call bank_hit_release exactly once. */
+void bank_lookup(struct bank *b, uint64_t fp, const int32_t *ids, int64_t n,
+                 struct bank_hit *hit);
+/* Copy KV rows [0, restore_pos) into dst (restore_pos * kv_row_bytes bytes). */
+void bank_copy_kv(const struct bank *b, const struct bank_hit *hit, void *dst);
+/* Copy the snapshot bytes into dst (snapshot_len bytes). */
+void bank_copy_snapshot(const struct bank *b, const struct bank_hit *hit, void *dst);
+/* Unpin; no-op for a miss or a hit already released. */
+void bank_hit_release(struct bank *b, struct bank_hit *hit);
+
+/* Insert after a request: the full path ids[0, n) (prompt + generated), KV rows
+ * [kv_from, n) in kv_rows (borrowed; the bank copies what it lacks), and snapshots
+ * (copied). kv_from must be <= the tree's current match length for ids (the tree must
+ * already hold rows [0, kv_from)). A snapshot at a position already banked only
+ * refreshes it (and upgrades it to HEAD when so tagged). Then thins and enforces the
+ * budget. Errors: unknown fingerprint (HS_ERR_NOT_FOUND), bad positions or a KV gap
+ * (HS_ERR_INVALID); on error nothing changes. */
+int bank_insert(struct bank *b, uint64_t fp, const int32_t *ids, int64_t n, int64_t kv_from,
+                const void *kv_rows, const struct bank_snap_in *snaps, int n_snaps,
+                struct hs_err *err);
+
+/* Plan capture positions for a prefill of in->ids (plan.c states the rule). b may be NULL
+ * (no tree: restore point 0, no divergence). Writes up to BANK_PLAN_MAX positions, sorted
+ * and unique, into out and returns their count; *restore_pos_out (may be NULL) gets the
+ * restore point the plan assumes. opts NULL = the bank's (or default) options. */
+int bank_plan(const struct bank *b, uint64_t fp, const struct bank_opts *opts,
+              const struct bank_plan_in *in, struct bank_plan_pos *out,
+              int64_t *restore_pos_out);
+
+/* Evict until total bytes <= target (never pinned state). Returns bytes freed. */
+uint64_t bank_shrink_to(struct bank *b, uint64_t target);
+void bank_set_budget(struct bank *b, uint64_t ram_budget);
+
+void bank_stats_get(const struct bank *b, struct bank_stats *out);
+const char *bank_snap_kind_name(enum bank_snap_kind k);
+const char *bank_reason_name(enum bank_reason r);
+const char *bank_evict_reason_name(enum bank_evict_reason r);
+
+/* The thinning rule on a sorted list of positions (retain.c): marks keep[i] for the
+ * positions kept under cap. Exposed for tests and for the disk tier. */
+void bank_thin_positions(const int64_t *pos, int n, int cap, bool *keep);
+
 #endif
