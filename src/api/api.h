@@ -128,4 +128,118 @@ void chat_parser_feed(struct chat_parser *p, const char *text, size_t len);
 void chat_parser_finish(struct chat_parser *p);
 void chat_parser_free(struct chat_parser *p);
 
+/* ---- responses ------------------------------------------------------------------------ */
+/* What goes back to the client (src/api/respond.c): each API's JSON body or SSE stream
+ * built from parser events and usage numbers, the error shapes and the HTTP status table,
+ * /v1/models and count_tokens bodies. Pure functions of their inputs: no sockets, no clock,
+ * no randomness (ids come from the caller's seed and counter). All output is appended to a
+ * caller's strbuf as UTF-8 JSON (compact, keys in a fixed order, non-ASCII raw). */
+
+enum api_kind {
+    API_KIND_OPENAI_CHAT = 0,    /* POST /v1/chat/completions */
+    API_KIND_ANTHROPIC_MESSAGES, /* POST /v1/messages */
+};
+
+/* Why generation ended. END with at least one tool call is reported as TOOL_CALLS. */
+enum api_stop {
+    API_STOP_END = 0,            /* end of turn: OpenAI "stop", Anthropic "end_turn" */
+    API_STOP_LENGTH,             /* max_tokens: "length" / "max_tokens" */
+    API_STOP_TOOL_CALLS,         /* "tool_calls" / "tool_use" */
+    API_STOP_STOP_SEQUENCE,      /* a client stop string: "stop" / "stop_sequence" */
+};
+
+/* Server-side error codes beyond enum hs_status (same int space, all below -99). */
+enum api_error_code {
+    API_ERR_AUTH = -100,         /* missing or wrong API key: 401 */
+    API_ERR_ROUTE = -101,        /* unknown route: 404 */
+    API_ERR_METHOD = -102,       /* wrong method for a known route: 405 */
+    API_ERR_TOO_LARGE = -103,    /* body over --max-body: 413 */
+    API_ERR_QUEUE_FULL = -104,   /* request queue full: 429 (send Retry-After) */
+    API_ERR_OVERLOADED = -105,   /* not ready (loading, shutting down): 503 */
+    API_ERR_INTERNAL = -106,     /* a bug or an engine failure: 500 */
+};
+
+/* One row of the error table: a code's HTTP status and each API's error type. */
+struct api_error_info {
+    int code;                    /* enum hs_status or enum api_error_code */
+    int http_status;
+    const char *openai_type;     /* error.type */
+    const char *openai_code;     /* error.code, NULL: null */
+    const char *anthropic_type;  /* error.type */
+};
+
+/* The row for `code`; an unknown code (or HS_OK) gets the internal-error row. Never NULL. */
+const struct api_error_info *api_error_info(int code);
+/* Append the API's error body for (code, message) and return the HTTP status to send.
+ * OpenAI: {"error":{"message","type","param":null,"code"}};
+ * Anthropic: {"type":"error","error":{"type","message"}}. */
+int api_error_write(enum api_kind kind, int code, const char *message, struct strbuf *out);
+
+/* Deterministic ids: prefix + 24 base-62 characters from (seed, counter). */
+#define API_ID_MAX 48
+struct api_ids {
+    uint64_t seed;
+    uint64_t counter;            /* next counter value; api_ids_next increments it */
+};
+void api_id_make(uint64_t seed, uint64_t counter, const char *prefix, char out[API_ID_MAX]);
+/* Request ids: "chatcmpl-…" for OpenAI, "msg_…" for Anthropic. */
+void api_ids_next(struct api_ids *ids, enum api_kind kind, char out[API_ID_MAX]);
+
+struct api_usage {
+    int64_t prompt_tokens;       /* all prompt tokens, cached included */
+    int64_t completion_tokens;
+    int64_t cached_tokens;       /* prompt tokens restored from the bank (<= prompt_tokens) */
+};
+
+struct api_response_opts {
+    enum api_kind kind;
+    bool stream;
+    bool include_usage;          /* OpenAI stream_options.include_usage */
+    const char *model;           /* copied */
+    const char *id;              /* copied; from api_ids_next; tool-call ids derive from it */
+    int64_t created;             /* unix seconds (OpenAI "created") */
+    const json_t *tools;         /* borrowed for the response's life; types parsed tool args */
+    bool starts_in_reasoning;    /* the generation prompt opened <think> */
+};
+
+struct api_response;
+
+/* A per-request accumulator. Lifecycle: new → [begin] → (feed | event)* → finish | fail →
+ * free. Each call appends what is ready to `out`: SSE bytes when streaming (nothing but the
+ * final body otherwise). Calls after finish/fail append nothing. */
+struct api_response *api_response_new(const struct api_response_opts *o);
+/* Stream head: OpenAI's role chunk, Anthropic's message_start (with the prompt usage known
+ * now) and a ping. Optional: the first output does it with zero usage when not called. */
+void api_response_begin(struct api_response *r, const struct api_usage *u, struct strbuf *out);
+/* Generated text through the response's own chat_parser (any split). */
+void api_response_feed(struct api_response *r, const char *text, size_t len, struct strbuf *out);
+/* One parser event, for callers that run their own parser. */
+void api_response_event(struct api_response *r, const struct chat_event *ev, struct strbuf *out);
+/* A keep-alive while the prompt is being processed: OpenAI ": keepalive" comment line,
+ * Anthropic ping event. Nothing when not streaming. */
+void api_response_keepalive(struct api_response *r, struct strbuf *out);
+/* Flush the parser, close open blocks and append the end: OpenAI final chunk, usage chunk
+ * (include_usage) and [DONE]; Anthropic message_delta + message_stop; or the whole body
+ * when not streaming. `stop_sequence` (may be NULL) is the matched string for
+ * API_STOP_STOP_SEQUENCE. */
+void api_response_finish(struct api_response *r, enum api_stop stop, const char *stop_sequence,
+                         const struct api_usage *u, struct strbuf *out);
+/* End with an error. Once stream output has begun: an in-stream error (OpenAI
+ * `data: {"error":…}` then [DONE]; Anthropic `event: error`) and returns 200, the status
+ * already sent; otherwise the API's error body and returns its HTTP status. */
+int api_response_fail(struct api_response *r, int code, const char *message, struct strbuf *out);
+/* True once stream output has begun: begin, an event or a keep-alive (the stream's
+ * headers go out with the first bytes). */
+bool api_response_started(const struct api_response *r);
+int api_response_n_tool_calls(const struct api_response *r);
+void api_response_free(struct api_response *r);
+
+/* GET /v1/models for one or more served names. OpenAI: {"object":"list","data":[{"id",
+ * "object":"model","created","owned_by":"headstart"}]}; Anthropic: {"data":[{"type":"model",
+ * "id","display_name","created_at":RFC 3339}],"has_more":false,"first_id","last_id"}. */
+void api_models_write(enum api_kind kind, const char *const *names, int n_names,
+                      int64_t created, struct strbuf *out);
+/* POST /v1/messages/count_tokens: {"input_tokens":N}. */
+void api_count_tokens_write(int64_t input_tokens, struct strbuf *out);
+
 #endif
