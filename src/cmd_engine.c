@@ -1,12 +1,15 @@
 /*
  * cmd_engine.c — `headstart logits` and `headstart run`: option parsing, token ids in,
- * logits or generated ids out. The work is engine/'s (engine_forward, the sampler).
- * Text input and output need the tokenizer, which these commands do not use yet: they
- * take and print token ids.
+ * logits or generated tokens out. The work is engine/'s (engine_forward, the sampler);
+ * text prompts are tokenized (and --chat rendered through the chat template) by the
+ * model's text side (server/model_text.c), and generated text is streamed through the
+ * incremental detokenizer.
  */
 #include "cmd.h"
+#include "api/api.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "server/server.h"
 #include "sys/sys.h"
 
 #include <errno.h>
@@ -15,19 +18,25 @@
 #include <string.h>
 
 static const char logits_help[] =
-    "usage: headstart logits -m MODEL (--ids \"1 2 3\" | --ids-file F) [--chunk N]\n"
+    "usage: headstart logits -m MODEL (--ids \"1 2 3\" | --ids-file F | --text T) [--chunk N]\n"
     "         [--threads N] [--batch N] [--all] -o OUT.f32\n"
     "\n"
     "Runs the prompt's token ids through the model and writes float32 little-endian logits:\n"
     "one row of n_vocab per position with --all, else the last position's row. --chunk N\n"
-    "cuts the prompt into forward calls of N tokens (the logits do not change with N).\n";
+    "cuts the prompt into forward calls of N tokens (the logits do not change with N).\n"
+    "--text tokenizes T with the model's tokenizer (special tokens like <|im_start|> match).\n";
 
 static const char run_help[] =
-    "usage: headstart run -m MODEL (--ids \"1 2 3\" | --ids-file F) [-n N] [--temp T]\n"
-    "         [--top-p P] [--top-k K] [--min-p P] [--seed S] [--threads N] [--json]\n"
+    "usage: headstart run -m MODEL (-p TEXT | --chat TEXT | --ids \"1 2 3\" | --ids-file F)\n"
+    "         [-n N] [--temp T] [--top-p P] [--top-k K] [--min-p P] [--seed S] [--threads N]\n"
+    "         [--ignore-eos] [--json]\n"
     "\n"
-    "Prefills the prompt ids, generates N tokens (default 32) and prints the generated ids,\n"
-    "then one line of timings. --temp 0 is greedy. --json prints one JSON object instead.\n";
+    "Prefills the prompt, generates up to N tokens (default 32) and ends with one line of\n"
+    "timings. -p TEXT is a raw prompt; --chat TEXT is one user message rendered through the\n"
+    "model's chat template with the generation prompt. With a text prompt the output is\n"
+    "streamed as text and stops at the model's end-of-turn tokens (unless --ignore-eos);\n"
+    "with ids it prints the generated ids. Sampling defaults: --temp 0.7 --top-p 0.8\n"
+    "--top-k 20; --temp 0 is greedy. --json prints one JSON object instead.\n";
 
 /* Parse ids separated by spaces, tabs, newlines or commas. */
 static int parse_ids(const char *cmd, const char *s, int32_t **ids_out, int64_t *n_out)
@@ -81,6 +90,48 @@ static int load_ids(const char *cmd, const char *ids_arg, const char *ids_file, 
     return rc;
 }
 
+/* Tokenize a raw prompt, or render one user message (chat) and tokenize it. */
+static int text_prompt(const char *cmd, const struct model_text *mt, const char *text, bool chat,
+                       int32_t **ids, int64_t *n)
+{
+    struct hs_err err;
+    hs_err_clear(&err);
+    struct strbuf rendered;
+    strbuf_init(&rendered);
+    int rc = HS_OK;
+    if (chat) {
+        struct chat_request cr;
+        json_t *body = json_pack("{s:[{s:s,s:s}]}", "messages", "role", "user", "content", text);
+        rc = body ? chat_from_openai(body, &cr, &err) : hs_err_set(&err, HS_ERR_INVALID, "--chat text is not valid UTF-8");
+        json_decref(body);
+        if (rc == HS_OK) {
+            rc = mt->tmpl ? chat_template_render(mt->tmpl, &cr, &rendered, &err)
+                          : hs_err_set(&err, HS_ERR_UNSUPPORTED, "the model has no chat template (use -p)");
+            chat_request_free(&cr);
+        }
+        text = rendered.buf ? rendered.buf : "";
+    }
+    struct tokenizer_ids t = { 0 };
+    if (rc == HS_OK) rc = tokenizer_encode(mt->tok, text, strlen(text), 0, &t, &err);
+    if (rc == HS_OK && t.n == 0) rc = hs_err_set(&err, HS_ERR_INVALID, "the prompt is empty");
+    if (rc != HS_OK) {
+        fprintf(stderr, "headstart %s: %s\n", cmd, err.msg);
+        tokenizer_ids_free(&t);
+    } else {
+        *ids = t.v;
+        *n = (int64_t)t.n;
+    }
+    strbuf_free(&rendered);
+    return rc == HS_OK ? 0 : -1;
+}
+
+static bool is_stop(const struct model_text *mt, int32_t tok)
+{
+    for (int i = 0; i < mt->n_stop_ids; i++)
+        if (mt->stop_ids[i] == tok) return true;
+    return false;
+}
+
 static int parse_float(const char *cmd, const char *opt, const char *s, float *out)
 {
     char *end;
@@ -117,7 +168,7 @@ static int open_engine(const char *cmd, const char *path, int64_t threads, int64
 
 int cmd_logits(int argc, char **argv)
 {
-    const char *model_path = NULL, *ids_arg = NULL, *ids_file = NULL, *out = NULL;
+    const char *model_path = NULL, *ids_arg = NULL, *ids_file = NULL, *out = NULL, *text = NULL;
     int64_t chunk = 0, threads = 1, batch = 0;
     bool all = false;
     for (int i = 0; i < argc; i++) {
@@ -130,6 +181,7 @@ int cmd_logits(int argc, char **argv)
         else if (!strcmp(a, "--ids")) ids_arg = v;
         else if (!strcmp(a, "--ids-file")) ids_file = v;
         else if (!strcmp(a, "-o") || !strcmp(a, "--out")) out = v;
+        else if (!strcmp(a, "--text")) text = v;
         else if (!strcmp(a, "--chunk")) { if (cmd_parse_i64("logits", a, v, &chunk)) return 2; }
         else if (!strcmp(a, "--threads")) { if (cmd_parse_i64("logits", a, v, &threads) || threads < 1) return 2; }
         else if (!strcmp(a, "--batch")) { if (cmd_parse_i64("logits", a, v, &batch)) return 2; }
@@ -138,12 +190,21 @@ int cmd_logits(int argc, char **argv)
     if (!model_path || !out) { fprintf(stderr, "headstart logits: -m and -o are required (see --help)\n"); return 2; }
     int32_t *ids;
     int64_t n;
-    if (load_ids("logits", ids_arg, ids_file, &ids, &n)) return 2;
+    if (!text && load_ids("logits", ids_arg, ids_file, &ids, &n)) return 2;
+    if (text && (ids_arg || ids_file)) { fprintf(stderr, "headstart logits: give one of --ids, --ids-file, --text\n"); return 2; }
     struct hs_err err;
     hs_err_clear(&err);
     struct model *m = NULL;
     struct engine *e = NULL;
-    if (open_engine("logits", model_path, threads, batch, &m, &e, &err)) { hs_free(ids); return 1; }
+    if (open_engine("logits", model_path, threads, batch, &m, &e, &err)) { if (!text) hs_free(ids); return 1; }
+    if (text) {
+        struct model_text mt;
+        int bad = model_text_load(m, &mt, &err) != HS_OK;
+        if (bad) fprintf(stderr, "headstart logits: %s\n", err.msg);
+        else bad = text_prompt("logits", &mt, text, false, &ids, &n);
+        model_text_free(&mt);
+        if (bad) { engine_free(e); model_free(m); return 1; }
+    }
     int64_t V = model_hparams(m)->n_vocab;
     int64_t n_rows = all ? n : 1;
     float *logits = hs_malloc((size_t)(n_rows * V) * sizeof(float));
@@ -172,21 +233,24 @@ int cmd_logits(int argc, char **argv)
 
 int cmd_run(int argc, char **argv)
 {
-    const char *model_path = NULL, *ids_arg = NULL, *ids_file = NULL;
+    const char *model_path = NULL, *ids_arg = NULL, *ids_file = NULL, *prompt = NULL, *chat = NULL;
     int64_t n_gen = 32, threads = 1, batch = 0;
-    bool json = false;
+    bool json = false, ignore_eos = false;
     struct sampler_opts so;
     sampler_opts_default(&so);
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(run_help, stdout); return 0; }
         if (!strcmp(a, "--json")) { json = true; continue; }
+        if (!strcmp(a, "--ignore-eos")) { ignore_eos = true; continue; }
         if (i + 1 >= argc) { fprintf(stderr, "headstart run: %s needs a value (see --help)\n", a); return 2; }
         const char *v = argv[++i];
         int64_t iv;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = v;
         else if (!strcmp(a, "--ids")) ids_arg = v;
         else if (!strcmp(a, "--ids-file")) ids_file = v;
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = v;
+        else if (!strcmp(a, "--chat")) chat = v;
         else if (!strcmp(a, "-n")) { if (cmd_parse_i64("run", a, v, &n_gen)) return 2; }
         else if (!strcmp(a, "--threads")) { if (cmd_parse_i64("run", a, v, &threads) || threads < 1) return 2; }
         else if (!strcmp(a, "--batch")) { if (cmd_parse_i64("run", a, v, &batch)) return 2; }
@@ -198,18 +262,36 @@ int cmd_run(int argc, char **argv)
         else { fprintf(stderr, "headstart run: unknown option '%s' (see --help)\n", a); return 2; }
     }
     if (!model_path) { fprintf(stderr, "headstart run: -m is required (see --help)\n"); return 2; }
-    int32_t *ids;
-    int64_t n;
-    if (load_ids("run", ids_arg, ids_file, &ids, &n)) return 2;
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    const char *text = prompt ? prompt : chat;
+    if ((prompt != NULL) + (chat != NULL) + (ids_arg != NULL) + (ids_file != NULL) != 1) {
+        fprintf(stderr, "headstart run: give exactly one of -p, --chat, --ids, --ids-file (see --help)\n");
+        return 2;
+    }
+    if (!text && load_ids("run", ids_arg, ids_file, &ids, &n)) return 2;
     struct hs_err err;
     hs_err_clear(&err);
     struct model *m = NULL;
     struct engine *e = NULL;
     if (open_engine("run", model_path, threads, batch, &m, &e, &err)) { hs_free(ids); return 1; }
+    struct model_text mt = { 0 };
+    if (text) {
+        int bad = model_text_load(m, &mt, &err) != HS_OK;
+        if (bad) fprintf(stderr, "headstart run: %s\n", err.msg);
+        else bad = text_prompt("run", &mt, text, chat != NULL, &ids, &n);
+        if (bad) { model_text_free(&mt); engine_free(e); model_free(m); return 1; }
+    }
+    struct tokenizer_stream ts;
+    struct strbuf piece, all_text;
+    strbuf_init(&piece);
+    strbuf_init(&all_text);
+    if (text) tokenizer_stream_init(&ts, mt.tok, TOKENIZER_DECODE_SKIP_SPECIAL);
     int64_t V = model_hparams(m)->n_vocab;
     struct sampler *smp = sampler_new(&so, V);
     if (!smp) {
         fprintf(stderr, "headstart run: invalid sampling options\n");
+        model_text_free(&mt);
         hs_free(ids);
         engine_free(e);
         model_free(m);
@@ -224,16 +306,33 @@ int cmd_run(int argc, char **argv)
     int rc = engine_forward(e, s, ids, n, NULL, 0, &last, 1, logits, &err);
     double t1 = sys_time_sec();
     int64_t n_out = 0, n_decode = 0;
+    const char *stop_reason = "length";
     while (!rc && n_out < n_gen) {
         int32_t tok = sampler_sample(smp, logits);
+        if (text && !ignore_eos && is_stop(&mt, tok)) { stop_reason = "stop"; break; }
         out[n_out++] = tok;
         sampler_accept(smp, tok);
+        size_t plen;
+        /* an id with no token (an embedding pad row) has no text: nothing to print */
+        if (text && tokenizer_piece(mt.tok, tok, &plen)) {
+            strbuf_reset(&piece);
+            rc = tokenizer_stream_push(&ts, tok, &piece, &err);
+            if (rc) break;
+            strbuf_append(&all_text, piece.buf ? piece.buf : "", piece.len);
+            if (!json && piece.len) { fwrite(piece.buf, 1, piece.len, stdout); fflush(stdout); }
+        }
         if (n_out == n_gen) break;
         int64_t row = 0;
         rc = engine_forward(e, s, &tok, 1, NULL, 0, &row, 1, logits, &err);
         n_decode++;
     }
     double t2 = sys_time_sec();
+    if (text && !rc) {
+        strbuf_reset(&piece);
+        tokenizer_stream_flush(&ts, &piece);
+        strbuf_append(&all_text, piece.buf ? piece.buf : "", piece.len);
+        if (!json && piece.len) fwrite(piece.buf, 1, piece.len, stdout);
+    }
     if (rc) {
         fprintf(stderr, "headstart run: %s\n", err.msg);
     } else {
@@ -253,6 +352,8 @@ int cmd_run(int argc, char **argv)
             jsonw_key(&w, "decode_tok_s"); jsonw_double(&w, dc);
             jsonw_key(&w, "threads"); jsonw_int(&w, threads);
             jsonw_key(&w, "kernels"); jsonw_str(&w, engine_kernel_variant(e));
+            jsonw_key(&w, "stop_reason"); jsonw_str(&w, stop_reason);
+            if (text) { jsonw_key(&w, "text"); jsonw_strn(&w, all_text.buf ? all_text.buf : "", all_text.len); }
             jsonw_key(&w, "ids");
             jsonw_arr_begin(&w);
             for (int64_t i = 0; i < n_out; i++) jsonw_int(&w, out[i]);
@@ -261,13 +362,17 @@ int cmd_run(int argc, char **argv)
             printf("%s\n", sb.buf);
             strbuf_free(&sb);
         } else {
-            for (int64_t i = 0; i < n_out; i++) printf(i ? " %d" : "%d", out[i]);
+            if (!text)
+                for (int64_t i = 0; i < n_out; i++) printf(i ? " %d" : "%d", out[i]);
             printf("\nprompt %lld tokens, prefill %.2f tok/s; generated %lld tokens, decode %.2f tok/s\n",
                    (long long)n, pf, (long long)n_out, dc);
         }
     }
     seq_free(s);
     sampler_free(smp);
+    strbuf_free(&piece);
+    strbuf_free(&all_text);
+    model_text_free(&mt);
     hs_free(out);
     hs_free(logits);
     hs_free(ids);

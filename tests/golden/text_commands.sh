@@ -71,4 +71,18 @@ for variant in "q.gguf --no-nfc" "qhf "; do
         pass "$model: detokenize round trip"
     else fail "$model: detokenize(tokenize(x)) != x"; fi
 done
+
+# 6. run with a text prompt: the streamed text is the detokenized ids, and a chat prompt
+#    equals rendering the same one-message request and running its ids
+out=$("$hs" run -m "$tmp/m.gguf" --chat "What is a prefix cache?" -n 12 --temp 0 --ignore-eos --json 2>&1)
+ids=$(echo "$out" | /usr/bin/python3 -c 'import json,sys; print(" ".join(map(str, json.load(sys.stdin)["ids"])))' 2>/dev/null)
+txt=$(echo "$out" | /usr/bin/python3 -c 'import json,sys; sys.stdout.write(json.load(sys.stdin)["text"])' 2>/dev/null; printf x)
+# ids of embedding pad rows (no token, so no text) may be sampled by a random model: drop them
+real=$(for i in $ids; do "$hs" detokenize -m "$tmp/m.gguf" --ids "$i" >/dev/null 2>&1 && printf '%s ' "$i"; done)
+dec=$("$hs" detokenize -m "$tmp/m.gguf" --skip-special --ids "$real"; printf x)
+printf '{"messages":[{"role":"user","content":"What is a prefix cache?"}]}' > "$tmp/one.json"
+pids=$("$hs" render -m "$tmp/m.gguf" --request "$tmp/one.json" --ids)
+ids2=$("$hs" run -m "$tmp/m.gguf" --ids "$pids" -n 12 --temp 0 2>/dev/null | head -1)
+if [ -n "$ids" ] && [ "$txt" = "$dec" ] && [ "$ids" = "$ids2" ]; then pass "run --chat: text = detokenized ids, ids = run on the rendered ids"
+else fail "run --chat: '$ids' vs '$ids2', text '$txt' vs '$dec'"; fi
 finish
