@@ -18,4 +18,15 @@ echo
 echo "== headstart inspect $out/tiny-q8_0.gguf (GGUF, as llama.cpp writes it)"
 $hs inspect "$out/tiny-q8_0.gguf"
 echo
-echo "demo: both files load and bind; next steps (generation, the server, the bank) arrive with later issues"
+req=tests/golden/data/requests/anthropic_claude_code.json
+echo "== headstart render: a Claude-Code-shaped /v1/messages request through the model's chat template"
+$hs render -m "$out/tiny-q8_0.gguf" --request "$req" --api anthropic | head -c 600
+echo "..."
+echo "prompt tokens: $($hs render -m "$out/tiny-q8_0.gguf" --request "$req" --api anthropic --ids | wc -w)," \
+     "head (system + tools, shared by sessions): $($hs render -m "$out/tiny-q8_0.gguf" --request "$req" --api anthropic --head) tokens"
+echo
+echo "== headstart run --chat (random weights, so the words are noise; the timings are real)"
+$hs run -m "$out/tiny-q8_0.gguf" --chat "What does a session bank keep?" -n 24 --temp 0 --ignore-eos
+echo
+echo "demo: model files, tokenizer, templates and the forward pass work; the server and the"
+echo "session bank's request path arrive with the next issues"
