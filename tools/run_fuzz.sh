@@ -2,8 +2,8 @@
 # run_fuzz.sh BUILD SECONDS — short libFuzzer runs of every tests/fuzz/fuzz_*.c (`make fuzz`).
 #
 # For each harness fuzz_NAME.c: the sources of src/base, src/sys and src/format are compiled
-# once into BUILD/fuzz/obj (coverage + ASan + UBSan; a harness's own extra sources, see
-# extra_srcs, for it alone), the harness is linked with
+# once into BUILD/fuzz/obj (coverage + ASan + UBSan; a harness's own extra sources and
+# libraries, see extra_srcs and extra_libs, for it alone), the harness is linked with
 # -fsanitize=fuzzer into BUILD/fuzz/fuzz_NAME and run for SECONDS on a scratch copy of
 # tests/fuzz/corpus/NAME/ (libFuzzer adds what it finds to the scratch copy only). The
 # committed corpus changes only when a run finds a crash, leak, timeout or out-of-memory
@@ -43,6 +43,12 @@ done
 extra_srcs() {
     case $1 in
         parse) echo src/api/parse.c ;;
+        tokenizer) echo src/tokenizer/*.c ;;
+    esac
+}
+extra_libs() {
+    case $1 in
+        tokenizer) echo -lpcre2-8 -lutf8proc ;;
     esac
 }
 
@@ -64,7 +70,7 @@ for h in tests/fuzz/fuzz_*.c; do
         o=$objdir/$(echo "$c" | tr '/' '_' | sed 's/\.c$/.o/')
         $cc $cflags $san -fsanitize=fuzzer-no-link -c "$c" -o "$o" >> "$log" 2>&1 && extra="$extra $o"
     done
-    if ! $cc $cflags $san -fsanitize=fuzzer "$h" $objs $extra -ljansson -lm -lpthread -o "$bin" >> "$log" 2>&1; then
+    if ! $cc $cflags $san -fsanitize=fuzzer "$h" $objs $extra $(extra_libs "$name") -ljansson -lm -lpthread -o "$bin" >> "$log" 2>&1; then
         echo "== $base: BUILD FAILED"
         head -20 "$log"
         failed="$failed $base(build)"
