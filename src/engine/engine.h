@@ -121,4 +121,25 @@ void sampler_accept(struct sampler *s, int32_t token);
  * seed, accepted history and logits give the same token on every machine. */
 int32_t sampler_sample(struct sampler *s, const float *logits);
 
+/* ---- parts for the session bank (seq.c) ----------------------------------------------------
+ * The bank stores attention KV per token and GDN snapshots separately; these move them in
+ * and out of a sequence. KV row layout (one token): for each attention layer in layer
+ * order, its K row then its V row (nkv * hd f32 each); rows of consecutive positions are
+ * contiguous, so [from, to) is (to - from) * engine_kv_row_bytes(e) bytes. */
+
+/* Bytes of one token's KV over all attention layers (0 for a model without attention). */
+uint64_t engine_kv_row_bytes(const struct engine *e);
+/* Copy KV rows [from, to) (0 <= from <= to <= seq_pos) into dst in the layout above.
+ * HS_ERR_INVALID (nothing copied) for a bad range. */
+int seq_kv_read(const struct seq *s, int64_t from, int64_t to, void *dst);
+/* Set the sequence to position pos: KV rows [0, pos) from kv_rows (the layout above), the
+ * GDN state from snapshot (engine_snapshot_bytes(e) bytes, the snapshot layout of
+ * engine_forward's captures), exactly as if those pos tokens had been computed. Fails
+ * (sequence unchanged) when pos < 0 or pos > n_ctx. */
+int seq_restore_parts(struct seq *s, int64_t pos, const void *kv_rows, const void *snapshot,
+                      struct hs_err *err);
+/* Copy the GDN state at the sequence's position into buf (engine_snapshot_bytes(e) bytes):
+ * the snapshot a capture at seq_pos would have taken. */
+void seq_snapshot(const struct seq *s, void *buf);
+
 #endif

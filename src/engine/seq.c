@@ -64,3 +64,57 @@ void seq_kv_reserve(struct seq *s, int64_t n_pos)
     }
     s->kv_cap = cap;
 }
+
+/* ---- parts for the session bank --------------------------------------------------------- */
+
+uint64_t engine_kv_row_bytes(const struct engine *e)
+{
+    return (uint64_t)e->g.n_attn * 2 * e->g.kv_row_floats * sizeof(float);
+}
+
+int seq_kv_read(const struct seq *s, int64_t from, int64_t to, void *dst)
+{
+    const struct engine_geom *g = &s->e->g;
+    if (from < 0 || to < from || to > s->pos) return HS_ERR_INVALID;
+    size_t rb = (size_t)g->kv_row_floats * sizeof(float);
+    uint8_t *d = dst;
+    for (int64_t p = from; p < to; p++) {
+        for (int64_t a = 0; a < g->n_attn; a++) {
+            memcpy(d, s->kc[a] + (size_t)p * g->kv_row_floats, rb);
+            d += rb;
+            memcpy(d, s->vc[a] + (size_t)p * g->kv_row_floats, rb);
+            d += rb;
+        }
+    }
+    return HS_OK;
+}
+
+int seq_restore_parts(struct seq *s, int64_t pos, const void *kv_rows, const void *snapshot,
+                      struct hs_err *err)
+{
+    const struct engine_geom *g = &s->e->g;
+    if (pos < 0 || pos > s->n_ctx)
+        return hs_err_set(err, HS_ERR_LIMIT, "restore: position %lld outside the sequence's n_ctx %lld",
+                          (long long)pos, (long long)s->n_ctx);
+    if ((pos > 0 && g->n_attn > 0 && !kv_rows) || (!snapshot && engine_snapshot_bytes(s->e)))
+        return hs_err_set(err, HS_ERR_INVALID, "restore: missing KV rows or snapshot");
+    seq_kv_reserve(s, pos);
+    size_t rb = (size_t)g->kv_row_floats * sizeof(float);
+    const uint8_t *p8 = kv_rows;
+    for (int64_t p = 0; p < pos && g->n_attn > 0; p++) {
+        for (int64_t a = 0; a < g->n_attn; a++) {
+            memcpy(s->kc[a] + (size_t)p * g->kv_row_floats, p8, rb);
+            p8 += rb;
+            memcpy(s->vc[a] + (size_t)p * g->kv_row_floats, p8, rb);
+            p8 += rb;
+        }
+    }
+    if (engine_snapshot_bytes(s->e)) memcpy(s->gdn, snapshot, (size_t)engine_snapshot_bytes(s->e));
+    s->pos = pos;
+    return HS_OK;
+}
+
+void seq_snapshot(const struct seq *s, void *buf)
+{
+    if (engine_snapshot_bytes(s->e)) memcpy(buf, s->gdn, (size_t)engine_snapshot_bytes(s->e));
+}

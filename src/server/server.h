@@ -43,4 +43,62 @@ struct model_text {
 int model_text_load(const struct model *m, struct model_text *out, struct hs_err *err);
 void model_text_free(struct model_text *t); /* safe on a zeroed struct */
 
+/* ---- the request path (session.c) ------------------------------------------------------
+ * One request, start to end, as `headstart replay` runs it now and the HTTP scheduler will:
+ * body -> chat_request -> render -> ids -> head / last user turn / generation-prompt start ->
+ * bank lookup and restore -> snapshot plan -> prefill with captures -> generation (text
+ * streamed through a callback) -> bank insert of prompt + generated tokens. */
+#include "bank/bank.h"
+#include "engine/engine.h"
+
+#define SESSION_DEFAULT_MAX_TOKENS 256
+
+struct session_opts {
+    int64_t max_tokens;            /* > 0: generate at most this many; 0: the body's
+                                      max_tokens / max_completion_tokens, else the default */
+    struct sampler_opts sampling;  /* temperature 0 = greedy */
+};
+
+/* What one request did (session_report_json writes it as one JSON object). */
+struct session_report {
+    int64_t prompt_tokens;
+    int64_t cached_tokens;         /* restored from the bank (s); 0 = computed from scratch */
+    int64_t match_len;             /* longest common prefix with the bank's tree */
+    int64_t head_tokens;           /* chat_head_length of the prompt (0 = none) */
+    int64_t user_start;            /* position of the last <|im_start|>user; -1 = none */
+    int64_t genprompt_start;       /* position of the last <|im_start|>; -1 = none */
+    int n_captures;                /* snapshots taken during the prefill */
+    bool banked;                   /* the path went into the bank (a failed insert is
+                                      logged, never fails the request) */
+    const char *cache_source;      /* "ram" or "none" (static string) */
+    const char *restore_reason;    /* bank_reason_name, or "no_bank" (static string) */
+    const char *stop_reason;       /* "stop" (a stop id, included in output_ids) or "length" */
+    int32_t *output_ids;           /* owned */
+    int64_t n_output;
+    char *text;                    /* owned: the generated text (stop ids not included) */
+    size_t text_len;
+    char first_logits_sha256[65];  /* of the n_vocab f32 LE logits row of the first token */
+    double prefill_ms;             /* bank lookup + restore + prefill */
+    double ttft_ms;                /* from the start of session_run (parse, render,
+                                      tokenize included) to the first token */
+    double total_ms;
+};
+
+/* Called with each complete UTF-8 piece of generated text. */
+typedef void (*session_text_fn)(void *ctx, const char *text, size_t len);
+
+/* Run one request. bank NULL = no bank (everything computed). Errors: the body
+ * (HS_ERR_INVALID, from the api parsers), no chat template (HS_ERR_UNSUPPORTED), the
+ * engine's. On error *out holds nothing to free. */
+int session_run(struct engine *e, const struct model_text *mt, struct bank *bank, enum api_kind kind,
+                const json_t *body, const struct session_opts *o, session_text_fn on_text, void *ctx,
+                struct session_report *out, struct hs_err *err);
+void session_report_free(struct session_report *r); /* safe on a zeroed struct */
+/* Append the report as one compact JSON object (no newline). */
+void session_report_json(const struct session_report *r, struct strbuf *out);
+
+/* SHA-256 (sha256.c, FIPS 180-4): digest of data, and as 64 lowercase hex digits + NUL. */
+void sha256_sum(const void *data, size_t len, uint8_t out[32]);
+void sha256_hex(const void *data, size_t len, char out[65]);
+
 #endif

@@ -1,0 +1,269 @@
+/*
+ * session.c — the request path: one request from its API body to generated tokens, with
+ * the session bank around the prefill. `headstart replay` drives it now; the HTTP
+ * scheduler [F6] will call the same function.
+ *
+ *   body ─▶ chat_request ─▶ render ─▶ ids ─▶ head / last user turn / generation prompt
+ *        ─▶ bank_lookup ─▶ (s > 0) copy KV [0, s) + snapshot, seq_restore_parts
+ *        ─▶ bank_plan (captures at planned positions > s) ─▶ engine_forward(ids[s, n))
+ *        ─▶ sample / decode until a stop id or max_tokens (text streamed out)
+ *        ─▶ feed the last token, bank_insert(prompt + generated, missing KV rows,
+ *           captured snapshots + one at the end of the generated text)
+ *
+ * Invariants:
+ *   1. The bank is only read through copies (bank_copy_kv / bank_copy_snapshot) into the
+ *      request's own sequence; the hit is released before the prefill starts.
+ *   2. Everything restored was made under this engine's fingerprint (the key space).
+ *   3. A restore changes no logits: with or without the bank, the same request gives the
+ *      same first logits row and the same tokens (the engine's exactness, DESIGN.md §4).
+ *   4. The sequence fed to the bank after generation is at position prompt + generated
+ *      (the last sampled token is fed once more without logits), so the END snapshot and
+ *      the KV rows describe exactly the inserted path.
+ */
+#include "server/server.h"
+#include "sys/sys.h"
+
+#include <string.h>
+
+static int64_t body_max_tokens(const json_t *body)
+{
+    static const char *const keys[] = { "max_completion_tokens", "max_tokens" };
+    for (size_t i = 0; i < HS_ARRAY_LEN(keys); i++) {
+        json_t *v = json_object_get(body, keys[i]);
+        if (json_is_integer(v) && json_integer_value(v) > 0) return (int64_t)json_integer_value(v);
+    }
+    return 0;
+}
+
+/* Position of the last im_start followed by want[0..nw) (any im_start when nw == 0). */
+static int64_t last_turn(const int32_t *ids, int64_t n, int32_t im_start, const int32_t *want, size_t nw)
+{
+    if (im_start < 0) return -1;
+    for (int64_t i = n - 1; i >= 0; i--) {
+        if (ids[i] != im_start) continue;
+        if ((int64_t)nw > n - i - 1) continue;
+        if (nw == 0 || !memcmp(ids + i + 1, want, nw * sizeof(int32_t))) return i;
+    }
+    return -1;
+}
+
+static void emit_text(struct strbuf *piece, struct strbuf *all, session_text_fn on_text, void *ctx)
+{
+    if (!piece->len) return;
+    strbuf_append(all, piece->buf, piece->len);
+    if (on_text) on_text(ctx, piece->buf, piece->len);
+    piece->len = 0;
+}
+
+int session_run(struct engine *e, const struct model_text *mt, struct bank *bank, enum api_kind kind,
+                const json_t *body, const struct session_opts *o, session_text_fn on_text, void *ctx,
+                struct session_report *out, struct hs_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    double t0 = sys_time_sec();
+    if (!mt->tmpl) return hs_err_set(err, HS_ERR_UNSUPPORTED, "the model has no chat template");
+    struct chat_request cr;
+    int rc = kind == API_KIND_ANTHROPIC_MESSAGES ? chat_from_anthropic(body, &cr, err) : chat_from_openai(body, &cr, err);
+    if (rc != HS_OK) return rc;
+    struct strbuf prompt;
+    strbuf_init(&prompt);
+    rc = chat_template_render(mt->tmpl, &cr, &prompt, err);
+    chat_request_free(&cr);
+    struct tokenizer_ids ids = { 0 }, user = { 0 };
+    if (rc == HS_OK) rc = tokenizer_encode(mt->tok, prompt.buf ? prompt.buf : "", prompt.len, 0, &ids, err);
+    if (rc == HS_OK) rc = tokenizer_encode(mt->tok, "user", 4, 0, &user, err);
+    strbuf_free(&prompt);
+    if (rc == HS_OK && ids.n == 0) rc = hs_err_set(err, HS_ERR_INVALID, "the request renders to an empty prompt");
+    if (rc != HS_OK) {
+        tokenizer_ids_free(&ids);
+        tokenizer_ids_free(&user);
+        return rc;
+    }
+    const int64_t n = (int64_t)ids.n;
+    int64_t max_tokens = o->max_tokens > 0 ? o->max_tokens : body_max_tokens(body);
+    if (max_tokens <= 0) max_tokens = SESSION_DEFAULT_MAX_TOKENS;
+    out->prompt_tokens = n;
+    out->head_tokens = chat_head_length(ids.v, n, mt->im_start_id, mt->system_ids, mt->n_system_ids);
+    out->user_start = last_turn(ids.v, n, mt->im_start_id, user.v, user.n);
+    out->genprompt_start = last_turn(ids.v, n, mt->im_start_id, NULL, 0);
+    tokenizer_ids_free(&user);
+
+    const int64_t V = model_hparams(engine_model(e))->n_vocab;
+    const uint64_t fp = engine_fingerprint(e);
+    const uint64_t row_bytes = engine_kv_row_bytes(e), snap_bytes = engine_snapshot_bytes(e);
+    struct seq *sq = seq_new(e, n + max_tokens + 1);
+    struct sampler *smp = sampler_new(&o->sampling, V);
+    float *logits = hs_malloc((size_t)V * sizeof(float));
+    int32_t *gen = hs_malloc((size_t)max_tokens * sizeof(int32_t));
+    struct engine_capture caps[BANK_PLAN_MAX];
+    struct bank_plan_pos plan[BANK_PLAN_MAX];
+    enum bank_snap_kind cap_kind[BANK_PLAN_MAX];
+    int n_caps = 0;
+    out->cache_source = "none";
+    out->restore_reason = "no_bank";
+    out->stop_reason = "length";
+    if (!smp) rc = hs_err_set(err, HS_ERR_INVALID, "invalid sampling options");
+
+    /* lookup and restore */
+    double t_pre = sys_time_sec();
+    int64_t s = 0;
+    if (rc == HS_OK && bank) rc = bank_space_add(bank, fp, (size_t)row_bytes, (size_t)snap_bytes, err);
+    if (rc == HS_OK && bank) {
+        struct bank_hit hit;
+        bank_lookup(bank, fp, ids.v, n, &hit);
+        out->match_len = hit.match_len;
+        out->restore_reason = bank_reason_name(hit.reason);
+        if (hit.restore_pos > 0) {
+            void *kv = hs_malloc((size_t)(hit.restore_pos * (int64_t)row_bytes));
+            void *snap = hs_malloc((size_t)HS_MAX(snap_bytes, 1));
+            bank_copy_kv(bank, &hit, kv);
+            bank_copy_snapshot(bank, &hit, snap);
+            bank_hit_release(bank, &hit);
+            rc = seq_restore_parts(sq, hit.restore_pos, kv, snap, err);
+            if (rc == HS_OK) {
+                s = hit.restore_pos;
+                out->cache_source = "ram";
+            }
+            hs_free(kv);
+            hs_free(snap);
+        }
+    }
+    out->cached_tokens = s;
+
+    /* snapshot plan: positions the prefill passes (s, n] */
+    if (rc == HS_OK && bank) {
+        struct bank_plan_in in = { .ids = ids.v, .n = n, .head_len = out->head_tokens,
+                                   .user_start = out->user_start, .genprompt_start = out->genprompt_start };
+        int np = bank_plan(bank, fp, NULL, &in, plan, NULL);
+        for (int i = 0; i < np; i++) {
+            if (plan[i].pos <= s || plan[i].pos > n) continue;
+            caps[n_caps] = (struct engine_capture){ .pos = plan[i].pos, .buf = hs_malloc((size_t)HS_MAX(snap_bytes, 1)) };
+            cap_kind[n_caps++] = plan[i].kind;
+        }
+    }
+    out->n_captures = n_caps;
+
+    /* prefill */
+    if (rc == HS_OK) {
+        for (int64_t i = 0; i < n; i++) sampler_accept(smp, ids.v[i]);
+        int64_t last = n - s - 1;
+        rc = engine_forward(e, sq, ids.v + s, n - s, caps, n_caps, &last, 1, logits, err);
+        out->prefill_ms = (sys_time_sec() - t_pre) * 1e3;
+        if (rc == HS_OK) sha256_hex(logits, (size_t)V * sizeof(float), out->first_logits_sha256);
+    }
+
+    /* generate */
+    struct strbuf text, piece;
+    strbuf_init(&text);
+    strbuf_init(&piece);
+    struct tokenizer_stream ts;
+    tokenizer_stream_init(&ts, mt->tok, 0);
+    int64_t n_gen = 0;
+    while (rc == HS_OK && n_gen < max_tokens) {
+        int32_t tok = sampler_sample(smp, logits);
+        gen[n_gen++] = tok;
+        sampler_accept(smp, tok);
+        if (n_gen == 1) out->ttft_ms = (sys_time_sec() - t0) * 1e3;
+        bool stop = false;
+        for (int k = 0; k < mt->n_stop_ids; k++) stop |= tok == mt->stop_ids[k];
+        if (stop) {
+            out->stop_reason = "stop";
+            break;
+        }
+        /* an id with no piece (a padding row of the vocabulary) has no text */
+        size_t plen;
+        if (tokenizer_piece(mt->tok, tok, &plen)) rc = tokenizer_stream_push(&ts, tok, &piece, err);
+        emit_text(&piece, &text, on_text, ctx);
+        if (rc != HS_OK || n_gen == max_tokens) break;
+        int64_t row = 0;
+        rc = engine_forward(e, sq, &tok, 1, NULL, 0, &row, 1, logits, err);
+    }
+    tokenizer_stream_flush(&ts, &piece);
+    emit_text(&piece, &text, on_text, ctx);
+
+    /* feed the last token so the sequence sits at the end of the path, then bank it */
+    if (rc == HS_OK && n_gen > 0) rc = engine_forward(e, sq, &gen[n_gen - 1], 1, NULL, 0, NULL, 0, NULL, err);
+    if (rc == HS_OK && bank) {
+        int64_t n_total = n + n_gen;
+        int32_t *path = hs_malloc((size_t)n_total * sizeof(int32_t));
+        memcpy(path, ids.v, (size_t)n * sizeof(int32_t));
+        memcpy(path + n, gen, (size_t)n_gen * sizeof(int32_t));
+        int64_t kv_from = bank_match_len(bank, fp, path, n_total);
+        void *kv = hs_malloc((size_t)((n_total - kv_from) * (int64_t)row_bytes));
+        rc = seq_kv_read(sq, kv_from, n_total, kv) == HS_OK
+                 ? HS_OK
+                 : hs_err_set(err, HS_ERR_INVALID, "session: KV rows [%lld, %lld) not in the sequence",
+                              (long long)kv_from, (long long)n_total);
+        struct bank_snap_in snaps[BANK_PLAN_MAX + 1];
+        int ns = 0;
+        for (int i = 0; i < n_caps; i++)
+            if (caps[i].filled) snaps[ns++] = (struct bank_snap_in){ caps[i].pos, cap_kind[i], caps[i].buf };
+        void *end = hs_malloc((size_t)HS_MAX(snap_bytes, 1));
+        seq_snapshot(sq, end);
+        if (ns == 0 || snaps[ns - 1].pos < n_total) snaps[ns++] = (struct bank_snap_in){ n_total, BANK_SNAP_END, end };
+        if (rc == HS_OK) rc = bank_insert(bank, fp, path, n_total, kv_from, kv, snaps, ns, err);
+        /* the answer stands whatever happens to the bank: a failed insert only loses reuse */
+        if (rc != HS_OK) {
+            hs_log_write(HS_LOG_WARN, "session: not banked: %s", err->msg);
+            rc = HS_OK;
+        } else {
+            out->banked = true;
+        }
+        hs_free(end);
+        hs_free(kv);
+        hs_free(path);
+    }
+    out->total_ms = (sys_time_sec() - t0) * 1e3;
+    strbuf_free(&piece);
+    for (int i = 0; i < n_caps; i++) hs_free(caps[i].buf);
+    hs_free(logits);
+    sampler_free(smp);
+    seq_free(sq);
+    tokenizer_ids_free(&ids);
+    if (rc != HS_OK) {
+        hs_free(gen);
+        strbuf_free(&text);
+        memset(out, 0, sizeof(*out));
+        return rc;
+    }
+    out->output_ids = gen;
+    out->n_output = n_gen;
+    out->text = strbuf_detach(&text, &out->text_len);
+    return HS_OK;
+}
+
+void session_report_free(struct session_report *r)
+{
+    if (!r) return;
+    hs_free(r->output_ids);
+    hs_free(r->text);
+    memset(r, 0, sizeof(*r));
+}
+
+void session_report_json(const struct session_report *r, struct strbuf *out)
+{
+    struct jsonw w;
+    jsonw_init(&w, out, 0);
+    jsonw_obj_begin(&w);
+    jsonw_key(&w, "prompt_tokens"); jsonw_int(&w, r->prompt_tokens);
+    jsonw_key(&w, "cached_tokens"); jsonw_int(&w, r->cached_tokens);
+    jsonw_key(&w, "cache_source"); jsonw_str(&w, r->cache_source ? r->cache_source : "none");
+    jsonw_key(&w, "head_tokens"); jsonw_int(&w, r->head_tokens);
+    jsonw_key(&w, "user_start"); jsonw_int(&w, r->user_start);
+    jsonw_key(&w, "genprompt_start"); jsonw_int(&w, r->genprompt_start);
+    jsonw_key(&w, "match_len"); jsonw_int(&w, r->match_len);
+    jsonw_key(&w, "restore_reason"); jsonw_str(&w, r->restore_reason ? r->restore_reason : "no_bank");
+    jsonw_key(&w, "captures"); jsonw_int(&w, r->n_captures);
+    jsonw_key(&w, "banked"); jsonw_bool(&w, r->banked);
+    jsonw_key(&w, "stop_reason"); jsonw_str(&w, r->stop_reason ? r->stop_reason : "length");
+    jsonw_key(&w, "output_ids");
+    jsonw_arr_begin(&w);
+    for (int64_t i = 0; i < r->n_output; i++) jsonw_int(&w, r->output_ids[i]);
+    jsonw_arr_end(&w);
+    jsonw_key(&w, "text"); jsonw_strn(&w, r->text ? r->text : "", r->text_len);
+    jsonw_key(&w, "first_logits_sha256"); jsonw_str(&w, r->first_logits_sha256);
+    jsonw_key(&w, "prefill_ms"); jsonw_double(&w, r->prefill_ms);
+    jsonw_key(&w, "ttft_ms"); jsonw_double(&w, r->ttft_ms);
+    jsonw_key(&w, "total_ms"); jsonw_double(&w, r->total_ms);
+    jsonw_obj_end(&w);
+}

@@ -1,0 +1,221 @@
+/* test_session.c — the request path (server/session.c) and its SHA-256:
+ *   1. SHA-256 against FIPS 180-4 vectors ("", "abc", the 448-bit message, a million 'a')
+ *      and lengths around the padding boundaries (55, 56, 63, 64, 119, 120, 1000 bytes);
+ *   2. two models of the same geometry (mkmodel seeds 3 and 4) sharing one bank: nothing
+ *      made by one is restored by the other (fingerprint key spaces), while each reuses its
+ *      own state; every banked run's first logits and output equal the run with no bank;
+ *      the streamed text equals the report's text;
+ *   3. a body the API parser refuses fails cleanly (nothing to free, ASan-clean). */
+#include <criterion/criterion.h>
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/server.h"
+
+static void hex_of(const char *s, size_t n, char out[65]) { sha256_hex(s, n, out); }
+
+Test(session_sha256, fips_vectors)
+{
+    char h[65];
+    hex_of("", 0, h);
+    cr_assert_str_eq(h, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    hex_of("abc", 3, h);
+    cr_assert_str_eq(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    const char *m448 = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    hex_of(m448, strlen(m448), h);
+    cr_assert_str_eq(h, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    char *mil = malloc(1000000);
+    memset(mil, 'a', 1000000);
+    hex_of(mil, 1000000, h);
+    cr_assert_str_eq(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    free(mil);
+    uint8_t d[32];
+    sha256_sum("abc", 3, d);
+    cr_assert_eq(d[0], 0xba);
+    cr_assert_eq(d[31], 0xad);
+}
+
+Test(session_sha256, padding_boundaries)
+{
+    /* expected digests computed with an independent implementation (Python hashlib) of
+     * bytes (i * 7 + 1) & 255 */
+    static const struct { size_t n; const char *hex; } v[] = {
+        { 55, "16fa57a0a3423a715d594516339f36189d6b5f93754a9714fef202616a9fabfe" },
+        { 56, "c37b44e5f1b18554b36966f4f8e08bfbf3164c4b6c10374d12d89850892073c5" },
+        { 63, "bbba992d2c85af960fb2987a1fd05e0aa82a3db3c740dd8982a9e273b75e36a3" },
+        { 64, "66bd4633ed6f71c4ecfa4763bf7ba1c8ec7612de9aa6c0578a7b675207c71e0b" },
+        { 119, "a3ed307b730fa77c07531300c6e4a282330011d4d4caf6bb7b63ae05950f4b66" },
+        { 120, "8e3b15d9fea7472655aa069620b7f8c2e55ee1499f763200a7515fe826e99d20" },
+        { 1000, "095ecb62e30793ab4b954cd6a0586d0cc91f7ea5b1332694d8da780e98676d78" },
+    };
+    char buf[1000], h[65];
+    for (int i = 0; i < 1000; i++) buf[i] = (char)((i * 7 + 1) & 255);
+    for (size_t k = 0; k < sizeof(v) / sizeof(v[0]); k++) {
+        sha256_hex(buf, v[k].n, h);
+        cr_assert_str_eq(h, v[k].hex, "length %zu", v[k].n);
+    }
+}
+
+/* ---- sessions on tiny models ------------------------------------------------------------ */
+
+static char ss_dir[64];
+
+static int ss_rm(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb; (void)flag; (void)ftw;
+    return remove(p);
+}
+
+static void ss_setup(void)
+{
+    strcpy(ss_dir, "/tmp/hs-sess.XXXXXX");
+    cr_assert_not_null(mkdtemp(ss_dir));
+}
+
+static void ss_teardown(void) { nftw(ss_dir, ss_rm, 16, FTW_DEPTH | FTW_PHYS); }
+
+struct ss_model {
+    struct model *m;
+    struct model_text mt;
+    struct engine *e;
+};
+
+static void ss_open(struct ss_model *x, uint64_t seed)
+{
+    char out[160];
+    snprintf(out, sizeof(out), "%s/m%llu.gguf", ss_dir, (unsigned long long)seed);
+    struct mkmodel_opts o;
+    mkmodel_opts_default(&o);
+    o.arch = MODEL_ARCH_QWEN35;
+    o.dtype = DTYPE_Q8_0;
+    o.seed = seed;
+    o.out = out;
+    struct hs_err err;
+    hs_err_clear(&err);
+    cr_assert_eq(mkmodel_write(&o, &err), 0, "mkmodel: %s", err.msg);
+    memset(x, 0, sizeof(*x));
+    cr_assert_eq(model_load(out, &x->m, &err), 0, "%s", err.msg);
+    cr_assert_eq(model_text_load(x->m, &x->mt, &err), 0, "%s", err.msg);
+    struct engine_opts eo;
+    engine_opts_default(&eo);
+    eo.n_threads = 1;
+    cr_assert_eq(engine_new(x->m, &eo, &x->e, &err), 0, "%s", err.msg);
+}
+
+static void ss_close(struct ss_model *x)
+{
+    engine_free(x->e);
+    model_text_free(&x->mt);
+    model_free(x->m);
+}
+
+/* An OpenAI body: a system turn long enough for a head anchor, then one user turn. */
+static json_t *ss_body(const char *user)
+{
+    char sys[2048] = "";
+    for (int i = 0; i < 14; i++) strcat(sys, "You are a careful agent; read before you write. ");
+    return json_pack("{s:s, s:i, s:[{s:s, s:s}, {s:s, s:s}]}", "model", "x", "max_tokens", 5, "messages", "role",
+                     "system", "content", sys, "role", "user", "content", user);
+}
+
+static void ss_collect(void *ctx, const char *text, size_t len) { strbuf_append(ctx, text, len); }
+
+static void ss_run(struct ss_model *x, struct bank *b, const json_t *body, struct session_report *r)
+{
+    struct session_opts so = { 0 };
+    sampler_opts_default(&so.sampling);
+    so.sampling.temperature = 0;
+    struct strbuf streamed;
+    strbuf_init(&streamed);
+    struct hs_err err;
+    hs_err_clear(&err);
+    cr_assert_eq(session_run(x->e, &x->mt, b, API_KIND_OPENAI_CHAT, body, &so, ss_collect, &streamed, r, &err), 0,
+                 "session_run: %s", err.msg);
+    cr_assert_eq(streamed.len, r->text_len);
+    if (r->text_len) cr_assert_eq(memcmp(streamed.buf, r->text, r->text_len), 0);
+    cr_assert_eq(strlen(r->first_logits_sha256), 64);
+    cr_assert_gt(r->n_output, 0);
+    strbuf_free(&streamed);
+}
+
+static void ss_same(const struct session_report *a, const struct session_report *b)
+{
+    cr_assert_str_eq(a->first_logits_sha256, b->first_logits_sha256);
+    cr_assert_eq(a->n_output, b->n_output);
+    cr_assert_eq(memcmp(a->output_ids, b->output_ids, (size_t)a->n_output * sizeof(int32_t)), 0);
+}
+
+Test(session_bank, no_reuse_across_models, .init = ss_setup, .fini = ss_teardown, .timeout = 120)
+{
+    struct ss_model x, y;
+    ss_open(&x, 3);
+    ss_open(&y, 4);
+    cr_assert_neq(engine_fingerprint(x.e), engine_fingerprint(y.e));
+    json_t *a = ss_body("List the files."), *bb = ss_body("Explain the cache.");
+    struct bank *bank = bank_init(NULL);
+    struct session_report xa, xb, yb, yb2, yref, xref;
+
+    ss_run(&x, bank, a, &xa);
+    cr_assert_eq(xa.cached_tokens, 0);
+    cr_assert_gt(xa.head_tokens, BANK_DEFAULT_MIN_HEAD);
+    ss_run(&x, bank, bb, &xb);
+    cr_assert_eq(xb.cached_tokens, xb.head_tokens, "same model: restore at the head");
+    cr_assert_str_eq(xb.cache_source, "ram");
+    ss_run(&x, NULL, bb, &xref);
+    ss_same(&xb, &xref);
+    cr_assert_eq(xref.cached_tokens, 0);
+    cr_assert_str_eq(xref.restore_reason, "no_bank");
+
+    /* the other model sees nothing of the first one's state */
+    ss_run(&y, bank, bb, &yb);
+    cr_assert_eq(yb.cached_tokens, 0, "state of another model restored");
+    cr_assert_eq(yb.match_len, 0);
+    cr_assert_str_eq(yb.cache_source, "none");
+    ss_run(&y, NULL, bb, &yref);
+    ss_same(&yb, &yref);
+    cr_assert_str_neq(yb.first_logits_sha256, xb.first_logits_sha256);
+    /* ... but reuses its own */
+    ss_run(&y, bank, bb, &yb2);
+    cr_assert_gt(yb2.cached_tokens, yb2.head_tokens);
+    cr_assert_lt(yb2.cached_tokens, yb2.prompt_tokens);
+    ss_same(&yb2, &yref);
+
+    struct bank_stats st;
+    bank_stats_get(bank, &st);
+    cr_assert_eq(st.n_spaces, 2);
+    cr_assert_eq(st.hits, 2);
+
+    session_report_free(&xa); session_report_free(&xb); session_report_free(&xref);
+    session_report_free(&yb); session_report_free(&yb2); session_report_free(&yref);
+    session_report_free(NULL);
+    bank_free(bank);
+    json_decref(a);
+    json_decref(bb);
+    ss_close(&y);
+    ss_close(&x);
+}
+
+Test(session_bank, bad_body_fails_cleanly, .init = ss_setup, .fini = ss_teardown)
+{
+    struct ss_model x;
+    ss_open(&x, 3);
+    json_t *body = json_pack("{s:s, s:i}", "model", "x", "messages", 3);
+    struct session_opts so = { 0 };
+    sampler_opts_default(&so.sampling);
+    struct session_report r;
+    struct hs_err err;
+    hs_err_clear(&err);
+    struct bank *bank = bank_init(NULL);
+    cr_assert_neq(session_run(x.e, &x.mt, bank, API_KIND_OPENAI_CHAT, body, &so, NULL, NULL, &r, &err), 0);
+    cr_assert_gt(strlen(err.msg), 0);
+    cr_assert_null(r.output_ids);
+    struct bank_stats st;
+    bank_stats_get(bank, &st);
+    cr_assert_eq(st.inserts, 0);
+    bank_free(bank);
+    json_decref(body);
+    ss_close(&x);
+}
