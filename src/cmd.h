@@ -19,6 +19,7 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_render(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
+int cmd_bank(int argc, char **argv);
 
 /* Parse a non-negative integer option value; prints an error naming the option. */
 int cmd_parse_i64(const char *cmd, const char *opt, const char *s, int64_t *out);

@@ -25,6 +25,7 @@ static const struct command commands[] = {
     { "render", cmd_render, "-m MODEL --request F  a request rendered by the chat template" },
     { "run", cmd_run, "-m MODEL --ids ... [-n N] generate token ids, with timings" },
     { "replay", cmd_replay, "-m MODEL --requests F  run requests through the session bank" },
+    { "bank", cmd_bank, "stats|ls|verify|gc [--bank-dir DIR] the bank's disk tier, offline" },
 };
 
 static void usage(FILE *f)

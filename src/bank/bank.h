@@ -237,4 +237,108 @@ const char *bank_evict_reason_name(enum bank_evict_reason r);
  * positions kept under cap. Exposed for tests and for the disk tier. */
 void bank_thin_positions(const int64_t *pos, int n, int cap, bool *keep);
 
+/* ---- the disk tier (disk.c; its design note states the format and the invariants) ---- */
+
+struct bank_disk;
+
+struct bank_disk_opts {
+    uint64_t cap_bytes;        /* the whole blob store (index rows' bytes); 0 = unlimited */
+    uint64_t free_floor_bytes; /* below this much free disk nothing is written; 0 = none */
+    int queue_len;             /* pending writes, >= 1 */
+    uint64_t queue_bytes;      /* pending bytes; 0 = unlimited (a lone write is always taken) */
+};
+
+/* What bank_disk_put did with a write (the queue decides later whether it is written). */
+enum bank_disk_put_result {
+    BANK_DISK_QUEUED = 0,
+    BANK_DISK_DUPLICATE,     /* already pending */
+    BANK_DISK_DROPPED,       /* queue full and this write was the least valuable */
+    BANK_DISK_OFF,           /* the tier is disabled (an I/O error) or closing */
+    BANK_DISK_TOO_BIG,       /* larger than the cap */
+    BANK_DISK_BAD_ARGS,
+};
+
+struct bank_disk_stats {
+    uint64_t entries, bytes, cap_bytes, free_floor_bytes;
+    uint64_t pending, pending_bytes;
+    uint64_t puts, written, written_bytes, already_stored;
+    uint64_t dropped_queue_full, skipped_too_big, skipped_low_disk, skipped_off;
+    uint64_t lookups, hits, hit_tokens, misses;
+    uint64_t bad_checksum, bad_header, bad_identity, bad_tokens, bad_size, missing_files;
+    uint64_t evicted, evicted_bytes;
+    uint64_t io_errors;
+    /* found by the reconcile at open (and gc) */
+    uint64_t open_rows, open_adopted, open_orphans_removed, open_tmp_removed,
+             open_rows_dropped;
+    bool disabled;
+    char disabled_reason[256];
+};
+
+/* One restorable entry as listed by bank_disk_ls. */
+struct bank_disk_entry {
+    char key[65];             /* hex SHA-256 of (fingerprint, token ids [0, pos)) */
+    uint64_t fp;
+    int64_t pos;
+    enum bank_snap_kind kind;
+    uint64_t bytes;           /* the blob file's size */
+    int64_t created_ms, last_use_ms;
+    uint64_t hits;
+};
+
+/* A disk hit: one owned buffer holding ids, KV rows [0, pos) and the snapshot, all verified
+ * (checksums, identity, the exact token prefix). Free with bank_disk_hit_free. */
+struct bank_disk_hit {
+    int64_t pos;              /* 0 = miss */
+    enum bank_snap_kind kind;
+    const int32_t *ids;       /* pos ids */
+    const void *kv;           /* pos * kv_row_bytes */
+    const void *snapshot;     /* snapshot_bytes */
+    size_t kv_bytes, snapshot_bytes;
+    void *buf_;               /* private */
+};
+
+struct bank_disk_verify_result {
+    uint64_t checked, good, removed, removed_bytes;
+};
+
+void bank_disk_opts_default(struct bank_disk_opts *o);
+/* Open (creating dir when missing), reconcile index and files, enforce the cap, start the
+ * writer thread. NULL with err set when the directory or the index cannot be used. */
+struct bank_disk *bank_disk_open(const char *dir, const struct bank_disk_opts *o,
+                                 struct hs_err *err);
+/* Drain the queue (every accepted write finishes or fails), stop the writer, close. */
+void bank_disk_close(struct bank_disk *d);
+/* Queue a write of the entry at pos: ids [0, pos), KV rows [0, pos) (pos * kv_row_bytes),
+ * the snapshot (snapshot_bytes). Everything is copied; never blocks on disk I/O. */
+enum bank_disk_put_result bank_disk_put(struct bank_disk *d, uint64_t fp,
+                                        size_t kv_row_bytes, size_t snapshot_bytes,
+                                        const int32_t *ids, int64_t pos,
+                                        const void *kv_rows, const void *snapshot,
+                                        enum bank_snap_kind kind);
+/* Wait until nothing is pending or being written. */
+void bank_disk_flush(struct bank_disk *d);
+/* The deepest stored p with min_pos < p <= min(n-1, max_pos) whose exact prefix ids[0, p)
+ * and identity (fp, row sizes) match, verified (min_pos: what RAM already restores, so a
+ * blob that is not better is never read). Bad entries met on the way are deleted and
+ * counted and the search goes on. Always fills *hit (pos 0 = miss); free it with
+ * bank_disk_hit_free. */
+void bank_disk_lookup(struct bank_disk *d, uint64_t fp, size_t kv_row_bytes,
+                      size_t snapshot_bytes, const int32_t *ids, int64_t n, int64_t min_pos,
+                      int64_t max_pos, struct bank_disk_hit *hit);
+void bank_disk_hit_free(struct bank_disk_hit *hit);
+void bank_disk_stats_get(struct bank_disk *d, struct bank_disk_stats *out);
+/* Entries, most recently used first; fn returns false to stop. Returns the count listed. */
+int64_t bank_disk_ls(struct bank_disk *d,
+                     bool (*fn)(void *ctx, const struct bank_disk_entry *e), void *ctx);
+/* Read and verify every entry fully; delete the bad ones. */
+int bank_disk_verify(struct bank_disk *d, struct bank_disk_verify_result *out,
+                     struct hs_err *err);
+/* Remove orphans and evict LRU entries until the store holds <= target_bytes. Returns the
+ * bytes freed. */
+uint64_t bank_disk_gc(struct bank_disk *d, uint64_t target_bytes);
+const char *bank_disk_put_result_name(enum bank_disk_put_result r);
+/* The default --bank-dir: $XDG_CACHE_HOME/headstart/bank, else ~/.cache/headstart/bank;
+ * NULL when neither variable is set. Owned string. */
+char *bank_disk_default_dir(void);
+
 #endif
