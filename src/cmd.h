@@ -18,6 +18,7 @@ int cmd_run(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_render(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
 int cmd_bank(int argc, char **argv);
 

@@ -24,6 +24,7 @@ static const struct command commands[] = {
     { "detokenize", cmd_detokenize, "-m MODEL --ids ...  text of token ids" },
     { "render", cmd_render, "-m MODEL --request F  a request rendered by the chat template" },
     { "run", cmd_run, "-m MODEL --ids ... [-n N] generate token ids, with timings" },
+    { "serve", cmd_serve, "-m MODEL [--port N]    OpenAI and Anthropic APIs over HTTP" },
     { "replay", cmd_replay, "-m MODEL --requests F  run requests through the session bank" },
     { "bank", cmd_bank, "stats|ls|verify|gc [--bank-dir DIR] the bank's disk tier, offline" },
 };

@@ -43,6 +43,25 @@ struct model_text {
 int model_text_load(const struct model *m, struct model_text *out, struct hs_err *err);
 void model_text_free(struct model_text *t); /* safe on a zeroed struct */
 
+/* ---- `headstart serve` (http.c, sched.c) ---------------------------------------------- */
+
+struct server_opts {
+    const char *model_path;       /* borrowed */
+    const char *host;             /* bind address; default "127.0.0.1" */
+    int port;                     /* default 8080; 0: any free port (printed) */
+    const char *api_key;          /* NULL: no authentication */
+    int n_threads;                /* engine threads; default: online cores */
+    int64_t n_ctx;                /* context per request; 0: min(model's, 32768) */
+    int max_queue;                /* requests that may wait while one runs; default 16 */
+    const char *model_name;       /* served name; NULL: the model file's base name */
+    int64_t max_body;             /* request body limit in bytes; default 32 MiB */
+};
+
+void server_opts_default(struct server_opts *o);
+/* Load the model, start the engine thread and the HTTP server, print one start line and
+ * serve until SIGINT or SIGTERM. Returns a process exit status (0 on a clean stop). */
+int server_run(const struct server_opts *o);
+
 /* ---- the request path (session.c) ------------------------------------------------------
  * One request, start to end, as `headstart replay` runs it now and the HTTP scheduler will:
  * body -> chat_request -> render -> ids -> head / last user turn / generation-prompt start ->

@@ -1,0 +1,59 @@
+/*
+ * cmd_serve.c — `headstart serve`: option parsing into struct server_opts; the server
+ * itself is src/server/ (http.c, sched.c).
+ */
+#include "cmd.h"
+#include "server/server.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char serve_help[] =
+    "usage: headstart serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY]\n"
+    "         [--threads N] [--ctx N] [--max-queue N] [--max-body SIZE] [--model-name NAME]\n"
+    "\n"
+    "Serves the model over HTTP: POST /v1/chat/completions (OpenAI), POST /v1/messages and\n"
+    "/v1/messages/count_tokens (Anthropic), GET /v1/models, /health, /metrics. One engine\n"
+    "thread runs requests in arrival order; --max-queue N requests may wait while one runs\n"
+    "(0: a request is accepted only when the engine is idle), more get 429. --port 0 picks a\n"
+    "free port (printed on the start line). --ctx defaults to the model's context, at most\n"
+    "32768. --api-key KEY (or HEADSTART_API_KEY) is then required as 'Authorization: Bearer\n"
+    "KEY' or 'x-api-key: KEY'. --max-body defaults to 32M. Stops on SIGINT or SIGTERM.\n";
+
+int cmd_serve(int argc, char **argv)
+{
+    struct server_opts o;
+    server_opts_default(&o);
+    o.api_key = getenv("HEADSTART_API_KEY");
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        int64_t v;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(serve_help, stdout); return 0; }
+        if (i + 1 >= argc) { fprintf(stderr, "headstart serve: %s needs a value (see --help)\n", a); return 2; }
+        const char *s = argv[++i];
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) o.model_path = s;
+        else if (!strcmp(a, "--host")) o.host = s;
+        else if (!strcmp(a, "--api-key")) o.api_key = s;
+        else if (!strcmp(a, "--model-name")) o.model_name = s;
+        else if (!strcmp(a, "--port")) {
+            if (cmd_parse_i64("serve", a, s, &v) || v > 65535) { fprintf(stderr, "headstart serve: --port wants 0..65535\n"); return 2; }
+            o.port = (int)v;
+        } else if (!strcmp(a, "--threads")) {
+            if (cmd_parse_i64("serve", a, s, &v) || v < 1 || v > 1024) { fprintf(stderr, "headstart serve: --threads wants 1..1024\n"); return 2; }
+            o.n_threads = (int)v;
+        } else if (!strcmp(a, "--ctx")) {
+            if (cmd_parse_i64("serve", a, s, &v) || v < 16) { fprintf(stderr, "headstart serve: --ctx wants at least 16\n"); return 2; }
+            o.n_ctx = v;
+        } else if (!strcmp(a, "--max-queue")) {
+            if (cmd_parse_i64("serve", a, s, &v) || v > 65536) { fprintf(stderr, "headstart serve: --max-queue wants 0..65536\n"); return 2; }
+            o.max_queue = (int)v;
+        } else if (!strcmp(a, "--max-body")) {
+            o.max_body = hs_parse_size(s);
+            if (o.max_body <= 0) { fprintf(stderr, "headstart serve: --max-body wants a size like 32M, got '%s'\n", s); return 2; }
+        } else { fprintf(stderr, "headstart serve: unknown option '%s' (see --help)\n", a); return 2; }
+    }
+    if (!o.model_path) { fprintf(stderr, "headstart serve: -m MODEL is required (see --help)\n"); return 2; }
+    if (o.api_key && !*o.api_key) o.api_key = NULL;
+    return server_run(&o);
+}

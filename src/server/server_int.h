@@ -1,0 +1,161 @@
+/*
+ * server_int.h — private to src/server: the server object, jobs (one request shared by its
+ * connection thread and the engine thread), the scheduler and the metrics.
+ *
+ * A job's life (sched.c's design note has the invariants):
+ *
+ *   new (connection thread: body parsed and checked)
+ *    └─submit─> queued ──pop──> running ──job_done──> done ──both sides released──> freed
+ *        │          └─ cancelled before it ran: skipped (done, 503 body)
+ *        └─ queue full: 429, never queued
+ *
+ * The engine thread only appends to a job's byte queue and never waits on a connection;
+ * a connection thread waits on the job's condition variable and polls its own socket for a
+ * hang-up, which cancels the job (the engine stops at its next token).
+ */
+#ifndef HS_SERVER_INT_H
+#define HS_SERVER_INT_H
+
+#include "api/api.h"
+#include "base/base.h"
+#include "engine/engine.h"
+#include "server/server.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct server;
+
+enum job_type {
+    JOB_TYPE_GENERATE = 0,    /* chat completions / messages */
+    JOB_TYPE_COUNT_TOKENS,    /* /v1/messages/count_tokens: render + tokenize only */
+};
+
+struct job {
+    /* Set by the connection thread before submit; read-only afterwards. */
+    enum job_type type;
+    enum api_kind kind;
+    struct chat_request chat;     /* owned */
+    json_t *body;                 /* the request body, owned (the session path parses it) */
+    bool stream;
+    bool include_usage;           /* OpenAI stream_options.include_usage */
+    bool ignore_eos;              /* extension (as llama.cpp's): generate to max_tokens */
+    int64_t max_tokens;           /* 0: up to the context */
+    struct sampler_opts sampling;
+    char id[API_ID_MAX];
+    int64_t created;              /* unix seconds */
+    double t_submit;              /* sys_time_sec() at submit */
+
+    /* Shared; under mu. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct strbuf out;            /* bytes for the client; out_off of them already taken */
+    size_t out_off;
+    bool started;                 /* output has begun: a stream's status is 200 from now */
+    bool done;
+    int status;                   /* HTTP status of a non-stream body or an early error */
+    int refs;
+    atomic_bool cancelled;        /* the client went away or the server is stopping */
+};
+
+/* ---- jobs (sched.c) ---- */
+
+struct job *job_new(void);                        /* refs = 1 */
+void job_retain(struct job *j);
+void job_release(struct job *j);                  /* frees at zero; NULL is a no-op */
+/* Engine side: append bytes for the client (started = true) and wake the reader. */
+void job_emit(struct job *j, const char *data, size_t len);
+/* Engine side: the request is over; `status` is the HTTP status when nothing was sent yet. */
+void job_done(struct job *j, int status);
+bool job_cancelled(struct job *j);
+void job_cancel(struct job *j);
+
+enum job_wait_result { JOB_WAIT_READY = 0, JOB_WAIT_GONE };
+/* Connection side: wait until the job has output not yet taken (want_output) or is done,
+ * polling `fd` for a client hang-up every 50 ms (fd < 0: no polling). GONE (the client hung
+ * up) cancels the job; a job cancelled otherwise is waited for, as it always ends done. */
+enum job_wait_result job_wait(struct job *j, bool want_output, int fd);
+/* Connection side: move up to max pending bytes into buf; *eof when done and drained. */
+size_t job_take(struct job *j, char *buf, size_t max, bool *eof);
+
+/* ---- scheduler (sched.c): a bounded FIFO and the one engine thread ---- */
+
+/* Runs one job on the engine thread; must end with job_done. */
+typedef void (*job_fn)(struct server *srv, struct job *j);
+
+struct sched {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct job **ring;            /* capacity cap = max_queue + 1 */
+    int cap, head, n;
+    int running;                  /* 0 or 1 */
+    struct job *current;          /* the running job, NULL when idle */
+    bool stopping;
+    pthread_t thread;
+    bool started;
+    job_fn fn;
+    struct server *srv;
+};
+
+/* --max-queue N: at most N requests wait while one runs (N = 0: a request is accepted only
+ * when the engine is idle). */
+int sched_start(struct sched *s, int max_queue, job_fn fn, struct server *srv, struct hs_err *err);
+/* Takes a reference on success. API_ERR_QUEUE_FULL, or API_ERR_OVERLOADED when stopping. */
+int sched_submit(struct sched *s, struct job *j);
+int sched_depth(struct sched *s);                 /* waiting + running */
+/* Stop: refuse new jobs (API_ERR_OVERLOADED from now on), cancel every queued and running
+ * one, join the engine thread. */
+void sched_stop(struct sched *s);
+/* After sched_stop, once no thread can submit any more. Safe on a zeroed struct. */
+void sched_free(struct sched *s);
+
+/* The direct request path (render, tokenize, prefill, sample; no bank) and count_tokens. */
+void sched_job_direct(struct server *srv, struct job *j);
+/* The same through session_run (session.c: the bank around the prefill). Until session_run
+ * can be cancelled and bounded by the context it is not the default (see sched.c). */
+void sched_job_session(struct server *srv, struct job *j);
+
+/* ---- metrics (sched.c) ---- */
+
+#define METRICS_TTFT_BUCKETS 10
+
+struct metrics {
+    pthread_mutex_t mu;
+    int64_t requests[16][6];      /* [route][status class 0..5: 1xx..5xx, 0 other] */
+    int64_t prompt_tokens, cached_tokens, generated_tokens;
+    double prefill_seconds, decode_seconds;
+    int64_t ttft_counts[METRICS_TTFT_BUCKETS + 1];
+    double ttft_sum;
+    int64_t ttft_n;
+};
+
+void metrics_request(struct metrics *m, int route, int status);
+void metrics_tokens(struct metrics *m, int64_t prompt, int64_t cached, int64_t generated,
+                    double prefill_s, double decode_s, double ttft_s);
+/* Prometheus text exposition; route_names has n_routes entries. */
+void metrics_write(struct metrics *m, const char *const *route_names, int n_routes,
+                   int queue_depth, struct strbuf *out);
+
+/* ---- the server ---- */
+
+struct server {
+    struct server_opts opts;      /* strings borrowed from the caller of server_run */
+    struct model *model;
+    struct engine *engine;
+    struct model_text text;
+    struct seq *seq;              /* the direct path's one sequence */
+    struct bank *bank;            /* NULL: no bank (the session path computes everything) */
+    int64_t n_ctx;
+    const char *model_name;
+    int64_t t_start;              /* unix seconds at start ("created" of /v1/models) */
+    struct sched sched;
+    struct metrics metrics;
+    pthread_mutex_t ids_mu;
+    struct api_ids ids;
+    atomic_bool ready;
+    atomic_int n_inflight;        /* requests between their first byte and their end */
+};
+
+#endif

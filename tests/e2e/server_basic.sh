@@ -1,0 +1,249 @@
+#!/bin/sh
+# server_basic.sh — `headstart serve` end to end with curl on a tiny random model
+# (headstart mkmodel): /, /health, /v1/models in both shapes, non-streaming and streaming
+# OpenAI chat and Anthropic messages (JSON fields, usage numbers, SSE framing, [DONE] /
+# message_stop), count_tokens, the error statuses and shapes (400 with the JSON position, a
+# bad field, a prompt over the context; 401, 404, 405, 413, 429 with Retry-After), a client disconnect mid-stream (the engine stops
+# early and the server keeps serving), /metrics, and SIGTERM (idle: exit 0; busy: the running
+# stream ends with an error event, a queued request gets 503, exit 0).
+# Servers listen on 127.0.0.1 with --port 0 (the start line names the port) and are killed
+# at the end. Every wait is a bounded loop. Ends with "RESULT: N passed, N failed".
+set -u
+build=${HEADSTART_BUILD:-build}
+hs=$build/headstart
+py=/usr/bin/python3
+passed=0 failed=0
+pids=""
+fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
+pass() { echo "ok: $*"; passed=$((passed + 1)); }
+finish() {
+    for p in $pids; do kill "$p" 2>/dev/null; done
+    echo "RESULT: $passed passed, $failed failed"
+    [ "$failed" -eq 0 ]
+    exit $?
+}
+[ -x "$hs" ] || { fail "no $hs"; finish; }
+command -v curl >/dev/null || { fail "no curl"; finish; }
+
+tmp=$(mktemp -d /tmp/hs-server-basic.XXXXXX)
+trap 'for p in $pids; do kill $p 2>/dev/null; done; rm -rf "$tmp"' EXIT INT TERM
+"$hs" mkmodel --arch qwen35 --preset tiny --out "$tmp/m" >/dev/null 2>&1 || { fail "mkmodel"; finish; }
+
+# start_server LOG ARGS... — sets $port and $pid, or fails
+start_server() {
+    log=$1; shift
+    "$hs" serve -m "$tmp/m" --host 127.0.0.1 --port 0 --threads 1 "$@" >"$log" 2>&1 &
+    pid=$!
+    pids="$pids $pid"
+    port=
+    i=0
+    while [ $i -lt 100 ] && [ -z "$port" ]; do
+        port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" 2>/dev/null)
+        [ -n "$port" ] || sleep 0.1
+        i=$((i + 1))
+    done
+    [ -n "$port" ]
+}
+
+# check FILE PYTHON-EXPR — the expression sees j (the parsed JSON) and t (the raw text)
+check() {
+    $py - "$1" "$2" <<'EOF'
+import json, sys
+t = open(sys.argv[1], encoding="utf-8").read()
+try:
+    j = json.loads(t)
+except Exception:
+    j = None
+ok = eval("(" + sys.argv[2] + ")")
+sys.exit(0 if ok else 1)
+EOF
+}
+
+# sse FILE openai|anthropic — well-formed SSE in the API's framing; prints the text
+sse() {
+    $py - "$1" "$2" <<'EOF'
+import json, sys
+raw = open(sys.argv[1], encoding="utf-8").read()
+events = [e for e in raw.split("\n\n") if e.strip()]
+assert raw.endswith("\n\n"), "stream does not end with a blank line"
+text = ""
+if sys.argv[2] == "openai":
+    assert events[-1] == "data: [DONE]", events[-1]
+    usage = None
+    for e in events[:-1]:
+        if e.startswith(":"):
+            continue
+        assert e.startswith("data: ") and "\n" not in e, e
+        c = json.loads(e[6:])
+        assert c["object"] == "chat.completion.chunk"
+        if c.get("usage"):
+            usage = c["usage"]
+        for ch in c["choices"]:
+            text += ch["delta"].get("content") or ""
+            text += ch["delta"].get("reasoning_content") or ""
+    assert usage and usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
+else:
+    names = []
+    for e in events:
+        lines = e.split("\n")
+        assert len(lines) == 2 and lines[0].startswith("event: ") and lines[1].startswith("data: "), e
+        d = json.loads(lines[1][6:])
+        assert d["type"] == lines[0][7:], e
+        names.append(d["type"])
+        if d["type"] == "content_block_delta":
+            text += d["delta"].get("text", "") + d["delta"].get("thinking", "")
+    assert names[0] == "message_start" and names[-1] == "message_stop", names
+    assert "message_delta" in names
+print(len(text))
+EOF
+}
+
+key=test-key-123
+start_server "$tmp/a.log" --api-key "$key" --max-body 64K --ctx 2048 || { fail "server did not start: $(cat "$tmp/a.log")"; finish; }
+base=http://127.0.0.1:$port
+apid=$pid
+auth="Authorization: Bearer $key"
+grep -q "context 2048, threads 1, kernels" "$tmp/a.log" && pass "start line" || fail "start line: $(cat "$tmp/a.log")"
+
+# code METHOD PATH OUTFILE [curl args] — prints the status
+code() { m=$1; p=$2; o=$3; shift 3; curl -s -o "$o" -w '%{http_code}' -X "$m" "$@" "$base$p"; }
+
+[ "$(code GET /health "$tmp/h" )" = 200 ] && check "$tmp/h" 'j["status"] == "ok" and j["queue_depth"] == 0' \
+    && pass "/health" || fail "/health: $(cat "$tmp/h")"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -I "$base/")" = 200 ] && [ "$(code GET / "$tmp/r")" = 200 ] \
+    && pass "HEAD / and GET /" || fail "HEAD / or GET /"
+[ "$(code GET /v1/models "$tmp/mo" -H "$auth")" = 200 ] && check "$tmp/mo" 'j["object"] == "list" and j["data"][0]["id"] == "m" and j["data"][0]["object"] == "model"' \
+    && pass "/v1/models (OpenAI)" || fail "/v1/models OpenAI: $(cat "$tmp/mo")"
+[ "$(code GET /v1/models "$tmp/ma" -H "x-api-key: $key" -H 'anthropic-version: 2023-06-01')" = 200 ] \
+    && check "$tmp/ma" 'j["data"][0]["type"] == "model" and j["has_more"] is False and j["first_id"] == "m"' \
+    && pass "/v1/models (Anthropic, x-api-key)" || fail "/v1/models Anthropic: $(cat "$tmp/ma")"
+
+chat='{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hello there"}],"max_tokens":12,"temperature":0,"seed":7}'
+msgs='{"model":"m","max_tokens":12,"system":"Be brief.","messages":[{"role":"user","content":"Hello there"}],"temperature":0}'
+
+st=$(code POST /v1/chat/completions "$tmp/c1" -H "$auth" -H 'Content-Type: application/json' -d "$chat")
+[ "$st" = 200 ] && check "$tmp/c1" 'j["object"] == "chat.completion" and j["id"].startswith("chatcmpl-") and j["model"] == "m"
+    and j["choices"][0]["message"]["role"] == "assistant" and j["choices"][0]["finish_reason"] in ("stop", "length")
+    and j["usage"]["prompt_tokens"] > 0 and 0 < j["usage"]["completion_tokens"] <= 12
+    and j["usage"]["total_tokens"] == j["usage"]["prompt_tokens"] + j["usage"]["completion_tokens"]' \
+    && pass "chat completion (non-stream)" || fail "chat completion: $st $(cat "$tmp/c1")"
+st=$(code POST /v1/chat/completions "$tmp/c2" -H "$auth" -d "$chat")
+cmp -s "$tmp/c1" "$tmp/c2" && fail "two responses are byte-identical (ids must differ)" || {
+    check "$tmp/c1" 'True' && $py -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); sys.exit(0 if a["choices"]==b["choices"] and a["usage"]==b["usage"] else 1)' "$tmp/c1" "$tmp/c2" \
+    && pass "temperature 0 answers repeat" || fail "temperature 0 answers differ: $(cat "$tmp/c1") $(cat "$tmp/c2")"; }
+
+st=$(code POST '/v1/messages?beta=true' "$tmp/a1" -H "x-api-key: $key" -H 'anthropic-version: 2023-06-01' -d "$msgs")
+[ "$st" = 200 ] && check "$tmp/a1" 'j["type"] == "message" and j["id"].startswith("msg_") and j["role"] == "assistant"
+    and isinstance(j["content"], list) and j["stop_reason"] in ("end_turn", "max_tokens")
+    and j["usage"]["input_tokens"] > 0 and 0 < j["usage"]["output_tokens"] <= 12' \
+    && pass "messages (non-stream, ?beta=true)" || fail "messages: $st $(cat "$tmp/a1")"
+st=$(code POST /v1/messages/count_tokens "$tmp/ct" -H "x-api-key: $key" -d "$msgs")
+[ "$st" = 200 ] && $py -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); sys.exit(0 if a["input_tokens"]==b["usage"]["input_tokens"] > 0 else 1)' "$tmp/ct" "$tmp/a1" \
+    && pass "count_tokens equals the messages input_tokens" || fail "count_tokens: $st $(cat "$tmp/ct")"
+
+s1=$(echo "$chat" | sed 's/"max_tokens":12/"max_tokens":12,"stream":true,"stream_options":{"include_usage":true}/')
+curl -s -N -o "$tmp/s1" -D "$tmp/s1.h" -H "$auth" -d "$s1" "$base/v1/chat/completions"
+grep -qi '^content-type: text/event-stream' "$tmp/s1.h" && n=$(sse "$tmp/s1" openai) \
+    && pass "chat completion stream (SSE, usage chunk, [DONE]; $n chars)" || fail "chat stream: $(head -c 600 "$tmp/s1")"
+s2=$(echo "$msgs" | sed 's/"max_tokens":12/"max_tokens":12,"stream":true/')
+curl -s -N -o "$tmp/s2" -H "x-api-key: $key" -d "$s2" "$base/v1/messages"
+n=$(sse "$tmp/s2" anthropic) && pass "messages stream (event names, message_start .. message_stop; $n chars)" \
+    || fail "messages stream: $(head -c 600 "$tmp/s2")"
+
+# errors, each in its API's shape
+oa_err='j["error"]["type"] == "invalid_request_error" and isinstance(j["error"]["message"], str)'
+an_err='j["type"] == "error" and isinstance(j["error"]["type"], str)'
+st=$(code POST /v1/chat/completions "$tmp/e1" -H "$auth" -d '{"model":"m","messages":[')
+[ "$st" = 400 ] && check "$tmp/e1" "$oa_err"' and "line 1" in j["error"]["message"]' && pass "400 malformed JSON (OpenAI, position)" || fail "400: $st $(cat "$tmp/e1")"
+st=$(code POST /v1/messages "$tmp/e2" -H "$auth" -d '{"model":"m",,}')
+[ "$st" = 400 ] && check "$tmp/e2" "$an_err"' and j["error"]["type"] == "invalid_request_error" and "column" in j["error"]["message"]' \
+    && pass "400 malformed JSON (Anthropic)" || fail "400 anthropic: $st $(cat "$tmp/e2")"
+st=$(code POST /v1/chat/completions "$tmp/e3" -H "$auth" -d '{"model":"m","messages":[{"role":"user","content":"x"}],"temperature":"hot"}')
+[ "$st" = 400 ] && check "$tmp/e3" "$oa_err"' and "temperature" in j["error"]["message"]' && pass "400 names a bad field" || fail "400 field: $st $(cat "$tmp/e3")"
+st=$(code POST /v1/chat/completions "$tmp/e4" -H "$auth" -d '[1,2]')
+[ "$st" = 400 ] && check "$tmp/e4" "$oa_err" && pass "400 non-object body" || fail "400 array: $st $(cat "$tmp/e4")"
+st=$(code POST /v1/chat/completions "$tmp/e5" -d "$chat")
+[ "$st" = 401 ] && check "$tmp/e5" 'j["error"]["code"] == "invalid_api_key"' && pass "401 without a key (OpenAI)" || fail "401: $st $(cat "$tmp/e5")"
+st=$(code POST /v1/messages "$tmp/e6" -H "x-api-key: wrong" -d "$msgs")
+[ "$st" = 401 ] && check "$tmp/e6" "$an_err"' and j["error"]["type"] == "authentication_error"' && pass "401 wrong key (Anthropic)" || fail "401 anthropic: $st $(cat "$tmp/e6")"
+st=$(code GET /v1/nothing "$tmp/e7" -H "$auth")
+[ "$st" = 404 ] && check "$tmp/e7" "$oa_err" && pass "404 unknown route" || fail "404: $st $(cat "$tmp/e7")"
+st=$(code POST /v1/messages/nothing "$tmp/e8" -H "$auth" -d '{}')
+[ "$st" = 404 ] && check "$tmp/e8" "$an_err"' and j["error"]["type"] == "not_found_error"' && pass "404 under /v1/messages (Anthropic)" || fail "404 anthropic: $st $(cat "$tmp/e8")"
+st=$(curl -s -o "$tmp/e9" -D "$tmp/e9.h" -w '%{http_code}' -H "$auth" "$base/v1/chat/completions")
+[ "$st" = 405 ] && grep -qi '^allow: POST' "$tmp/e9.h" && check "$tmp/e9" "$oa_err" && pass "405 wrong method (Allow)" || fail "405: $st $(cat "$tmp/e9")"
+$py -c 'import json; print(json.dumps({"model":"m","messages":[{"role":"user","content":"x"*100000}]}))' > "$tmp/big.json"
+st=$(code POST /v1/chat/completions "$tmp/e10" -H "$auth" --data-binary "@$tmp/big.json")
+[ "$st" = 413 ] && check "$tmp/e10" '"larger than" in j["error"]["message"]' && pass "413 body over --max-body" || fail "413: $st $(cat "$tmp/e10")"
+st=$(code POST /v1/messages "$tmp/e11" -H "$auth" -H 'Expect:' -H 'Transfer-Encoding: chunked' --data-binary "@$tmp/big.json")
+[ "$st" = 413 ] && check "$tmp/e11" "$an_err"' and j["error"]["type"] == "request_too_large"' && pass "413 chunked body (Anthropic)" || fail "413 chunked: $st $(cat "$tmp/e11")"
+$py -c 'import json; print(json.dumps({"model":"m","stream":True,"messages":[{"role":"user","content":"zq "*3000}]}))' > "$tmp/long.json"
+st=$(code POST /v1/chat/completions "$tmp/e12" -H "$auth" --data-binary "@$tmp/long.json")
+[ "$st" = 400 ] && check "$tmp/e12" "$oa_err"' and "2048" in j["error"]["message"] and "tokens" in j["error"]["message"]' \
+    && pass "400 prompt over the context names both numbers (stream request)" || fail "context: $st $(cat "$tmp/e12")"
+st=$(code GET /health "$tmp/h2")
+[ "$st" = 200 ] && pass "still serving after the errors" || fail "health after errors: $st"
+
+# queue full and disconnect: --max-queue 0 accepts a request only while the engine is idle.
+start_server "$tmp/b.log" --max-queue 0 --ctx 16384 || { fail "second server: $(cat "$tmp/b.log")"; finish; }
+base=http://127.0.0.1:$port
+bpid=$pid
+long='{"model":"m","messages":[{"role":"user","content":"go"}],"stream":true,"ignore_eos":true,"max_tokens":16000}'
+curl -s -N -o "$tmp/long" -d "$long" "$base/v1/chat/completions" &
+cpid=$!
+i=0
+while [ $i -lt 100 ] && ! grep -q chatcmpl "$tmp/long" 2>/dev/null; do sleep 0.05; i=$((i + 1)); done
+st=$(curl -s -o "$tmp/q" -D "$tmp/q.h" -w '%{http_code}' -d "$chat" "$base/v1/chat/completions")
+[ "$st" = 429 ] && grep -qi '^retry-after: ' "$tmp/q.h" && check "$tmp/q" 'j["error"]["code"] == "rate_limit_exceeded"' \
+    && pass "429 queue full, Retry-After" || fail "429: $st $(cat "$tmp/q")"
+kill "$cpid" 2>/dev/null
+wait "$cpid" 2>/dev/null
+st=0 i=0
+while [ $i -lt 50 ] && [ "$st" != 200 ]; do
+    st=$(curl -s -o "$tmp/after" -w '%{http_code}' -d "$chat" "$base/v1/chat/completions")
+    [ "$st" = 200 ] || sleep 0.1
+    i=$((i + 1))
+done
+[ "$st" = 200 ] && check "$tmp/after" 'j["object"] == "chat.completion"' && pass "a request after a client disconnect ($i tries)" || fail "after disconnect: $st"
+curl -s -o "$tmp/metrics" "$base/metrics"
+gen=$(sed -n 's/^headstart_generated_tokens_total \([0-9]*\)$/\1/p' "$tmp/metrics")
+[ -n "$gen" ] && [ "$gen" -lt 15000 ] && pass "the disconnected stream stopped early ($gen tokens generated in all)" || fail "cancel: generated '$gen'"
+grep -q -E '^headstart_requests_total\{route="/v1/chat/completions",status="4xx"\} [1-9]' "$tmp/metrics" \
+    && grep -q '^headstart_queue_depth 0$' "$tmp/metrics" && grep -q 'headstart_ttft_seconds_count' "$tmp/metrics" \
+    && pass "/metrics (requests, queue depth, ttft)" || fail "metrics: $(cat "$tmp/metrics")"
+
+# SIGTERM with one request running and one queued: the stream ends with an in-stream error
+# and [DONE], the queued request gets a 503 in its API's shape, and the server exits 0.
+start_server "$tmp/c.log" --ctx 16384 || { fail "third server: $(cat "$tmp/c.log")"; finish; }
+base=http://127.0.0.1:$port
+cpid_srv=$pid
+curl -s -N -o "$tmp/run" -d "$long" "$base/v1/chat/completions" &
+c1=$!
+i=0
+while [ $i -lt 100 ] && ! grep -q chatcmpl "$tmp/run" 2>/dev/null; do sleep 0.05; i=$((i + 1)); done
+curl -s -o "$tmp/queued" -w '%{http_code}' -d "$msgs" "$base/v1/messages" > "$tmp/queued.code" &
+c2=$!
+i=0
+while [ $i -lt 100 ] && ! curl -s "$base/health" | grep -q '"queue_depth":2'; do sleep 0.05; i=$((i + 1)); done
+kill -TERM "$cpid_srv"
+wait "$c1" "$c2"
+i=0
+while [ $i -lt 50 ] && kill -0 "$cpid_srv" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+tail -c 400 "$tmp/run" | grep -q '"error"' && [ "$(tail -c 14 "$tmp/run")" = "data: [DONE]" ] && pass "SIGTERM: the running stream ends with an error event and [DONE]" || fail "stream at stop: $(tail -c 300 "$tmp/run")"
+[ "$(cat "$tmp/queued.code")" = 503 ] && check "$tmp/queued" 'j["type"] == "error" and j["error"]["type"] == "overloaded_error"' \
+    && pass "SIGTERM: a queued request gets 503" || fail "queued at stop: $(cat "$tmp/queued.code") $(cat "$tmp/queued")"
+if kill -0 "$cpid_srv" 2>/dev/null; then fail "third server still running 5 s after SIGTERM"
+else wait "$cpid_srv"; rc=$?; [ $rc -eq 0 ] && pass "SIGTERM while busy: exit 0" || fail "SIGTERM while busy: exit $rc"; fi
+
+# stop both; a sanitizer build reports leaks and errors into the logs at exit
+for p in $apid $bpid; do
+    kill -TERM "$p"
+    i=0
+    while [ $i -lt 50 ] && kill -0 "$p" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+    if kill -0 "$p" 2>/dev/null; then fail "server $p still running 5 s after SIGTERM"
+    else wait "$p"; rc=$?; [ $rc -eq 0 ] && pass "SIGTERM: exit 0" || fail "SIGTERM: exit $rc"; fi
+done
+if grep -q -E 'Sanitizer|runtime error' "$tmp/a.log" "$tmp/b.log" "$tmp/c.log"; then fail "sanitizer report: $(grep -h -A20 -E 'Sanitizer|runtime error' "$tmp/a.log" "$tmp/b.log" "$tmp/c.log" | head -60)"
+else pass "no sanitizer report in the server logs"; fi
+pids=
+finish

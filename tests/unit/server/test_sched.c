@@ -1,0 +1,216 @@
+/* test_sched.c — the scheduler and the job object without sockets or a model: FIFO order,
+ * the --max-queue bound (0: only when idle), cancel before run (503, never run), byte queue
+ * order across emit/take, wait results, and stop draining every queued job. */
+#include <criterion/criterion.h>
+
+#include "server/server_int.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* A job function that records the order jobs ran in and can be held at a gate. */
+static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool gate_open;
+static int ran[64], n_ran;
+
+static void gate_set(bool open)
+{
+    pthread_mutex_lock(&gate_mu);
+    gate_open = open;
+    pthread_mutex_unlock(&gate_mu);
+}
+
+static void fn_record(struct server *srv, struct job *j)
+{
+    pthread_mutex_lock(&gate_mu);
+    while (!gate_open && !job_cancelled(j)) { /* a cancel signals the job, not the gate: poll */
+        pthread_mutex_unlock(&gate_mu);
+        usleep(1000);
+        pthread_mutex_lock(&gate_mu);
+    }
+    ran[n_ran++] = (int)j->max_tokens; /* the test's job number */
+    pthread_mutex_unlock(&gate_mu);
+    char b[16];
+    int n = snprintf(b, sizeof(b), "job%d;", (int)j->max_tokens);
+    job_emit(j, b, (size_t)n);
+    job_done(j, 200);
+}
+
+static void reset(void)
+{
+    n_ran = 0;
+    gate_set(false);
+}
+
+static struct job *numbered(int i)
+{
+    struct job *j = job_new();
+    j->max_tokens = i;
+    return j;
+}
+
+static void wait_running(struct sched *s)
+{
+    for (int i = 0; i < 2000 && !(s->running && s->n == 0); i++) usleep(1000);
+}
+
+Test(sched_queue, fifo_and_bound)
+{
+    reset();
+    struct sched s;
+    cr_assert_eq(sched_start(&s, 2, fn_record, NULL, NULL), HS_OK);
+    struct job *j[5];
+    for (int i = 0; i < 5; i++) j[i] = numbered(i);
+    cr_assert_eq(sched_submit(&s, j[0]), HS_OK);
+    wait_running(&s); /* job 0 is held at the gate: 1 running + 2 waiting is the bound */
+    cr_assert_eq(sched_submit(&s, j[1]), HS_OK);
+    cr_assert_eq(sched_submit(&s, j[2]), HS_OK);
+    cr_assert_eq(sched_depth(&s), 3);
+    cr_assert_eq(sched_submit(&s, j[3]), API_ERR_QUEUE_FULL);
+    gate_set(true);
+    for (int i = 0; i < 3; i++) cr_assert_eq(job_wait(j[i], false, -1), JOB_WAIT_READY);
+    cr_assert_eq(sched_submit(&s, j[4]), HS_OK);
+    cr_assert_eq(job_wait(j[4], false, -1), JOB_WAIT_READY);
+    sched_stop(&s);
+    sched_free(&s);
+    cr_assert_eq(n_ran, 4);
+    cr_assert_eq(ran[0], 0); cr_assert_eq(ran[1], 1); cr_assert_eq(ran[2], 2); cr_assert_eq(ran[3], 4);
+    cr_assert_not(j[3]->done, "a refused job must never run");
+    for (int i = 0; i < 5; i++) job_release(j[i]);
+}
+
+Test(sched_queue, max_queue_zero_only_when_idle)
+{
+    reset();
+    struct sched s;
+    cr_assert_eq(sched_start(&s, 0, fn_record, NULL, NULL), HS_OK);
+    struct job *a = numbered(1), *b = numbered(2);
+    cr_assert_eq(sched_submit(&s, a), HS_OK);
+    cr_assert_eq(sched_submit(&s, b), API_ERR_QUEUE_FULL);
+    gate_set(true);
+    cr_assert_eq(job_wait(a, false, -1), JOB_WAIT_READY);
+    for (int i = 0; i < 2000 && sched_depth(&s); i++) usleep(1000);
+    cr_assert_eq(sched_submit(&s, b), HS_OK);
+    cr_assert_eq(job_wait(b, false, -1), JOB_WAIT_READY);
+    sched_stop(&s);
+    struct job *late = numbered(3);
+    cr_assert_eq(sched_submit(&s, late), API_ERR_OVERLOADED, "a stopped scheduler refuses work");
+    job_release(late);
+    sched_free(&s);
+    job_release(a);
+    job_release(b);
+}
+
+Test(sched_queue, cancelled_before_run_is_skipped)
+{
+    reset();
+    struct sched s;
+    cr_assert_eq(sched_start(&s, 4, fn_record, NULL, NULL), HS_OK);
+    struct job *a = numbered(1), *b = numbered(2), *c = numbered(3);
+    cr_assert_eq(sched_submit(&s, a), HS_OK);
+    wait_running(&s);
+    cr_assert_eq(sched_submit(&s, b), HS_OK);
+    cr_assert_eq(sched_submit(&s, c), HS_OK);
+    job_cancel(b);
+    gate_set(true);
+    cr_assert_eq(job_wait(c, false, -1), JOB_WAIT_READY);
+    sched_stop(&s);
+    sched_free(&s);
+    cr_assert_eq(n_ran, 2);
+    cr_assert_eq(ran[0], 1);
+    cr_assert_eq(ran[1], 3);
+    cr_assert(b->done);
+    cr_assert_eq(b->status, 503);
+    job_release(a);
+    job_release(b);
+    job_release(c);
+}
+
+Test(sched_queue, stop_drains_and_cancels)
+{
+    reset();
+    struct sched s;
+    cr_assert_eq(sched_start(&s, 8, fn_record, NULL, NULL), HS_OK);
+    struct job *j[4];
+    for (int i = 0; i < 4; i++) {
+        j[i] = numbered(i);
+        cr_assert_eq(sched_submit(&s, j[i]), HS_OK);
+    }
+    wait_running(&s);
+    sched_stop(&s);
+    sched_free(&s); /* the gate stays shut: the running job leaves through its cancel flag */
+    for (int i = 0; i < 4; i++) {
+        cr_assert(j[i]->done, "job %d not done after stop", i);
+        cr_assert(job_cancelled(j[i]));
+        job_release(j[i]);
+    }
+    cr_assert_eq(n_ran, 1);
+}
+
+Test(sched_job, bytes_in_order)
+{
+    struct job *j = job_new();
+    job_retain(j);
+    char all[4096];
+    size_t n_all = 0;
+    char buf[7];
+    bool eof = false;
+    for (int i = 0; i < 300; i++) {
+        char piece[16];
+        int k = snprintf(piece, sizeof(piece), "<%d>", i);
+        job_emit(j, piece, (size_t)k);
+        memcpy(all + n_all, piece, (size_t)k);
+        n_all += (size_t)k;
+        if (i % 3 == 0) { /* take some in small bites, interleaved with emits */
+            size_t got = job_take(j, buf, sizeof(buf), &eof);
+            cr_assert(got > 0);
+            cr_assert_not(eof);
+            static char seen[4096];
+            static size_t n_seen;
+            memcpy(seen + n_seen, buf, got);
+            n_seen += got;
+            cr_assert_eq(memcmp(seen, all, n_seen), 0);
+            if (i == 297) { /* drain the rest, then the end */
+                job_done(j, 200);
+                size_t g;
+                while ((g = job_take(j, buf, sizeof(buf), &eof)) > 0) {
+                    memcpy(seen + n_seen, buf, g);
+                    n_seen += g;
+                }
+                cr_assert(eof);
+                cr_assert_eq(n_seen, n_all);
+                cr_assert_eq(memcmp(seen, all, n_all), 0);
+            }
+        }
+    }
+    cr_assert(j->started);
+    cr_assert_eq(j->status, 200);
+    job_release(j);
+    job_release(j);
+}
+
+Test(sched_job, early_error_keeps_status)
+{
+    struct job *j = job_new();
+    job_done(j, 429);
+    cr_assert_eq(job_wait(j, true, -1), JOB_WAIT_READY);
+    cr_assert_eq(j->status, 429);
+    struct job *k = job_new();
+    job_emit(k, "x", 1);
+    job_done(k, 500); /* after output began the status is the stream's 200 */
+    cr_assert_eq(k->status, 200);
+    job_release(j);
+    job_release(k);
+}
+
+Test(sched_job, wait_sees_a_closed_socket)
+{
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    struct job *j = job_new();
+    close(sv[1]);
+    cr_assert_eq(job_wait(j, true, sv[0]), JOB_WAIT_GONE);
+    cr_assert(job_cancelled(j));
+    close(sv[0]);
+    job_release(j);
+}
