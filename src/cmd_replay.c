@@ -3,7 +3,9 @@
  * request path the server uses (server/session.c), one bank shared by all of them, one
  * JSON report line per request on stdout and the bank's statistics on stderr at the end.
  * Greedy by default, so a run with the bank and one with --no-bank are comparable token
- * for token (and by first_logits_sha256).
+ * for token (and by first_logits_sha256). The bank's disk tier (--bank-dir) is opened at
+ * start and closed at exit (every queued write drained), so a later process restores what
+ * this one banked.
  */
 #include "cmd.h"
 #include "bank/bank.h"
@@ -20,7 +22,8 @@
 static const char replay_help[] =
     "usage: headstart replay -m MODEL --requests FILE.jsonl [--bank-ram SIZE] [--no-bank]\n"
     "         [--no-head-anchor] [--max-tokens N] [--seed S] [--threads N] [--temp T]\n"
-    "         [--grid N] [--snap-cap N] [--min-head N]\n"
+    "         [--grid N] [--snap-cap N] [--min-head N] [--bank-dir DIR] [--bank-disk SIZE]\n"
+    "         [--no-bank-disk]\n"
     "\n"
     "Each line of FILE is {\"api\":\"openai\"|\"anthropic\",\"body\":{...}} (a request body). The\n"
     "requests run in order through one session bank: render, restore, prefill, generate,\n"
@@ -28,9 +31,52 @@ static const char replay_help[] =
     "head_tokens, restore_reason, stop_reason, output_ids, first_logits_sha256, prefill_ms,\n"
     "ttft_ms, ...); the bank statistics as one JSON line on stderr at the end.\n"
     "--bank-ram defaults to 1/4 of the machine's memory; --max-tokens overrides the bodies'\n"
-    "max_tokens (default 256 when a body has none); --temp defaults to 0 (greedy).\n";
+    "max_tokens (default 256 when a body has none); --temp defaults to 0 (greedy).\n"
+    "The disk tier lives in --bank-dir (default $XDG_CACHE_HOME/headstart/bank, else\n"
+    "~/.cache/headstart/bank); --bank-disk caps it (default 20% of the free space there, at\n"
+    "most 64G); --no-bank-disk turns it off (--no-bank turns off both tiers).\n";
 
-static void stats_json(const struct bank_stats *st, struct strbuf *sb)
+static void disk_stats_json(struct jsonw *w, const struct bank_disk_stats *d)
+{
+    jsonw_key(w, "bank_disk_stats");
+    jsonw_obj_begin(w);
+    jsonw_key(w, "entries"); jsonw_uint(w, d->entries);
+    jsonw_key(w, "bytes"); jsonw_uint(w, d->bytes);
+    jsonw_key(w, "cap_bytes"); jsonw_uint(w, d->cap_bytes);
+    jsonw_key(w, "free_floor_bytes"); jsonw_uint(w, d->free_floor_bytes);
+    jsonw_key(w, "pending"); jsonw_uint(w, d->pending);
+    jsonw_key(w, "puts"); jsonw_uint(w, d->puts);
+    jsonw_key(w, "written"); jsonw_uint(w, d->written);
+    jsonw_key(w, "written_bytes"); jsonw_uint(w, d->written_bytes);
+    jsonw_key(w, "already_stored"); jsonw_uint(w, d->already_stored);
+    jsonw_key(w, "dropped_queue_full"); jsonw_uint(w, d->dropped_queue_full);
+    jsonw_key(w, "skipped_too_big"); jsonw_uint(w, d->skipped_too_big);
+    jsonw_key(w, "skipped_low_disk"); jsonw_uint(w, d->skipped_low_disk);
+    jsonw_key(w, "skipped_off"); jsonw_uint(w, d->skipped_off);
+    jsonw_key(w, "lookups"); jsonw_uint(w, d->lookups);
+    jsonw_key(w, "hits"); jsonw_uint(w, d->hits);
+    jsonw_key(w, "hit_tokens"); jsonw_uint(w, d->hit_tokens);
+    jsonw_key(w, "misses"); jsonw_uint(w, d->misses);
+    jsonw_key(w, "discarded");
+    jsonw_obj_begin(w);
+    jsonw_key(w, "bad_checksum"); jsonw_uint(w, d->bad_checksum);
+    jsonw_key(w, "bad_header"); jsonw_uint(w, d->bad_header);
+    jsonw_key(w, "bad_identity"); jsonw_uint(w, d->bad_identity);
+    jsonw_key(w, "bad_tokens"); jsonw_uint(w, d->bad_tokens);
+    jsonw_key(w, "bad_size"); jsonw_uint(w, d->bad_size);
+    jsonw_key(w, "missing_files"); jsonw_uint(w, d->missing_files);
+    jsonw_obj_end(w);
+    jsonw_key(w, "evicted"); jsonw_uint(w, d->evicted);
+    jsonw_key(w, "evicted_bytes"); jsonw_uint(w, d->evicted_bytes);
+    jsonw_key(w, "io_errors"); jsonw_uint(w, d->io_errors);
+    jsonw_key(w, "disabled"); jsonw_bool(w, d->disabled);
+    if (d->disabled) { jsonw_key(w, "disabled_reason"); jsonw_str(w, d->disabled_reason); }
+    jsonw_obj_end(w);
+}
+
+/* One line: {"bank_stats":{...}} plus "bank_disk_stats" when the disk tier was open (one
+ * line, so `tail -1` of stderr is always the whole summary). */
+static void stats_json(const struct bank_stats *st, const struct bank_disk_stats *dst, struct strbuf *sb)
 {
     struct jsonw w;
     jsonw_init(&w, sb, 0);
@@ -71,14 +117,62 @@ static void stats_json(const struct bank_stats *st, struct strbuf *sb)
     jsonw_obj_end(&w);
     jsonw_key(&w, "inserts"); jsonw_uint(&w, st->inserts);
     jsonw_obj_end(&w);
+    if (dst) disk_stats_json(&w, dst);
     jsonw_obj_end(&w);
+}
+
+/* Free bytes on the file system of path, or of its nearest existing parent; 0 unknown. */
+static uint64_t free_bytes_at(const char *path)
+{
+    char *p = hs_strdup(path);
+    uint64_t free_b = sys_disk_free_bytes(p);
+    while (!free_b) {
+        char *slash = strrchr(p, '/');
+        if (!slash) { free_b = sys_disk_free_bytes("."); break; }
+        if (slash == p) { free_b = sys_disk_free_bytes("/"); break; }
+        *slash = '\0';
+        free_b = sys_disk_free_bytes(p);
+    }
+    hs_free(p);
+    return free_b;
+}
+
+/* Open the disk tier; a directory that cannot be used only turns the tier off (the run
+ * goes on with the RAM bank), as an I/O error later would. */
+static struct bank_disk *open_disk(const char *dir_arg, int64_t cap)
+{
+    char *dir = dir_arg ? hs_strdup(dir_arg) : bank_disk_default_dir();
+    if (!dir) {
+        fprintf(stderr, "headstart replay: no --bank-dir and no HOME or XDG_CACHE_HOME: disk tier off\n");
+        return NULL;
+    }
+    struct bank_disk_opts o;
+    bank_disk_opts_default(&o);
+    if (cap > 0) {
+        o.cap_bytes = (uint64_t)cap;
+    } else {
+        /* 20% of the free space where the bank lives (its parent while it does not exist
+         * yet), at most 64 GiB; unknown free space: the 64 GiB ceiling */
+        uint64_t free_b = free_bytes_at(dir);
+        o.cap_bytes = free_b ? HS_MIN(free_b / 5, 64ull << 30) : 64ull << 30;
+    }
+    struct hs_err err;
+    hs_err_clear(&err);
+    struct bank_disk *d = bank_disk_open(dir, &o, &err);
+    char buf[32];
+    if (!d) fprintf(stderr, "headstart replay: disk tier off: %s\n", err.msg);
+    else fprintf(stderr, "headstart replay: bank disk %s, cap %s\n", dir, hs_format_size(o.cap_bytes, buf, sizeof(buf)));
+    hs_free(dir);
+    return d;
 }
 
 int cmd_replay(int argc, char **argv)
 {
     const char *model_path = NULL, *req_path = NULL;
     int64_t threads = 1, iv;
-    bool use_bank = true;
+    bool use_bank = true, use_disk = true;
+    const char *bank_dir = NULL;
+    int64_t disk_cap = -1;
     struct bank_opts bo;
     bank_opts_default(&bo);
     bool ram_given = false;
@@ -90,6 +184,7 @@ int cmd_replay(int argc, char **argv)
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(replay_help, stdout); return 0; }
         if (!strcmp(a, "--no-bank")) { use_bank = false; continue; }
         if (!strcmp(a, "--no-head-anchor")) { bo.head_anchor = false; continue; }
+        if (!strcmp(a, "--no-bank-disk")) { use_disk = false; continue; }
         if (i + 1 >= argc) { fprintf(stderr, "headstart replay: %s needs a value (see --help)\n", a); return 2; }
         const char *v = argv[++i];
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = v;
@@ -112,6 +207,12 @@ int cmd_replay(int argc, char **argv)
             if (b < 0) { fprintf(stderr, "headstart replay: --bank-ram wants a size like 512M or 8G, got '%s'\n", v); return 2; }
             bo.ram_budget = (uint64_t)b;
             ram_given = true;
+        } else if (!strcmp(a, "--bank-dir")) {
+            if (!*v) { fprintf(stderr, "headstart replay: --bank-dir wants a directory\n"); return 2; }
+            bank_dir = v;
+        } else if (!strcmp(a, "--bank-disk")) {
+            disk_cap = hs_parse_size(v);
+            if (disk_cap <= 0) { fprintf(stderr, "headstart replay: --bank-disk wants a size like 20G, got '%s'\n", v); return 2; }
         } else { fprintf(stderr, "headstart replay: unknown option '%s' (see --help)\n", a); return 2; }
     }
     if (!model_path || !req_path) { fprintf(stderr, "headstart replay: -m MODEL and --requests FILE are required (see --help)\n"); return 2; }
@@ -146,6 +247,7 @@ int cmd_replay(int argc, char **argv)
                 hs_format_size(bo.ram_budget, buf, sizeof(buf)), bo.head_anchor ? "on" : "off",
                 (long long)bo.min_head, (long long)bo.grid, bo.snap_cap);
     }
+    if (bank && use_disk) so.disk = open_disk(bank_dir, disk_cap);
     int rc = 0;
     int64_t line_no = 0;
     struct strbuf sb;
@@ -186,11 +288,20 @@ int cmd_replay(int argc, char **argv)
         fflush(stdout);
         session_report_free(&r);
     }
+    struct bank_disk_stats dst;
+    bool had_disk = so.disk != NULL;
+    if (so.disk) {
+        /* drain the queue first, so the stats count every write this run made */
+        bank_disk_flush(so.disk);
+        bank_disk_stats_get(so.disk, &dst);
+        bank_disk_close(so.disk);
+        so.disk = NULL;
+    }
     if (bank) {
         struct bank_stats st;
         bank_stats_get(bank, &st);
         sb.len = 0;
-        stats_json(&st, &sb);
+        stats_json(&st, had_disk ? &dst : NULL, &sb);
         fwrite(sb.buf, 1, sb.len, stderr);
         fputc('\n', stderr);
     }

@@ -12,6 +12,8 @@
 static const char serve_help[] =
     "usage: headstart serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY]\n"
     "         [--threads N] [--ctx N] [--max-queue N] [--max-body SIZE] [--model-name NAME]\n"
+    "         [--bank-ram SIZE] [--no-bank] [--no-head-anchor] [--bank-dir DIR]\n"
+    "         [--bank-disk SIZE] [--no-bank-disk]\n"
     "\n"
     "Serves the model over HTTP: POST /v1/chat/completions (OpenAI), POST /v1/messages and\n"
     "/v1/messages/count_tokens (Anthropic), GET /v1/models, /health, /metrics. One engine\n"
@@ -19,7 +21,15 @@ static const char serve_help[] =
     "(0: a request is accepted only when the engine is idle), more get 429. --port 0 picks a\n"
     "free port (printed on the start line). --ctx defaults to the model's context, at most\n"
     "32768. --api-key KEY (or HEADSTART_API_KEY) is then required as 'Authorization: Bearer\n"
-    "KEY' or 'x-api-key: KEY'. --max-body defaults to 32M. Stops on SIGINT or SIGTERM.\n";
+    "KEY' or 'x-api-key: KEY'. --max-body defaults to 32M. Stops on SIGINT or SIGTERM.\n"
+    "\n"
+    "The session bank keeps prompt state between requests so a shared head (system + tools)\n"
+    "or a continued conversation is restored instead of computed (usage reports it as\n"
+    "cached tokens). --bank-ram caps it in RAM (default a quarter of RAM; 0: unlimited);\n"
+    "--no-head-anchor drops the head's protected snapshot. Its disk tier lives in\n"
+    "--bank-dir (default $XDG_CACHE_HOME/headstart/bank, else ~/.cache/headstart/bank),\n"
+    "capped by --bank-disk (default 20% of the free space there, at most 64G);\n"
+    "--no-bank-disk keeps the bank in RAM only, --no-bank turns both tiers off.\n";
 
 int cmd_serve(int argc, char **argv)
 {
@@ -30,6 +40,9 @@ int cmd_serve(int argc, char **argv)
         const char *a = argv[i];
         int64_t v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(serve_help, stdout); return 0; }
+        if (!strcmp(a, "--no-bank")) { o.no_bank = true; continue; }
+        if (!strcmp(a, "--no-bank-disk")) { o.no_bank_disk = true; continue; }
+        if (!strcmp(a, "--no-head-anchor")) { o.no_head_anchor = true; continue; }
         if (i + 1 >= argc) { fprintf(stderr, "headstart serve: %s needs a value (see --help)\n", a); return 2; }
         const char *s = argv[++i];
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) o.model_path = s;
@@ -51,6 +64,15 @@ int cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "--max-body")) {
             o.max_body = hs_parse_size(s);
             if (o.max_body <= 0) { fprintf(stderr, "headstart serve: --max-body wants a size like 32M, got '%s'\n", s); return 2; }
+        } else if (!strcmp(a, "--bank-ram")) {
+            o.bank_ram = hs_parse_size(s);
+            if (o.bank_ram < 0) { fprintf(stderr, "headstart serve: --bank-ram wants a size like 512M or 8G, got '%s'\n", s); return 2; }
+        } else if (!strcmp(a, "--bank-dir")) {
+            if (!*s) { fprintf(stderr, "headstart serve: --bank-dir wants a directory\n"); return 2; }
+            o.bank_dir = s;
+        } else if (!strcmp(a, "--bank-disk")) {
+            o.bank_disk = hs_parse_size(s);
+            if (o.bank_disk <= 0) { fprintf(stderr, "headstart serve: --bank-disk wants a size like 20G, got '%s'\n", s); return 2; }
         } else { fprintf(stderr, "headstart serve: unknown option '%s' (see --help)\n", a); return 2; }
     }
     if (!o.model_path) { fprintf(stderr, "headstart serve: -m MODEL is required (see --help)\n"); return 2; }

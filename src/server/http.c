@@ -27,6 +27,11 @@
  * /v1/messages/count_tokens. Errors take the Anthropic shape under /v1/messages, the
  * OpenAI shape elsewhere.
  *
+ * The session bank (RAM, and its disk tier unless --no-bank-disk) is made here before the
+ * engine thread starts and is touched only by that thread afterwards (session_run); its
+ * numbers reach /metrics as copies the engine thread takes after each job. Stop flushes the
+ * disk tier's queue before exit.
+ *
  * Stop (SIGINT/SIGTERM): stop accepting connections; the scheduler refuses new jobs (503)
  * and cancels queued and running ones, each of which still answers (503, or an in-stream
  * error then the stream's end); up to 3 s for those answers to leave; stop the daemon.
@@ -513,6 +518,75 @@ void server_opts_default(struct server_opts *o)
     o->n_threads = sys_cpu_get()->n_cores > 0 ? sys_cpu_get()->n_cores : 1;
     o->max_queue = 16;
     o->max_body = 32 << 20;
+    o->bank_ram = -1;
+}
+
+/* Free space where the disk tier lives (its nearest existing ancestor while it does not
+ * exist yet); 0 when unknown. */
+static uint64_t free_bytes_at(const char *path)
+{
+    char *p = hs_strdup(path);
+    uint64_t free_b = sys_disk_free_bytes(p);
+    while (!free_b) {
+        char *slash = strrchr(p, '/');
+        if (!slash) { free_b = sys_disk_free_bytes("."); break; }
+        if (slash == p) { free_b = sys_disk_free_bytes("/"); break; }
+        *slash = '\0';
+        free_b = sys_disk_free_bytes(p);
+    }
+    hs_free(p);
+    return free_b;
+}
+
+/* The session bank (RAM) and its disk tier, owned by the engine thread from here on. A disk
+ * tier that cannot be opened is only turned off (warned). Describes both in `desc` for the
+ * start line. */
+static void bank_start(struct server *srv, char *desc, size_t desc_len)
+{
+    const struct server_opts *o = &srv->opts;
+    if (o->no_bank) { snprintf(desc, desc_len, "bank off"); return; }
+    struct bank_opts bo;
+    bank_opts_default(&bo);
+    bo.ram_budget = o->bank_ram >= 0 ? (uint64_t)o->bank_ram : sys_mem_total_bytes() / 4;
+    bo.head_anchor = !o->no_head_anchor;
+    srv->bank = bank_init(&bo);
+    /* /metrics shows the bank from the start; the engine thread refreshes this after each job */
+    bank_stats_get(srv->bank, &srv->metrics.bank);
+    srv->metrics.have_bank = true;
+    char ram[32], cap[32];
+    if (bo.ram_budget) hs_format_size(bo.ram_budget, ram, sizeof(ram));
+    else snprintf(ram, sizeof(ram), "unlimited");
+    if (o->no_bank_disk) {
+        snprintf(desc, desc_len, "bank %s RAM%s, disk off", ram, bo.head_anchor ? "" : " (no head anchor)");
+        return;
+    }
+    char *dir = o->bank_dir ? hs_strdup(o->bank_dir) : bank_disk_default_dir();
+    if (!dir) {
+        log_warn("serve: no --bank-dir and no HOME or XDG_CACHE_HOME: the bank's disk tier is off");
+        snprintf(desc, desc_len, "bank %s RAM, disk off", ram);
+        return;
+    }
+    struct bank_disk_opts dopts;
+    bank_disk_opts_default(&dopts);
+    if (o->bank_disk > 0) {
+        dopts.cap_bytes = (uint64_t)o->bank_disk;
+    } else {
+        uint64_t free_b = free_bytes_at(dir);
+        dopts.cap_bytes = free_b ? HS_MIN(free_b / 5, 64ull << 30) : 64ull << 30;
+    }
+    struct hs_err err;
+    hs_err_clear(&err);
+    srv->disk = bank_disk_open(dir, &dopts, &err);
+    if (!srv->disk) {
+        log_warn("serve: the bank's disk tier is off: %s", err.msg);
+        snprintf(desc, desc_len, "bank %s RAM%s, disk off", ram, bo.head_anchor ? "" : " (no head anchor)");
+    } else {
+        bank_disk_stats_get(srv->disk, &srv->metrics.disk);
+        srv->metrics.have_disk = true;
+        snprintf(desc, desc_len, "bank %s RAM%s, disk %s (cap %s)", ram, bo.head_anchor ? "" : " (no head anchor)",
+                 dir, hs_format_size(dopts.cap_bytes, cap, sizeof(cap)));
+    }
+    hs_free(dir);
 }
 
 static char *default_name(const char *path)
@@ -595,20 +669,20 @@ int server_run(const struct server_opts *o)
     if (engine_new(srv->model, &eo, &srv->engine, &err)) goto out;
     int64_t train = model_hparams(srv->model)->n_ctx_train;
     srv->n_ctx = o->n_ctx > 0 ? o->n_ctx : HS_MIN(train > 0 ? train : 32768, 32768);
-    srv->seq = seq_new(srv->engine, srv->n_ctx);
-    if (!srv->seq) { hs_err_set(&err, HS_ERR_INVALID, "cannot make a sequence of %lld positions", (long long)srv->n_ctx); goto out; }
-    if (sched_start(&srv->sched, o->max_queue, sched_job_direct, srv, &err)) goto out;
+    char bank_desc[4352];
+    bank_start(srv, bank_desc, sizeof(bank_desc));
+    if (sched_start(&srv->sched, o->max_queue, sched_job_session, srv, &err)) goto out;
     atomic_store(&srv->ready, true);
     d = http_start(srv, &err);
     if (!d) goto out;
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     int port = di ? di->port : o->port;
     bool v6 = strchr(srv->opts.host, ':') != NULL;
-    printf("headstart serve: model %s (%s, %s), context %lld, threads %d, kernels %s, max queue %d, "
+    printf("headstart serve: model %s (%s, %s), context %lld, threads %d, kernels %s, max queue %d, %s, "
            "listening on http://%s%s%s:%d\n",
            srv->model_name, model_arch_name(model_hparams(srv->model)->arch), o->model_path,
            (long long)srv->n_ctx, srv->opts.n_threads, engine_kernel_variant(srv->engine), o->max_queue,
-           v6 ? "[" : "", srv->opts.host, v6 ? "]" : "", port);
+           bank_desc, v6 ? "[" : "", srv->opts.host, v6 ? "]" : "", port);
     fflush(stdout);
     if (!o->api_key && strcmp(srv->opts.host, "127.0.0.1") && strcmp(srv->opts.host, "::1") &&
         strcmp(srv->opts.host, "localhost"))
@@ -634,7 +708,11 @@ out:
     if (d) MHD_stop_daemon(d);
     sched_free(&srv->sched);
     log_debug("serve: engine stopped in %.3f s, http in %.3f s", t1 - t0, sys_time_sec() - t1);
-    seq_free(srv->seq);
+    if (srv->disk) {
+        bank_disk_flush(srv->disk); /* every queued write reaches the disk before exit */
+        bank_disk_close(srv->disk);
+    }
+    bank_free(srv->bank);
     engine_free(srv->engine);
     model_text_free(&srv->text);
     model_free(srv->model);

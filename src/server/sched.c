@@ -1,8 +1,8 @@
 /*
  * sched.c — the scheduler: a bounded FIFO of jobs consumed by the one engine thread that
  * owns the model and every sequence; the job object shared with the connection threads;
- * the metrics; and the direct request path (render, tokenize, prefill, sample; no bank)
- * that serves until the bank-aware session path replaces it.
+ * the metrics; and the request path around session_run (session.c: the session bank
+ * around the prefill), which the engine thread runs for every generation job.
  *
  * Design note
  * -----------
@@ -290,6 +290,66 @@ void metrics_tokens(struct metrics *m, int64_t prompt, int64_t cached, int64_t g
     pthread_mutex_unlock(&m->mu);
 }
 
+/* The bank's numbers as of the last request (the engine thread copies them after each). */
+static void metrics_write_bank(const struct bank_stats *b, struct strbuf *out)
+{
+    strbuf_printf(out,
+                  "# HELP headstart_bank_entries Snapshots held by the session bank.\n"
+                  "# TYPE headstart_bank_entries gauge\nheadstart_bank_entries %llu\n"
+                  "# HELP headstart_bank_bytes Bytes held by the session bank (KV, snapshots, tokens).\n"
+                  "# TYPE headstart_bank_bytes gauge\nheadstart_bank_bytes %llu\n"
+                  "# HELP headstart_bank_budget_bytes The bank's RAM budget (0: unlimited).\n"
+                  "# TYPE headstart_bank_budget_bytes gauge\nheadstart_bank_budget_bytes %llu\n"
+                  "# HELP headstart_bank_lookups_total Bank lookups.\n"
+                  "# TYPE headstart_bank_lookups_total counter\nheadstart_bank_lookups_total %llu\n"
+                  "# HELP headstart_bank_hits_total Lookups that restored state.\n"
+                  "# TYPE headstart_bank_hits_total counter\nheadstart_bank_hits_total %llu\n"
+                  "# HELP headstart_bank_restored_tokens_total Prompt tokens restored from the bank.\n"
+                  "# TYPE headstart_bank_restored_tokens_total counter\nheadstart_bank_restored_tokens_total %llu\n"
+                  "# HELP headstart_bank_misses_total Lookups that restored nothing, by reason.\n"
+                  "# TYPE headstart_bank_misses_total counter\n",
+                  (unsigned long long)b->n_snaps, (unsigned long long)b->total_bytes, (unsigned long long)b->budget,
+                  (unsigned long long)b->lookups, (unsigned long long)b->hits,
+                  (unsigned long long)b->restored_tokens);
+    for (int r = 0; r < BANK_REASON_COUNT; r++)
+        strbuf_printf(out, "headstart_bank_misses_total{reason=\"%s\"} %llu\n", bank_reason_name((enum bank_reason)r),
+                      (unsigned long long)b->misses[r]);
+    strbuf_puts(out, "# HELP headstart_bank_evictions_total Bank evictions, by reason.\n"
+                     "# TYPE headstart_bank_evictions_total counter\n");
+    for (int r = 0; r < BANK_EVICT_COUNT; r++)
+        strbuf_printf(out, "headstart_bank_evictions_total{reason=\"%s\"} %llu\n",
+                      bank_evict_reason_name((enum bank_evict_reason)r), (unsigned long long)b->evictions[r]);
+    strbuf_puts(out, "# HELP headstart_bank_evicted_bytes_total Bytes evicted from the bank, by reason.\n"
+                     "# TYPE headstart_bank_evicted_bytes_total counter\n");
+    for (int r = 0; r < BANK_EVICT_COUNT; r++)
+        strbuf_printf(out, "headstart_bank_evicted_bytes_total{reason=\"%s\"} %llu\n",
+                      bank_evict_reason_name((enum bank_evict_reason)r), (unsigned long long)b->evicted_bytes[r]);
+}
+
+static void metrics_write_disk(const struct bank_disk_stats *d, struct strbuf *out)
+{
+    strbuf_printf(out,
+                  "# HELP headstart_bank_disk_enabled 1 while the disk tier works, 0 once an I/O error disabled it.\n"
+                  "# TYPE headstart_bank_disk_enabled gauge\nheadstart_bank_disk_enabled %d\n"
+                  "# HELP headstart_bank_disk_entries Entries in the disk tier.\n"
+                  "# TYPE headstart_bank_disk_entries gauge\nheadstart_bank_disk_entries %llu\n"
+                  "# HELP headstart_bank_disk_bytes Bytes in the disk tier.\n"
+                  "# TYPE headstart_bank_disk_bytes gauge\nheadstart_bank_disk_bytes %llu\n"
+                  "# HELP headstart_bank_disk_pending Writes queued for the disk tier.\n"
+                  "# TYPE headstart_bank_disk_pending gauge\nheadstart_bank_disk_pending %llu\n"
+                  "# HELP headstart_bank_disk_hits_total Disk lookups that restored state.\n"
+                  "# TYPE headstart_bank_disk_hits_total counter\nheadstart_bank_disk_hits_total %llu\n"
+                  "# HELP headstart_bank_disk_misses_total Disk lookups that found nothing deeper.\n"
+                  "# TYPE headstart_bank_disk_misses_total counter\nheadstart_bank_disk_misses_total %llu\n"
+                  "# HELP headstart_bank_disk_written_total Entries written to the disk tier.\n"
+                  "# TYPE headstart_bank_disk_written_total counter\nheadstart_bank_disk_written_total %llu\n"
+                  "# HELP headstart_bank_disk_evictions_total Entries evicted from the disk tier.\n"
+                  "# TYPE headstart_bank_disk_evictions_total counter\nheadstart_bank_disk_evictions_total %llu\n",
+                  d->disabled ? 0 : 1, (unsigned long long)d->entries, (unsigned long long)d->bytes,
+                  (unsigned long long)d->pending, (unsigned long long)d->hits, (unsigned long long)d->misses,
+                  (unsigned long long)d->written, (unsigned long long)d->evicted);
+}
+
 void metrics_write(struct metrics *m, const char *const *route_names, int n_routes,
                    int queue_depth, struct strbuf *out)
 {
@@ -328,10 +388,12 @@ void metrics_write(struct metrics *m, const char *const *route_names, int n_rout
     strbuf_printf(out, "headstart_ttft_seconds_bucket{le=\"+Inf\"} %lld\nheadstart_ttft_seconds_sum %.6f\n"
                        "headstart_ttft_seconds_count %lld\n",
                   (long long)cum, m->ttft_sum, (long long)m->ttft_n);
+    if (m->have_bank) metrics_write_bank(&m->bank, out);
+    if (m->have_disk) metrics_write_disk(&m->disk, out);
     pthread_mutex_unlock(&m->mu);
 }
 
-/* ---- the direct request path --------------------------------------------------------- */
+/* ---- count_tokens ------------------------------------------------------------------- */
 
 /* Render and tokenize a job's conversation; appends the ids. Sets *thinking when the
  * generation prompt opened <think>. */
@@ -353,13 +415,6 @@ static int job_prompt(struct server *srv, struct job *j, struct tokenizer_ids *i
     return rc;
 }
 
-static bool is_stop(const struct model_text *t, int32_t tok)
-{
-    for (int i = 0; i < t->n_stop_ids; i++)
-        if (t->stop_ids[i] == tok) return true;
-    return false;
-}
-
 static void job_count_tokens(struct server *srv, struct job *j)
 {
     struct hs_err err;
@@ -377,132 +432,68 @@ static void job_count_tokens(struct server *srv, struct job *j)
     tokenizer_ids_free(&ids);
 }
 
-void sched_job_direct(struct server *srv, struct job *j)
-{
-    if (j->type == JOB_TYPE_COUNT_TOKENS) { job_count_tokens(srv, j); return; }
-    struct hs_err err;
-    hs_err_clear(&err);
-    struct tokenizer_ids ids = { 0 };
-    bool thinking = false;
-    int rc = job_prompt(srv, j, &ids, &thinking, &err);
-    if (rc != HS_OK) { job_fail(j, NULL, rc, err.msg); tokenizer_ids_free(&ids); return; }
-    int64_t n = (int64_t)ids.n;
-    if (n == 0 || n >= srv->n_ctx) {
-        char msg[256];
-        snprintf(msg, sizeof(msg), "the prompt has %lld tokens; the context holds %lld (prompt and output)",
-                 (long long)n, (long long)srv->n_ctx);
-        job_fail(j, NULL, HS_ERR_LIMIT, msg);
-        tokenizer_ids_free(&ids);
-        return;
-    }
-    int64_t max_gen = srv->n_ctx - n;
-    if (j->max_tokens > 0 && j->max_tokens < max_gen) max_gen = j->max_tokens;
-
-    struct api_response_opts ro = {
-        .kind = j->kind, .stream = j->stream, .include_usage = j->include_usage,
-        .model = srv->model_name, .id = j->id, .created = j->created, .tools = j->chat.tools,
-        .starts_in_reasoning = thinking,
-    };
-    struct api_response *r = api_response_new(&ro);
-    struct api_usage usage = { .prompt_tokens = n };
-    struct strbuf out, text;
-    strbuf_init(&out);
-    strbuf_init(&text);
-    if (j->stream) {
-        api_response_begin(r, &usage, &out);
-        job_emit(j, out.buf, out.len);
-        strbuf_reset(&out);
-    }
-
-    int64_t V = model_hparams(srv->model)->n_vocab;
-    int64_t n_tok_vocab = HS_MIN(V, (int64_t)tokenizer_n_vocab(srv->text.tok));
-    struct sampler *smp = sampler_new(&j->sampling, V);
-    if (!smp) {
-        job_fail(j, r, HS_ERR_INVALID, "invalid sampling parameters");
-        api_response_free(r);
-        strbuf_free(&out);
-        strbuf_free(&text);
-        tokenizer_ids_free(&ids);
-        return;
-    }
-    float *logits = hs_malloc((size_t)V * sizeof(float));
-    struct tokenizer_stream ts;
-    tokenizer_stream_init(&ts, srv->text.tok, 0);
-    seq_reset(srv->seq);
-    for (int64_t i = 0; i < n; i++) sampler_accept(smp, ids.v[i]);
-
-    double t0 = sys_time_sec();
-    int64_t last = n - 1;
-    rc = engine_forward(srv->engine, srv->seq, ids.v, n, NULL, 0, &last, 1, logits, &err);
-    double t1 = sys_time_sec(), ttft = t1 - j->t_submit;
-    enum api_stop stop = API_STOP_LENGTH;
-    int64_t n_gen = 0;
-    while (rc == HS_OK && n_gen < max_gen && !job_cancelled(j)) {
-        /* rows past the tokenizer's vocabulary (padding) have no text: never pick them */
-        for (int64_t v = n_tok_vocab; v < V; v++) logits[v] = -1e30f;
-        int32_t tok = sampler_sample(smp, logits);
-        if (!j->ignore_eos && is_stop(&srv->text, tok)) { stop = API_STOP_END; break; }
-        n_gen++;
-        sampler_accept(smp, tok);
-        strbuf_reset(&text);
-        rc = tokenizer_stream_push(&ts, tok, &text, &err);
-        if (rc != HS_OK) break;
-        if (text.len) {
-            api_response_feed(r, text.buf, text.len, &out);
-            if (out.len) { job_emit(j, out.buf, out.len); strbuf_reset(&out); }
-        }
-        if (n_gen == max_gen) break;
-        int64_t row = 0;
-        rc = engine_forward(srv->engine, srv->seq, &tok, 1, NULL, 0, &row, 1, logits, &err);
-    }
-    double t2 = sys_time_sec();
-    usage.completion_tokens = n_gen;
-    if (rc != HS_OK) {
-        job_fail(j, r, API_ERR_INTERNAL, err.msg);
-    } else if (job_cancelled(j)) {
-        job_fail(j, r, API_ERR_OVERLOADED, cancelled_msg);
-    } else {
-        strbuf_reset(&text);
-        tokenizer_stream_flush(&ts, &text);
-        if (text.len) api_response_feed(r, text.buf, text.len, &out);
-        if (stop == API_STOP_END && api_response_n_tool_calls(r) > 0) stop = API_STOP_TOOL_CALLS;
-        api_response_finish(r, stop, NULL, &usage, &out);
-        if (j->stream) job_emit(j, out.buf, out.len);
-        else job_body(j, &out);
-        job_done(j, 200);
-    }
-    metrics_tokens(&srv->metrics, n, 0, n_gen, t1 - t0, t2 - t1, ttft);
-    hs_free(logits);
-    sampler_free(smp);
-    api_response_free(r);
-    strbuf_free(&out);
-    strbuf_free(&text);
-    tokenizer_ids_free(&ids);
-}
-
-/* ---- the session path ------------------------------------------------------------------ */
-/* session_run (session.c) does render → tokenize → bank restore → prefill → generate → bank
- * insert and hands generated text to a callback; this turns that text into the API's bytes.
- * What session_run does not offer yet, and why this is not the default path:
- *   - no cancel: a client that goes away is noticed only when its generation ends;
- *   - no context bound: the prompt length is not checked against --ctx;
- *   - no start hook: the stream's first event carries zero prompt usage, and whether the
- *     generation prompt opened <think> is found by rendering once more here. */
+/* ---- the request path: session_run (session.c) -------------------------------------------
+ * session_run does render -> tokenize -> bank restore -> prefill -> generate -> bank insert;
+ * its start hook (before the prefill) opens the response with the prompt and cached token
+ * counts and whether the generation prompt opened <think>; its text callback turns text into
+ * the API's bytes. Both return false once the job is cancelled, so a client that goes away
+ * stops its generation within one token (and before the prefill when it left while queued). */
 
 struct session_ctx {
+    struct server *srv;
     struct job *j;
-    struct api_response *r;
+    struct api_response *r;       /* made by the start hook; NULL when session_run failed before */
+    struct api_usage usage;
     struct strbuf out;
 };
 
-static void session_on_text(void *ctx, const char *text, size_t len)
+static bool session_on_start(void *ctx, const struct session_start *st)
 {
     struct session_ctx *c = ctx;
-    api_response_feed(c->r, text, len, &c->out);
+    struct job *j = c->j;
+    struct api_response_opts ro = {
+        .kind = j->kind, .stream = j->stream, .include_usage = j->include_usage,
+        .model = c->srv->model_name, .id = j->id, .created = j->created, .tools = j->chat.tools,
+        .starts_in_reasoning = st->thinking,
+    };
+    c->r = api_response_new(&ro);
+    c->usage.prompt_tokens = st->prompt_tokens;
+    c->usage.cached_tokens = st->cached_tokens;
+    if (j->stream && !job_cancelled(j)) {
+        api_response_begin(c->r, &c->usage, &c->out);
+        job_emit(j, c->out.buf, c->out.len);
+        strbuf_reset(&c->out);
+    }
+    return !job_cancelled(j);
+}
+
+static bool session_on_text(void *ctx, const char *text, size_t len)
+{
+    struct session_ctx *c = ctx;
+    if (len) api_response_feed(c->r, text, len, &c->out);
     if (c->j->stream && c->out.len) {
         job_emit(c->j, c->out.buf, c->out.len);
         strbuf_reset(&c->out);
     }
+    return !job_cancelled(c->j);
+}
+
+/* Bank numbers for /metrics, read on the engine thread (the bank's one owner). */
+static void session_bank_stats(struct server *srv)
+{
+    if (!srv->bank) return;
+    struct bank_stats st;
+    bank_stats_get(srv->bank, &st);
+    struct bank_disk_stats ds;
+    if (srv->disk) bank_disk_stats_get(srv->disk, &ds);
+    pthread_mutex_lock(&srv->metrics.mu);
+    srv->metrics.bank = st;
+    srv->metrics.have_bank = true;
+    if (srv->disk) {
+        srv->metrics.disk = ds;
+        srv->metrics.have_disk = true;
+    }
+    pthread_mutex_unlock(&srv->metrics.mu);
 }
 
 void sched_job_session(struct server *srv, struct job *j)
@@ -511,42 +502,40 @@ void sched_job_session(struct server *srv, struct job *j)
     double t_run = sys_time_sec();
     struct hs_err err;
     hs_err_clear(&err);
-    bool thinking = false;
-    if (srv->text.tmpl) {
-        struct strbuf prompt;
-        strbuf_init(&prompt);
-        if (chat_template_render(srv->text.tmpl, &j->chat, &prompt, NULL) == HS_OK) {
-            static const char open_think[] = "<think>\n";
-            size_t k = sizeof(open_think) - 1;
-            thinking = prompt.len >= k && !memcmp(prompt.buf + prompt.len - k, open_think, k);
-        }
-        strbuf_free(&prompt);
-    }
-    struct api_response_opts ro = {
-        .kind = j->kind, .stream = j->stream, .include_usage = j->include_usage,
-        .model = srv->model_name, .id = j->id, .created = j->created, .tools = j->chat.tools,
-        .starts_in_reasoning = thinking,
-    };
-    struct session_ctx c = { .j = j, .r = api_response_new(&ro) };
+    struct session_ctx c = { .srv = srv, .j = j };
     strbuf_init(&c.out);
-    struct session_opts so = { .max_tokens = j->max_tokens, .sampling = j->sampling };
+    struct session_opts so = {
+        .max_tokens = j->max_tokens > 0 ? j->max_tokens : srv->n_ctx, /* 0: up to the context */
+        .sampling = j->sampling,
+        .disk = srv->disk,
+        .n_ctx = srv->n_ctx,
+        .ignore_eos = j->ignore_eos,
+        .on_start = session_on_start,
+    };
     struct session_report rep;
     int rc = session_run(srv->engine, &srv->text, srv->bank, j->kind, j->body, &so, session_on_text, &c, &rep, &err);
     if (rc != HS_OK) {
-        job_fail(j, c.r, rc, err.msg);
+        /* an error once the response exists is the engine's (500); before, the request's */
+        job_fail(j, c.r, c.r ? API_ERR_INTERNAL : rc, err.msg);
     } else {
-        struct api_usage u = { .prompt_tokens = rep.prompt_tokens, .cached_tokens = rep.cached_tokens,
-                               .completion_tokens = rep.n_output };
-        enum api_stop stop = strcmp(rep.stop_reason, "stop") ? API_STOP_LENGTH : API_STOP_END;
-        if (stop == API_STOP_END && api_response_n_tool_calls(c.r) > 0) stop = API_STOP_TOOL_CALLS;
-        api_response_finish(c.r, stop, NULL, &u, &c.out);
-        if (j->stream) job_emit(j, c.out.buf, c.out.len);
-        else job_body(j, &c.out);
-        job_done(j, 200);
+        if (!strcmp(rep.stop_reason, "cancelled")) {
+            job_fail(j, c.r, API_ERR_OVERLOADED, cancelled_msg);
+        } else {
+            c.usage.completion_tokens = rep.n_output;
+            enum api_stop stop = strcmp(rep.stop_reason, "stop") ? API_STOP_LENGTH : API_STOP_END;
+            if (stop == API_STOP_END && api_response_n_tool_calls(c.r) > 0) stop = API_STOP_TOOL_CALLS;
+            api_response_finish(c.r, stop, NULL, &c.usage, &c.out);
+            if (j->stream) job_emit(j, c.out.buf, c.out.len);
+            else job_body(j, &c.out);
+            job_done(j, 200);
+        }
+        /* ttft: queue wait + session_run's own (parse, render, restore, prefill, 1st token) */
         metrics_tokens(&srv->metrics, rep.prompt_tokens, rep.cached_tokens, rep.n_output, rep.prefill_ms / 1e3,
-                       (rep.total_ms - rep.prefill_ms) / 1e3, t_run - j->t_submit + rep.ttft_ms / 1e3);
+                       (rep.total_ms - rep.prefill_ms) / 1e3,
+                       rep.n_output ? t_run - j->t_submit + rep.ttft_ms / 1e3 : -1);
         session_report_free(&rep);
     }
+    session_bank_stats(srv);
     api_response_free(c.r);
     strbuf_free(&c.out);
 }

@@ -9,7 +9,8 @@
  *   1. HTTP callbacks never block; streaming uses suspend/resume.
  *   2. Bad input gets an error in the API's own shape, never a crash.
  *
- * Status: the HTTP server is not yet written (issue [F6]).
+ * Status: `headstart serve` runs every generation through session_run (the bank in RAM,
+ * optionally the disk tier); the real-client, load and demo parts of [F6] are open.
  */
 #ifndef HS_SERVER_H
 #define HS_SERVER_H
@@ -55,6 +56,14 @@ struct server_opts {
     int max_queue;                /* requests that may wait while one runs; default 16 */
     const char *model_name;       /* served name; NULL: the model file's base name */
     int64_t max_body;             /* request body limit in bytes; default 32 MiB */
+    int64_t bank_ram;             /* the bank's RAM budget in bytes; < 0: a quarter of RAM;
+                                     0: unlimited */
+    bool no_bank;                 /* --no-bank: every prompt computed (both tiers off) */
+    bool no_head_anchor;          /* --no-head-anchor */
+    const char *bank_dir;         /* the disk tier's directory; NULL: bank_disk_default_dir() */
+    int64_t bank_disk;            /* the disk tier's cap in bytes; 0: 20% of the free space
+                                     there, at most 64 GiB */
+    bool no_bank_disk;            /* --no-bank-disk: RAM only */
 };
 
 void server_opts_default(struct server_opts *o);
@@ -72,10 +81,34 @@ int server_run(const struct server_opts *o);
 
 #define SESSION_DEFAULT_MAX_TOKENS 256
 
+/* What a request looks like once the bank lookup and restore are done, before the prefill
+ * (the server's stream starts with these numbers). */
+struct session_start {
+    int64_t prompt_tokens;
+    int64_t cached_tokens;         /* restored from the bank (0 = computed from scratch) */
+    bool thinking;                 /* the generation prompt ends in an open <think> */
+};
+
+/* Called once per request before the prefill; false = stop (cancelled: no prefill, no
+ * generation, nothing banked). */
+typedef bool (*session_start_fn)(void *ctx, const struct session_start *st);
+/* Called after every generated token with the complete UTF-8 text it finished (len may be
+ * 0: a stop id, a partial character), and once more with any text left at the end; false =
+ * stop now (cancelled: what was generated so far is still banked). */
+typedef bool (*session_text_fn)(void *ctx, const char *text, size_t len);
+
 struct session_opts {
     int64_t max_tokens;            /* > 0: generate at most this many; 0: the body's
                                       max_tokens / max_completion_tokens, else the default */
     struct sampler_opts sampling;  /* temperature 0 = greedy */
+    struct bank_disk *disk;        /* the bank's disk tier; NULL = none. Used only with a
+                                      RAM bank: lookup falls through RAM -> disk (a disk hit
+                                      is promoted into RAM), banked snapshots are also put
+                                      to disk (queued, never blocking) */
+    int64_t n_ctx;                 /* > 0: the context: a prompt of n_ctx tokens or more is
+                                      HS_ERR_LIMIT, output is cut at n_ctx - prompt */
+    bool ignore_eos;               /* stop ids do not end generation (to max_tokens) */
+    session_start_fn on_start;     /* NULL = none; called with session_run's ctx */
 };
 
 /* What one request did (session_report_json writes it as one JSON object). */
@@ -89,9 +122,10 @@ struct session_report {
     int n_captures;                /* snapshots taken during the prefill */
     bool banked;                   /* the path went into the bank (a failed insert is
                                       logged, never fails the request) */
-    const char *cache_source;      /* "ram" or "none" (static string) */
+    const char *cache_source;      /* "ram", "disk" or "none" (static string) */
     const char *restore_reason;    /* bank_reason_name, or "no_bank" (static string) */
-    const char *stop_reason;       /* "stop" (a stop id, included in output_ids) or "length" */
+    const char *stop_reason;       /* "stop" (a stop id, included in output_ids), "length"
+                                      or "cancelled" (a callback returned false) */
     int32_t *output_ids;           /* owned */
     int64_t n_output;
     char *text;                    /* owned: the generated text (stop ids not included) */
@@ -101,14 +135,18 @@ struct session_report {
     double ttft_ms;                /* from the start of session_run (parse, render,
                                       tokenize included) to the first token */
     double total_ms;
+    int64_t disk_discarded;        /* disk entries that failed verification in this lookup
+                                      (deleted by the tier; the request went on cold or from
+                                      a shallower point) */
+    int n_disk_puts;               /* snapshots queued for the disk tier after the request */
 };
 
-/* Called with each complete UTF-8 piece of generated text. */
-typedef void (*session_text_fn)(void *ctx, const char *text, size_t len);
 
 /* Run one request. bank NULL = no bank (everything computed). Errors: the body
- * (HS_ERR_INVALID, from the api parsers), no chat template (HS_ERR_UNSUPPORTED), the
- * engine's. On error *out holds nothing to free. */
+ * (HS_ERR_INVALID, from the api parsers), no chat template (HS_ERR_UNSUPPORTED), a prompt
+ * over o->n_ctx (HS_ERR_LIMIT, naming both numbers), the engine's. On error *out holds
+ * nothing to free. A cancel (a callback returned false) is HS_OK with stop_reason
+ * "cancelled". on_text and ctx may be NULL. */
 int session_run(struct engine *e, const struct model_text *mt, struct bank *bank, enum api_kind kind,
                 const json_t *body, const struct session_opts *o, session_text_fn on_text, void *ctx,
                 struct session_report *out, struct hs_err *err);

@@ -111,10 +111,8 @@ void sched_stop(struct sched *s);
 /* After sched_stop, once no thread can submit any more. Safe on a zeroed struct. */
 void sched_free(struct sched *s);
 
-/* The direct request path (render, tokenize, prefill, sample; no bank) and count_tokens. */
-void sched_job_direct(struct server *srv, struct job *j);
-/* The same through session_run (session.c: the bank around the prefill). Until session_run
- * can be cancelled and bounded by the context it is not the default (see sched.c). */
+/* The engine thread's job: count_tokens, or a generation through session_run (session.c:
+ * the bank around the prefill), cancelled within one token, bounded by the context. */
 void sched_job_session(struct server *srv, struct job *j);
 
 /* ---- metrics (sched.c) ---- */
@@ -129,6 +127,10 @@ struct metrics {
     int64_t ttft_counts[METRICS_TTFT_BUCKETS + 1];
     double ttft_sum;
     int64_t ttft_n;
+    /* the bank's numbers, copied by the engine thread (the bank's owner) after each job */
+    bool have_bank, have_disk;
+    struct bank_stats bank;
+    struct bank_disk_stats disk;
 };
 
 void metrics_request(struct metrics *m, int route, int status);
@@ -145,8 +147,8 @@ struct server {
     struct model *model;
     struct engine *engine;
     struct model_text text;
-    struct seq *seq;              /* the direct path's one sequence */
-    struct bank *bank;            /* NULL: no bank (the session path computes everything) */
+    struct bank *bank;            /* NULL: --no-bank (everything computed); engine thread only */
+    struct bank_disk *disk;       /* the bank's disk tier; NULL: none */
     int64_t n_ctx;
     const char *model_name;
     int64_t t_start;              /* unix seconds at start ("created" of /v1/models) */

@@ -1,14 +1,19 @@
 /*
  * session.c — the request path: one request from its API body to generated tokens, with
- * the session bank around the prefill. `headstart replay` drives it now; the HTTP
- * scheduler [F6] will call the same function.
+ * the session bank around the prefill. `headstart replay` and the HTTP server's engine
+ * thread (sched.c) both run it; the server adds a context bound (n_ctx), a start hook
+ * (prompt / cached tokens, an open <think>, before the prefill) and cancellation (either
+ * callback returns false).
  *
  *   body ─▶ chat_request ─▶ render ─▶ ids ─▶ head / last user turn / generation prompt
- *        ─▶ bank_lookup ─▶ (s > 0) copy KV [0, s) + snapshot, seq_restore_parts
+ *        ─▶ bank_lookup (RAM) ─▶ bank_disk_lookup for a deeper point (min_pos = the RAM hit)
+ *        ─▶ (s > 0) copy KV [0, s) + snapshot from the deeper tier, seq_restore_parts; a disk
+ *           hit is also promoted into RAM (bank_insert of its path, rows and snapshot)
  *        ─▶ bank_plan (captures at planned positions > s) ─▶ engine_forward(ids[s, n))
  *        ─▶ sample / decode until a stop id or max_tokens (text streamed out)
  *        ─▶ feed the last token, bank_insert(prompt + generated, missing KV rows,
- *           captured snapshots + one at the end of the generated text)
+ *           captured snapshots + one at the end of the generated text), and the same
+ *           snapshots queued for the disk tier (bank_disk_put copies; never blocks)
  *
  * Invariants:
  *   1. The bank is only read through copies (bank_copy_kv / bank_copy_snapshot) into the
@@ -19,6 +24,12 @@
  *   4. The sequence fed to the bank after generation is at position prompt + generated
  *      (the last sampled token is fed once more without logits), so the END snapshot and
  *      the KV rows describe exactly the inserted path.
+ *   5. The disk tier is consulted only for a point deeper than RAM's and only with a RAM
+ *      bank; what it hands back is verified by the tier (checksums, identity, the exact
+ *      token prefix), and a discarded entry leaves the request cold or at RAM's point.
+ *   6. A cancel stops within one generated token (the text callback runs once per token);
+ *      a cancel from the start hook leaves the bank untouched, one during generation banks
+ *      the prompt and what was generated (the path is as valid as a finished one).
  */
 #include "server/server.h"
 #include "sys/sys.h"
@@ -47,12 +58,35 @@ static int64_t last_turn(const int32_t *ids, int64_t n, int32_t im_start, const 
     return -1;
 }
 
-static void emit_text(struct strbuf *piece, struct strbuf *all, session_text_fn on_text, void *ctx)
+/* Entries the disk tier has discarded so far (every verification failure it counts). */
+static uint64_t disk_bad_count(struct bank_disk *d)
 {
-    if (!piece->len) return;
-    strbuf_append(all, piece->buf, piece->len);
-    if (on_text) on_text(ctx, piece->buf, piece->len);
+    struct bank_disk_stats st;
+    bank_disk_stats_get(d, &st);
+    return st.bad_checksum + st.bad_header + st.bad_identity + st.bad_tokens + st.bad_size + st.missing_files;
+}
+
+/* Promote a verified disk hit into RAM: its path ids[0, p) with the KV rows the tree lacks
+ * and the snapshot, so the next request finds it there. A failed insert only loses reuse. */
+static void disk_promote(struct bank *bank, uint64_t fp, size_t row_bytes, const struct bank_disk_hit *dh)
+{
+    struct hs_err e;
+    hs_err_clear(&e);
+    int64_t kv_from = bank_match_len(bank, fp, dh->ids, dh->pos);
+    struct bank_snap_in sn = { dh->pos, dh->kind, dh->snapshot };
+    if (bank_insert(bank, fp, dh->ids, dh->pos, kv_from, (const uint8_t *)dh->kv + (size_t)kv_from * row_bytes, &sn, 1,
+                    &e) != HS_OK)
+        hs_log_write(HS_LOG_WARN, "session: disk hit at %lld not promoted: %s", (long long)dh->pos, e.msg);
+}
+
+/* Hand a token's text on, even none (so the caller can stop within one token); false = the
+ * caller wants to stop. */
+static bool emit_text(struct strbuf *piece, struct strbuf *all, session_text_fn on_text, void *ctx)
+{
+    if (piece->len) strbuf_append(all, piece->buf, piece->len);
+    bool go = on_text ? on_text(ctx, piece->len ? piece->buf : "", piece->len) : true;
     piece->len = 0;
+    return go;
 }
 
 int session_run(struct engine *e, const struct model_text *mt, struct bank *bank, enum api_kind kind,
@@ -69,11 +103,18 @@ int session_run(struct engine *e, const struct model_text *mt, struct bank *bank
     strbuf_init(&prompt);
     rc = chat_template_render(mt->tmpl, &cr, &prompt, err);
     chat_request_free(&cr);
+    static const char open_think[] = "<think>\n";
+    const size_t k_think = sizeof(open_think) - 1;
+    const bool thinking = rc == HS_OK && prompt.len >= k_think &&
+                          !memcmp(prompt.buf + prompt.len - k_think, open_think, k_think);
     struct tokenizer_ids ids = { 0 }, user = { 0 };
     if (rc == HS_OK) rc = tokenizer_encode(mt->tok, prompt.buf ? prompt.buf : "", prompt.len, 0, &ids, err);
     if (rc == HS_OK) rc = tokenizer_encode(mt->tok, "user", 4, 0, &user, err);
     strbuf_free(&prompt);
     if (rc == HS_OK && ids.n == 0) rc = hs_err_set(err, HS_ERR_INVALID, "the request renders to an empty prompt");
+    if (rc == HS_OK && o->n_ctx > 0 && (int64_t)ids.n >= o->n_ctx)
+        rc = hs_err_set(err, HS_ERR_LIMIT, "the prompt has %lld tokens; the context holds %lld (prompt and output)",
+                        (long long)ids.n, (long long)o->n_ctx);
     if (rc != HS_OK) {
         tokenizer_ids_free(&ids);
         tokenizer_ids_free(&user);
@@ -82,6 +123,7 @@ int session_run(struct engine *e, const struct model_text *mt, struct bank *bank
     const int64_t n = (int64_t)ids.n;
     int64_t max_tokens = o->max_tokens > 0 ? o->max_tokens : body_max_tokens(body);
     if (max_tokens <= 0) max_tokens = SESSION_DEFAULT_MAX_TOKENS;
+    if (o->n_ctx > 0 && max_tokens > o->n_ctx - n) max_tokens = o->n_ctx - n;
     out->prompt_tokens = n;
     out->head_tokens = chat_head_length(ids.v, n, mt->im_start_id, mt->system_ids, mt->n_system_ids);
     out->user_start = last_turn(ids.v, n, mt->im_start_id, user.v, user.n);
@@ -104,7 +146,7 @@ int session_run(struct engine *e, const struct model_text *mt, struct bank *bank
     out->stop_reason = "length";
     if (!smp) rc = hs_err_set(err, HS_ERR_INVALID, "invalid sampling options");
 
-    /* lookup and restore */
+    /* lookup and restore: RAM first, then the disk tier for anything deeper */
     double t_pre = sys_time_sec();
     int64_t s = 0;
     if (rc == HS_OK && bank) rc = bank_space_add(bank, fp, (size_t)row_bytes, (size_t)snap_bytes, err);
@@ -113,7 +155,27 @@ int session_run(struct engine *e, const struct model_text *mt, struct bank *bank
         bank_lookup(bank, fp, ids.v, n, &hit);
         out->match_len = hit.match_len;
         out->restore_reason = bank_reason_name(hit.reason);
-        if (hit.restore_pos > 0) {
+        struct bank_disk_hit dh = { 0 };
+        if (o->disk) {
+            uint64_t bad0 = disk_bad_count(o->disk);
+            bank_disk_lookup(o->disk, fp, (size_t)row_bytes, (size_t)snap_bytes, ids.v, n,
+                             hit.restore_pos, n - 1, &dh);
+            out->disk_discarded = (int64_t)(disk_bad_count(o->disk) - bad0);
+        }
+        if (dh.pos > hit.restore_pos) {
+            bank_hit_release(bank, &hit);
+            rc = seq_restore_parts(sq, dh.pos, dh.kv, dh.snapshot, err);
+            if (rc == HS_OK) {
+                s = dh.pos;
+                out->cache_source = "disk";
+                disk_promote(bank, fp, (size_t)row_bytes, &dh);
+                int64_t L = HS_MAX(HS_MAX(out->match_len, dh.pos), bank_match_len(bank, fp, ids.v, n));
+                out->match_len = L;
+                out->restore_reason = bank_reason_name(s == n - 1 ? BANK_REASON_FULL
+                                                       : s == L  ? BANK_REASON_DIVERGED
+                                                                 : BANK_REASON_NO_SNAPSHOT);
+            }
+        } else if (hit.restore_pos > 0) {
             void *kv = hs_malloc((size_t)(hit.restore_pos * (int64_t)row_bytes));
             void *snap = hs_malloc((size_t)HS_MAX(snap_bytes, 1));
             bank_copy_kv(bank, &hit, kv);
@@ -127,11 +189,20 @@ int session_run(struct engine *e, const struct model_text *mt, struct bank *bank
             hs_free(kv);
             hs_free(snap);
         }
+        bank_disk_hit_free(&dh);
     }
     out->cached_tokens = s;
 
+    /* the caller learns the numbers before the prefill, and may stop here */
+    bool go = true;
+    if (rc == HS_OK && o->on_start) {
+        struct session_start st = { .prompt_tokens = n, .cached_tokens = s, .thinking = thinking };
+        go = o->on_start(ctx, &st);
+        if (!go) out->stop_reason = "cancelled";
+    }
+
     /* snapshot plan: positions the prefill passes (s, n] */
-    if (rc == HS_OK && bank) {
+    if (rc == HS_OK && go && bank) {
         struct bank_plan_in in = { .ids = ids.v, .n = n, .head_len = out->head_tokens,
                                    .user_start = out->user_start, .genprompt_start = out->genprompt_start };
         int np = bank_plan(bank, fp, NULL, &in, plan, NULL);
@@ -144,7 +215,9 @@ int session_run(struct engine *e, const struct model_text *mt, struct bank *bank
     out->n_captures = n_caps;
 
     /* prefill */
-    if (rc == HS_OK) {
+    bool prefilled = false;
+    if (rc == HS_OK && go) {
+        prefilled = true;
         for (int64_t i = 0; i < n; i++) sampler_accept(smp, ids.v[i]);
         int64_t last = n - s - 1;
         rc = engine_forward(e, sq, ids.v + s, n - s, caps, n_caps, &last, 1, logits, err);
@@ -159,41 +232,44 @@ int session_run(struct engine *e, const struct model_text *mt, struct bank *bank
     struct tokenizer_stream ts;
     tokenizer_stream_init(&ts, mt->tok, 0);
     int64_t n_gen = 0;
-    while (rc == HS_OK && n_gen < max_tokens) {
+    while (rc == HS_OK && go && n_gen < max_tokens) {
         int32_t tok = sampler_sample(smp, logits);
         gen[n_gen++] = tok;
         sampler_accept(smp, tok);
         if (n_gen == 1) out->ttft_ms = (sys_time_sec() - t0) * 1e3;
         bool stop = false;
         for (int k = 0; k < mt->n_stop_ids; k++) stop |= tok == mt->stop_ids[k];
-        if (stop) {
+        if (stop && !o->ignore_eos) {
             out->stop_reason = "stop";
             break;
         }
         /* an id with no piece (a padding row of the vocabulary) has no text */
         size_t plen;
         if (tokenizer_piece(mt->tok, tok, &plen)) rc = tokenizer_stream_push(&ts, tok, &piece, err);
-        emit_text(&piece, &text, on_text, ctx);
-        if (rc != HS_OK || n_gen == max_tokens) break;
+        go = emit_text(&piece, &text, on_text, ctx);
+        if (!go) out->stop_reason = "cancelled";
+        if (!go || rc != HS_OK || n_gen == max_tokens) break;
         int64_t row = 0;
         rc = engine_forward(e, sq, &tok, 1, NULL, 0, &row, 1, logits, err);
     }
     tokenizer_stream_flush(&ts, &piece);
-    emit_text(&piece, &text, on_text, ctx);
+    if (piece.len && go) emit_text(&piece, &text, on_text, ctx);
 
     /* feed the last token so the sequence sits at the end of the path, then bank it */
     if (rc == HS_OK && n_gen > 0) rc = engine_forward(e, sq, &gen[n_gen - 1], 1, NULL, 0, NULL, 0, NULL, err);
-    if (rc == HS_OK && bank) {
+    if (rc == HS_OK && prefilled && bank) {
         int64_t n_total = n + n_gen;
         int32_t *path = hs_malloc((size_t)n_total * sizeof(int32_t));
         memcpy(path, ids.v, (size_t)n * sizeof(int32_t));
         memcpy(path + n, gen, (size_t)n_gen * sizeof(int32_t));
         int64_t kv_from = bank_match_len(bank, fp, path, n_total);
-        void *kv = hs_malloc((size_t)((n_total - kv_from) * (int64_t)row_bytes));
-        rc = seq_kv_read(sq, kv_from, n_total, kv) == HS_OK
+        /* the disk tier wants every entry whole (rows [0, pos)), so then read them all */
+        int64_t read_from = o->disk ? 0 : kv_from;
+        void *kv = hs_malloc((size_t)((n_total - read_from) * (int64_t)row_bytes));
+        rc = seq_kv_read(sq, read_from, n_total, kv) == HS_OK
                  ? HS_OK
                  : hs_err_set(err, HS_ERR_INVALID, "session: KV rows [%lld, %lld) not in the sequence",
-                              (long long)kv_from, (long long)n_total);
+                              (long long)read_from, (long long)n_total);
         struct bank_snap_in snaps[BANK_PLAN_MAX + 1];
         int ns = 0;
         for (int i = 0; i < n_caps; i++)
@@ -201,13 +277,22 @@ int session_run(struct engine *e, const struct model_text *mt, struct bank *bank
         void *end = hs_malloc((size_t)HS_MAX(snap_bytes, 1));
         seq_snapshot(sq, end);
         if (ns == 0 || snaps[ns - 1].pos < n_total) snaps[ns++] = (struct bank_snap_in){ n_total, BANK_SNAP_END, end };
-        if (rc == HS_OK) rc = bank_insert(bank, fp, path, n_total, kv_from, kv, snaps, ns, err);
+        if (rc == HS_OK)
+            rc = bank_insert(bank, fp, path, n_total, kv_from, (const uint8_t *)kv + (kv_from - read_from) * (int64_t)row_bytes,
+                             snaps, ns, err);
         /* the answer stands whatever happens to the bank: a failed insert only loses reuse */
         if (rc != HS_OK) {
             hs_log_write(HS_LOG_WARN, "session: not banked: %s", err->msg);
             rc = HS_OK;
         } else {
             out->banked = true;
+            /* the same snapshots go to disk: put copies and queues, the writer thread does
+             * the I/O; a refused put (queue full, tier off, too big) only loses reuse later */
+            for (int i = 0; o->disk && i < ns; i++) {
+                enum bank_disk_put_result pr = bank_disk_put(o->disk, fp, (size_t)row_bytes, (size_t)snap_bytes, path,
+                                                             snaps[i].pos, kv, snaps[i].bytes, snaps[i].kind);
+                if (pr == BANK_DISK_QUEUED || pr == BANK_DISK_DUPLICATE) out->n_disk_puts++;
+            }
         }
         hs_free(end);
         hs_free(kv);
@@ -265,5 +350,7 @@ void session_report_json(const struct session_report *r, struct strbuf *out)
     jsonw_key(&w, "prefill_ms"); jsonw_double(&w, r->prefill_ms);
     jsonw_key(&w, "ttft_ms"); jsonw_double(&w, r->ttft_ms);
     jsonw_key(&w, "total_ms"); jsonw_double(&w, r->total_ms);
+    jsonw_key(&w, "disk_discarded"); jsonw_int(&w, r->disk_discarded);
+    jsonw_key(&w, "disk_puts"); jsonw_int(&w, r->n_disk_puts);
     jsonw_obj_end(&w);
 }

@@ -1,7 +1,7 @@
 #!/bin/sh
 # sdk.sh — runs tests/e2e/sdk.test.mjs (node --test, the official openai and
 # @anthropic-ai/sdk packages from node_modules) against `headstart serve` on a tiny random
-# model at 127.0.0.1 (--port 0), then stops the server. Ends with "RESULT: N passed, N failed"
+# model at 127.0.0.1 (--port 0, the bank in RAM only), then stops the server. Ends with "RESULT: N passed, N failed"
 # (node's own pass/fail counts).
 set -u
 build=${HEADSTART_BUILD:-build}
@@ -16,7 +16,7 @@ pid=
 trap '[ -n "$pid" ] && kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT INT TERM
 "$hs" mkmodel --arch qwen35 --preset tiny --out "$tmp/m" >/dev/null 2>&1 || { echo "mkmodel failed"; result 0 1; }
 key=sdk-key-$$
-"$hs" serve -m "$tmp/m" --host 127.0.0.1 --port 0 --threads 1 --ctx 8192 --api-key "$key" >"$tmp/log" 2>&1 &
+"$hs" serve -m "$tmp/m" --host 127.0.0.1 --port 0 --threads 1 --ctx 8192 --no-bank-disk --api-key "$key" >"$tmp/log" 2>&1 &
 pid=$!
 port= i=0
 while [ $i -lt 100 ] && [ -z "$port" ]; do
@@ -26,7 +26,14 @@ while [ $i -lt 100 ] && [ -z "$port" ]; do
 done
 [ -n "$port" ] || { cat "$tmp/log"; result 0 1; }
 
-HEADSTART_URL=http://127.0.0.1:$port HEADSTART_KEY=$key timeout 120 \
+# the head length (system + tools of tests/golden/data/bank/head.json) the bank tests expect
+node -e 'const fs = require("fs"); const h = JSON.parse(fs.readFileSync("tests/golden/data/bank/head.json"));
+fs.writeFileSync(process.argv[1], JSON.stringify({ model: "m", tools: h.tools,
+  messages: [{ role: "system", content: h.system }, { role: "user", content: "x" }] }));' "$tmp/head.json"
+head_len=$("$hs" render -m "$tmp/m" --request "$tmp/head.json" --head 2>/dev/null)
+[ "${head_len:-0}" -gt 0 ] || { echo "render --head failed"; result 0 1; }
+
+HEADSTART_URL=http://127.0.0.1:$port HEADSTART_KEY=$key HEADSTART_HEAD=$head_len timeout 120 \
     node --test --test-reporter=tap tests/e2e/sdk.test.mjs >"$tmp/tap" 2>&1
 rc=$?
 grep -E '^(not )?ok |^# (pass|fail)' "$tmp/tap"

@@ -6,6 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
+import { readFileSync } from 'node:fs';
 
 const url = process.env.HEADSTART_URL;
 const key = process.env.HEADSTART_KEY;
@@ -99,6 +100,31 @@ test('anthropic: errors are typed', async () => {
   const bad = new Anthropic({ baseURL: url, apiKey: 'wrong', maxRetries: 0 });
   await assert.rejects(bad.messages.create({ model: 'm', max_tokens: 4, messages: [{ role: 'user', content: 'x' }] }),
     (e) => e instanceof Anthropic.AuthenticationError && e.status === 401);
+});
+
+// Sessions that share a head (system text + tools): the second restores at least the head
+// (HEADSTART_HEAD, from `headstart render --head`) from the server's bank, through each API.
+const head = JSON.parse(readFileSync(new URL('../golden/data/bank/head.json', import.meta.url)));
+const headLen = Number(process.env.HEADSTART_HEAD);
+
+test('bank: two sessions with one head (openai, then anthropic)', async () => {
+  assert.ok(headLen > 256, `HEADSTART_HEAD=${process.env.HEADSTART_HEAD}`);
+  const ask = (u) => openai.chat.completions.create({
+    model: 'm', max_tokens: 4, temperature: 0, tools: head.tools,
+    messages: [{ role: 'system', content: head.system }, { role: 'user', content: u }],
+  });
+  await ask('sdk session one: list the files.');
+  const r = await ask('sdk session two: explain the cache.');
+  const cached = r.usage.prompt_tokens_details.cached_tokens;
+  assert.ok(cached >= headLen && cached < r.usage.prompt_tokens, `cached ${cached}, head ${headLen}`);
+  const a = await anthropic.messages.create({
+    model: 'm', max_tokens: 4, temperature: 0, system: head.system,
+    tools: head.tools.map((t) => ({ name: t.function.name, description: t.function.description,
+      input_schema: t.function.parameters })),
+    messages: [{ role: 'user', content: 'sdk session three: what is banked?' }],
+  });
+  assert.ok(a.usage.cache_read_input_tokens >= headLen, `cache_read ${a.usage.cache_read_input_tokens}`);
+  assert.ok(a.usage.input_tokens > 0 && a.usage.input_tokens < headLen, `input ${a.usage.input_tokens}`);
 });
 
 async function generatedTotal() {

@@ -15,6 +15,9 @@
 #      unchanged, only less reuse;
 #   5. scenario 1 on a qwen35moe model; --no-head-anchor banks no head snapshot. (No reuse across models is a unit test:
 #      tests/unit/server/test_session.c — the CLI runs one model per process.)
+# Every replay here runs with --no-bank-disk: these scenarios are about the RAM tier within
+# one process, and a test never writes into the user's cache directory (the disk tier across
+# processes is tests/golden/bank_restart.sh).
 # Prints RESULT: N passed, N failed. Run from the repository root with HEADSTART_BUILD set.
 set -u
 build=${HEADSTART_BUILD:-build}
@@ -67,10 +70,10 @@ same_as_ref() { # got-file line ref-line label
 }
 
 t0=$(date +%s)
-"$hs" replay -m "$tmp/m.gguf" --requests "$tmp/main.jsonl" --no-bank --threads 2 > "$tmp/ref.out" 2> "$tmp/ref.err" ||
+"$hs" replay --no-bank-disk -m "$tmp/m.gguf" --requests "$tmp/main.jsonl" --no-bank --threads 2 > "$tmp/ref.out" 2> "$tmp/ref.err" ||
     { fail "replay --no-bank"; cat "$tmp/ref.err"; finish; }
 [ "$(wc -l < "$tmp/ref.out")" -eq 8 ] || { fail "replay --no-bank printed $(wc -l < "$tmp/ref.out") lines"; finish; }
-"$hs" replay -m "$tmp/m.gguf" --requests "$tmp/main.jsonl" --threads 2 > "$tmp/main.out" 2> "$tmp/main.err" ||
+"$hs" replay --no-bank-disk -m "$tmp/m.gguf" --requests "$tmp/main.jsonl" --threads 2 > "$tmp/main.out" 2> "$tmp/main.err" ||
     { fail "replay"; cat "$tmp/main.err"; finish; }
 echo "replay with and without the bank: $(($(date +%s) - t0)) s"
 echo "cached tokens (main run): $(jq -r '"\(.cached_tokens)/\(.prompt_tokens)"' "$tmp/main.out" | tr '\n' ' ')"
@@ -93,7 +96,7 @@ else fail "1: anthropic session: head $h8 (openai $h), cached $c8, shared prefix
 same_as_ref "$tmp/main.out" 8 8 "1: anthropic session"
 
 # --no-head-anchor: no head snapshot is planned; outputs unchanged
-if "$hs" replay -m "$tmp/m.gguf" --requests "$tmp/s1.jsonl" --threads 2 --no-head-anchor > "$tmp/nh.out" 2> "$tmp/nh.err"; then
+if "$hs" replay --no-bank-disk -m "$tmp/m.gguf" --requests "$tmp/s1.jsonl" --threads 2 --no-head-anchor > "$tmp/nh.out" 2> "$tmp/nh.err"; then
     nh=$(tail -1 "$tmp/nh.err" | jq '.bank_stats.snapshots_by_kind.head')
     hm=$(tail -1 "$tmp/main.err" | jq '.bank_stats.snapshots_by_kind.head')
     if [ "$nh" = 0 ] && [ "$hm" -gt 0 ]; then pass "1: --no-head-anchor banks no head snapshot (default run: $hm)"
@@ -112,7 +115,7 @@ for i in 3 4 5 6 7; do same_as_ref "$tmp/main.out" $i $i "3: turn $((i - 2))"; d
 
 # 2 (scaled down): grown conversation, grid 256, cap 2, then a new session
 cat "$tmp/loop.jsonl" > "$tmp/s2.jsonl"; printf '%s\n' "$B" >> "$tmp/s2.jsonl"
-if "$hs" replay -m "$tmp/m.gguf" --requests "$tmp/s2.jsonl" --threads 2 --grid 256 --snap-cap 2 > "$tmp/s2.out" 2> "$tmp/s2.err"; then
+if "$hs" replay --no-bank-disk -m "$tmp/m.gguf" --requests "$tmp/s2.jsonl" --threads 2 --grid 256 --snap-cap 2 > "$tmp/s2.out" 2> "$tmp/s2.err"; then
     c=$(field "$tmp/s2.out" 6 .cached_tokens); h=$(field "$tmp/s2.out" 6 .head_tokens)
     grid=$(tail -1 "$tmp/s2.err" | jq '.bank_stats.snapshots_by_kind.grid + .bank_stats.evictions.thinned')
     if [ "$c" = "$h" ] && [ "$grid" -gt 0 ]; then pass "2: after a grown, thinned conversation a new session restores at the head end ($c)"
@@ -123,7 +126,7 @@ else fail "2: replay"; cat "$tmp/s2.err"; fi
 # 4: interleaved and divergent sessions with a tiny budget (line numbers of main.jsonl)
 order="1 3 2 4 1 5 8 6 2 7"
 for i in $order; do sed -n "${i}p" "$tmp/main.jsonl"; done > "$tmp/s4.jsonl"
-if "$hs" replay -m "$tmp/m.gguf" --requests "$tmp/s4.jsonl" --threads 2 --bank-ram 900K > "$tmp/s4.out" 2> "$tmp/s4.err"; then
+if "$hs" replay --no-bank-disk -m "$tmp/m.gguf" --requests "$tmp/s4.jsonl" --threads 2 --bank-ram 900K > "$tmp/s4.out" 2> "$tmp/s4.err"; then
     k=0
     for i in $order; do k=$((k + 1)); same_as_ref "$tmp/s4.out" $k $i "4: request $k (main $i)"; done
     ev=$(tail -1 "$tmp/s4.err" | jq '[.bank_stats.evictions[]] | add')
@@ -134,9 +137,9 @@ if "$hs" replay -m "$tmp/m.gguf" --requests "$tmp/s4.jsonl" --threads 2 --bank-r
 else fail "4: replay"; cat "$tmp/s4.err"; fi
 
 # 5: scenario 1 on qwen35moe
-if "$hs" replay -m "$tmp/moe.gguf" --requests "$tmp/s1.jsonl" --threads 2 > "$tmp/moe.out" 2>/dev/null &&
+if "$hs" replay --no-bank-disk -m "$tmp/moe.gguf" --requests "$tmp/s1.jsonl" --threads 2 > "$tmp/moe.out" 2>/dev/null &&
    sed -n 2p "$tmp/s1.jsonl" > "$tmp/moe1.jsonl" &&
-   "$hs" replay -m "$tmp/moe.gguf" --requests "$tmp/moe1.jsonl" --threads 2 --no-bank > "$tmp/moeref.out" 2>/dev/null; then
+   "$hs" replay --no-bank-disk -m "$tmp/moe.gguf" --requests "$tmp/moe1.jsonl" --threads 2 --no-bank > "$tmp/moeref.out" 2>/dev/null; then
     c=$(field "$tmp/moe.out" 2 .cached_tokens); h=$(field "$tmp/moe.out" 2 .head_tokens)
     a=$(field "$tmp/moe.out" 2 '[.first_logits_sha256, .output_ids]'); b=$(field "$tmp/moeref.out" 1 '[.first_logits_sha256, .output_ids]')
     if [ "$c" = "$h" ] && [ "$a" = "$b" ]; then pass "5: qwen35moe: second session restores at the head ($c), identical to --no-bank"

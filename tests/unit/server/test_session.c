@@ -5,7 +5,11 @@
  *      made by one is restored by the other (fingerprint key spaces), while each reuses its
  *      own state; every banked run's first logits and output equal the run with no bank;
  *      the streamed text equals the report's text;
- *   3. a body the API parser refuses fails cleanly (nothing to free, ASan-clean). */
+ *   3. a body the API parser refuses fails cleanly (nothing to free, ASan-clean);
+ *   4. the server's hooks: the start hook sees the report's prompt/cached numbers before the
+ *      prefill; false from it stops with nothing generated or banked; false from the text
+ *      callback stops after that token (what was generated is banked); a prompt of n_ctx
+ *      tokens or more is HS_ERR_LIMIT naming both numbers; n_ctx clamps max_tokens. */
 #include <criterion/criterion.h>
 
 #include <ftw.h>
@@ -121,7 +125,11 @@ static json_t *ss_body(const char *user)
                      "system", "content", sys, "role", "user", "content", user);
 }
 
-static void ss_collect(void *ctx, const char *text, size_t len) { strbuf_append(ctx, text, len); }
+static bool ss_collect(void *ctx, const char *text, size_t len)
+{
+    strbuf_append(ctx, text, len);
+    return true;
+}
 
 static void ss_run(struct ss_model *x, struct bank *b, const json_t *body, struct session_report *r)
 {
@@ -217,5 +225,115 @@ Test(session_bank, bad_body_fails_cleanly, .init = ss_setup, .fini = ss_teardown
     cr_assert_eq(st.inserts, 0);
     bank_free(bank);
     json_decref(body);
+    ss_close(&x);
+}
+
+/* ---- the server's hooks ----------------------------------------------------------------- */
+
+struct ss_hooks {
+    int starts, texts;
+    int stop_start;           /* 1: the start hook says stop */
+    int stop_after;           /* > 0: the text callback says stop on this call */
+    struct session_start st;
+};
+
+static bool ss_on_start(void *ctx, const struct session_start *st)
+{
+    struct ss_hooks *h = ctx;
+    h->starts++;
+    h->st = *st;
+    return !h->stop_start;
+}
+
+static bool ss_on_text(void *ctx, const char *text, size_t len)
+{
+    struct ss_hooks *h = ctx;
+    (void)text; (void)len;
+    return ++h->texts != h->stop_after;
+}
+
+static int ss_hook_run(struct ss_model *x, struct bank *b, const json_t *body, int64_t n_ctx, int64_t max_tokens,
+                       struct ss_hooks *h, struct session_report *r, struct hs_err *err)
+{
+    struct session_opts so = { 0 };
+    sampler_opts_default(&so.sampling);
+    so.sampling.temperature = 0;
+    so.n_ctx = n_ctx;
+    so.max_tokens = max_tokens;
+    so.ignore_eos = true; /* a random tiny model may stop at once */
+    so.on_start = ss_on_start;
+    hs_err_clear(err);
+    return session_run(x->e, &x->mt, b, API_KIND_OPENAI_CHAT, body, &so, ss_on_text, h, r, err);
+}
+
+Test(session_hooks, start_cancel_ctx, .init = ss_setup, .fini = ss_teardown, .timeout = 120)
+{
+    struct ss_model x;
+    ss_open(&x, 3);
+    json_t *a = ss_body("List the files.");
+    struct bank *bank = bank_init(NULL);
+    struct session_report r;
+    struct hs_err err;
+
+    /* the start hook stops: nothing generated, nothing banked */
+    struct ss_hooks h0 = { .stop_start = 1 };
+    cr_assert_eq(ss_hook_run(&x, bank, a, 0, 4, &h0, &r, &err), 0, "%s", err.msg);
+    cr_assert_eq(h0.starts, 1);
+    cr_assert_eq(h0.texts, 0);
+    cr_assert_eq(r.n_output, 0);
+    cr_assert_str_eq(r.stop_reason, "cancelled");
+    cr_assert_not(r.banked);
+    cr_assert_eq(h0.st.prompt_tokens, r.prompt_tokens);
+    cr_assert_gt(r.prompt_tokens, 0);
+    /* thinking: what the rendered prompt says */
+    struct chat_request cr;
+    struct strbuf pr;
+    strbuf_init(&pr);
+    cr_assert_eq(chat_from_openai(a, &cr, &err), 0);
+    cr_assert_eq(chat_template_render(x.mt.tmpl, &cr, &pr, &err), 0);
+    bool open_think = pr.len >= 8 && !memcmp(pr.buf + pr.len - 8, "<think>\n", 8);
+    cr_assert_eq(h0.st.thinking, open_think);
+    chat_request_free(&cr);
+    strbuf_free(&pr);
+    int64_t n = r.prompt_tokens;
+    session_report_free(&r);
+    struct bank_stats st;
+    bank_stats_get(bank, &st);
+    cr_assert_eq(st.inserts, 0);
+
+    /* the text callback stops on its 2nd call: two tokens, banked */
+    struct ss_hooks h1 = { .stop_after = 2 };
+    cr_assert_eq(ss_hook_run(&x, bank, a, 0, 6, &h1, &r, &err), 0, "%s", err.msg);
+    cr_assert_eq(h1.texts, 2);
+    cr_assert_eq(r.n_output, 2);
+    cr_assert_str_eq(r.stop_reason, "cancelled");
+    cr_assert(r.banked);
+    session_report_free(&r);
+
+    /* again: the start hook sees what the report says (a restore now) */
+    struct ss_hooks h2 = { 0 };
+    cr_assert_eq(ss_hook_run(&x, bank, a, 0, 3, &h2, &r, &err), 0, "%s", err.msg);
+    cr_assert_gt(r.cached_tokens, 0);
+    cr_assert_eq(h2.st.cached_tokens, r.cached_tokens);
+    cr_assert_eq(h2.st.prompt_tokens, r.prompt_tokens);
+    cr_assert_eq(r.n_output, 3, "ignore_eos: to max_tokens");
+    cr_assert_str_eq(r.stop_reason, "length");
+    cr_assert_geq(h2.texts, 3, "one call per token at least");
+    session_report_free(&r);
+
+    /* the context: a prompt of n_ctx tokens is refused naming both numbers; n + 2 leaves 2 */
+    struct ss_hooks h3 = { 0 };
+    cr_assert_eq(ss_hook_run(&x, bank, a, n, 4, &h3, &r, &err), HS_ERR_LIMIT);
+    char want[64];
+    snprintf(want, sizeof(want), "has %lld tokens; the context holds %lld", (long long)n, (long long)n);
+    cr_assert_not_null(strstr(err.msg, want), "%s", err.msg);
+    cr_assert_eq(h3.starts, 0);
+    cr_assert_null(r.output_ids);
+    cr_assert_eq(ss_hook_run(&x, NULL, a, n + 2, 10, &h3, &r, &err), 0, "%s", err.msg);
+    cr_assert_eq(r.n_output, 2);
+    session_report_free(&r);
+
+    bank_free(bank);
+    json_decref(a);
     ss_close(&x);
 }
