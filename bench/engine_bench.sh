@@ -4,15 +4,18 @@
 # bf16 and q8_0, with 2 threads; headstart (`headstart run --json`) and llama.cpp
 # (bench/llama_bench.c on the npm package's prebuilt library) run alternately on the same
 # GGUF, REPS times each, best of each kept. Prints one JSON object, then a human summary.
-# Not part of make test (minutes, GiBs of model files).
+# The machine is shared: each run's CPU seconds (user + system, all threads, from getrusage)
+# are kept too (least of the reps), a steadier number than tok/s when other work competes
+# for the cores (llama.cpp's threads spin while waiting, so its CPU time is about wall time
+# x threads). Not part of make test (minutes, GiBs of model files).
 #
-#   sh bench/engine_bench.sh [BUILD]     env: THREADS (2), PROMPT (512), GEN (128), REPS (2),
+#   sh bench/engine_bench.sh [BUILD]     env: THREADS (2), PROMPT (512), GEN (128), REPS (3),
 #                                        DTYPES ("bf16 q8_0"), KEEP=1 keeps the models,
 #                                        PRESET (0.8b), IDMAX (150000: prompt ids below it)
 set -u
 build=${1:-${HEADSTART_BUILD:-build}}
 hs=$build/headstart
-threads=${THREADS:-2} n_prompt=${PROMPT:-512} n_gen=${GEN:-128} reps=${REPS:-2}
+threads=${THREADS:-2} n_prompt=${PROMPT:-512} n_gen=${GEN:-128} reps=${REPS:-3}
 dtypes=${DTYPES:-"bf16 q8_0"} preset=${PRESET:-0.8b} idmax=${IDMAX:-150000}
 libdir=$PWD/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
 inc=$build/llama-include
@@ -34,6 +37,16 @@ $py -c "import random; r = random.Random(1); print(' '.join(str(r.randrange($idm
 
 # best (max) of a field over the JSON lines in a file
 best() { $py -c "import json,sys; print(max(json.loads(l)['$2'] for l in open('$1') if l.startswith('{')))"; }
+# run a command; append its CPU seconds (user + system of it and its threads) to file $1
+cpu_run() {
+    f=$1; shift
+    $py -c "import resource, subprocess, sys
+rc = subprocess.run(sys.argv[2:]).returncode
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+open(sys.argv[1], 'a').write('%.3f\\n' % (r.ru_utime + r.ru_stime))
+sys.exit(rc)" "$f" "$@"
+}
+least() { $py -c "print(min(float(l) for l in open('$1') if l.strip()))"; }
 
 echo "{" > "$tmp/out.json"
 first=1
@@ -41,28 +54,30 @@ for dt in $dtypes; do
     g=$tmp/qwen35-$preset-$dt.gguf
     echo "engine_bench: writing $g" >&2
     "$hs" mkmodel --arch qwen35 --preset "$preset" --dtype "$dt" --seed 1 --out "$g" >/dev/null || exit 1
-    : > "$tmp/hs-$dt"; : > "$tmp/ll-$dt"
+    : > "$tmp/hs-$dt"; : > "$tmp/ll-$dt"; : > "$tmp/hs-cpu-$dt"; : > "$tmp/ll-cpu-$dt"
     r=0
     while [ $r -lt "$reps" ]; do
         echo "engine_bench: $dt rep $((r + 1))/$reps: headstart" >&2
-        "$hs" run -m "$g" --ids-file "$tmp/ids" -n $((n_gen + 1)) --temp 0 --threads "$threads" --json \
+        cpu_run "$tmp/hs-cpu-$dt" "$hs" run -m "$g" --ids-file "$tmp/ids" -n $((n_gen + 1)) --temp 0 --threads "$threads" --json \
             >> "$tmp/hs-$dt" || exit 1
         echo "engine_bench: $dt rep $((r + 1))/$reps: llama.cpp" >&2
-        "$bench_bin" --lib-dir "$libdir" "$g" --prompt-ids "$tmp/ids" -n $((n_gen + 1)) --threads "$threads" \
+        cpu_run "$tmp/ll-cpu-$dt" "$bench_bin" --lib-dir "$libdir" "$g" --prompt-ids "$tmp/ids" -n $((n_gen + 1)) --threads "$threads" \
             >> "$tmp/ll-$dt" || exit 1
         r=$((r + 1))
     done
     hp=$(best "$tmp/hs-$dt" prefill_tok_s); hd=$(best "$tmp/hs-$dt" decode_tok_s)
+    hc=$(least "$tmp/hs-cpu-$dt"); lc=$(least "$tmp/ll-cpu-$dt")
     lp=$(best "$tmp/ll-$dt" prefill_tok_s); ld=$(best "$tmp/ll-$dt" decode_tok_s)
     [ $first = 1 ] || echo "," >> "$tmp/out.json"
     first=0
-    $py - "$dt" "$hp" "$hd" "$lp" "$ld" "$threads" "$n_prompt" "$n_gen" "$reps" >> "$tmp/out.json" <<'PY'
+    $py - "$dt" "$hp" "$hd" "$lp" "$ld" "$threads" "$n_prompt" "$n_gen" "$reps" "$hc" "$lc" >> "$tmp/out.json" <<'PY'
 import sys
 dt, hp, hd, lp, ld = sys.argv[1], *map(float, sys.argv[2:6])
 t, npr, ng, reps = sys.argv[6:10]
+hc, lc = map(float, sys.argv[10:12])
 print(f' "{dt}": {{"threads": {t}, "prompt_tokens": {npr}, "decode_tokens": {ng}, "reps": {reps},'
-      f' "headstart": {{"prefill_tok_s": {hp:.3f}, "decode_tok_s": {hd:.3f}}},'
-      f' "llama_cpp": {{"prefill_tok_s": {lp:.3f}, "decode_tok_s": {ld:.3f}}},'
+      f' "headstart": {{"prefill_tok_s": {hp:.3f}, "decode_tok_s": {hd:.3f}, "cpu_s": {hc:.2f}}},'
+      f' "llama_cpp": {{"prefill_tok_s": {lp:.3f}, "decode_tok_s": {ld:.3f}, "cpu_s": {lc:.2f}}},'
       f' "ratio": {{"prefill": {hp / lp:.4f}, "decode": {hd / ld:.4f}}}}}', end='')
 PY
 done
@@ -78,4 +93,5 @@ for dt, r in d.items():
           f"  llama.cpp {l['prefill_tok_s']:8.2f} tok/s  ratio {q['prefill']:.3f}")
     print(f"{'':5s}            decode  {r['decode_tokens']} tok  headstart {h['decode_tok_s']:8.2f} tok/s"
           f"  llama.cpp {l['decode_tok_s']:8.2f} tok/s  ratio {q['decode']:.3f}")
+    print(f"{'':5s}            CPU s per run (least)  headstart {h['cpu_s']:8.2f}  llama.cpp {l['cpu_s']:8.2f}")
 PY

@@ -10,18 +10,21 @@
  *     query heads (rows j*2hd .. j*2hd+hd-1 of qg) are copied out, q_norm / k_norm per
  *     head, partial NeoX RoPE at the token's position, K/V rows appended to the cache;
  *     then every (token, head) attends over keys 0..p; out *= sigmoid(gate); Wo.
- *   GDN: qkv, z, b, a projections for all T; then token by token: conv step + SiLU,
- *     L2 norm of q and k heads (eps 1e-6), gates, the gated delta step (kh = h % Hk),
- *     gated RMSNorm with act(z); capture the layer's state when p0+t+1 is a capture
- *     position; then Wout.
+ *   GDN: qkv, z, b, a projections for all T; conv step + SiLU for all T (threads split
+ *     channels, each runs its channels through the tokens in order, in place in qkv);
+ *     per token L2 norm of q and k heads (eps 1e-6) and gates; then per v-head, token by
+ *     token, the gated delta step (kh = h % Hk) and gated RMSNorm with act(z) (threads
+ *     split heads; a head's state stays in cache across the step); the layer's state is
+ *     captured piecewise (channel range, head) when p0+t+1 is a capture position; Wout.
  *   residual add; xn = rmsnorm(x, post_attn_norm); dense SwiGLU or MoE; residual add.
  * Then, for the requested rows only: final norm and the lm_head.
  *
  * Exactness (DESIGN.md §4): every matmul is kern_matmul, batch-invariant, threads split
  * its output rows; every other operation is per token (or per head / channel of one
  * token) and written once, so its result does not depend on T, the chunking or the
- * thread count. The GDN recurrence runs token by token. MoE experts run as T = 1 matmuls
- * per token, in pick order. Q8_0 activations are quantized per token (kern_q8_quantize
+ * thread count. The GDN recurrence runs token by token (per head; heads and channels are
+ * independent, so the head-major loop order computes the same bits). MoE experts run as
+ * T = 1 matmuls per token, in pick order. Q8_0 activations are quantized per token (kern_q8_quantize
  * works per token and block), so batching does not change them either; their scales are
  * then rounded to f16 as llama.cpp stores them (see quant()), which is what makes our
  * Q8_0 logits agree with llama.cpp's.
@@ -86,9 +89,65 @@ static const struct kern_q8_block *quant(const struct engine *e, struct kern_q8_
     return buf;
 }
 
-static void rmsnorm_rows(float *y, const float *x, const float *w, int64_t T, int64_t n, float eps)
+/* The norms of norm.c with the variant's dot in place of kern_dot: every variant's dot keeps
+ * kern_dot's 32-lane order (kernels.h), the rest is the same expression, so the bits are
+ * those of kern_rmsnorm / kern_rmsnorm_gated / kern_l2norm_heads (the variant tests of
+ * test_forward.c compare against the scalar table). */
+static void rmsnorm_v(const struct kern_ops *ops, float *y, const float *x, const float *w, int64_t n, float eps)
 {
-    for (int64_t t = 0; t < T; t++) kern_rmsnorm(y + t * n, x + t * n, w, n, eps);
+    float r = 1.0f / sqrtf(ops->dot(x, x, n) / (float)n + eps);
+    for (int64_t i = 0; i < n; i++) y[i] = (x[i] * r) * w[i];
+}
+
+static void rmsnorm_gated_v(const struct kern_ops *ops, float *y, const float *z, const float *w, int64_t n,
+                            float eps)
+{
+    float r = 1.0f / sqrtf(ops->dot(y, y, n) / (float)n + eps);
+    for (int64_t i = 0; i < n; i++) y[i] = ((y[i] * r) * w[i]) * kern_silu(z[i]);
+}
+
+static void l2norm_v(const struct kern_ops *ops, float *x, int64_t n, int64_t n_head, float eps)
+{
+    for (int64_t h = 0; h < n_head; h++) {
+        float *xh = x + h * n;
+        float r = 1.0f / sqrtf(ops->dot(xh, xh, n) + eps);
+        for (int64_t i = 0; i < n; i++) xh[i] = xh[i] * r;
+    }
+}
+
+struct rows_job {
+    const struct kern_ops *ops;
+    float *y;
+    const float *x, *w, *g;
+    int64_t n;
+    float eps;
+};
+
+static void rmsnorm_fn(void *ctx, int64_t t0, int64_t t1, int ti)
+{
+    const struct rows_job *j = ctx;
+    (void)ti;
+    for (int64_t t = t0; t < t1; t++) rmsnorm_v(j->ops, j->y + t * j->n, j->x + t * j->n, j->w, j->n, j->eps);
+}
+
+static void rmsnorm_rows(struct engine *e, float *y, const float *x, const float *w, int64_t T, int64_t n, float eps)
+{
+    struct rows_job j = { e->ops, y, x, w, NULL, n, eps };
+    sys_pool_run(e->pool, T, rmsnorm_fn, &j);
+}
+
+static void swiglu_fn(void *ctx, int64_t i0, int64_t i1, int ti)
+{
+    const struct rows_job *j = ctx;
+    (void)ti;
+    kern_swiglu(j->y, j->y, j->g, i0, i1);
+}
+
+/* y = silu(y) * up over n values, threads splitting the elements (independent). */
+static void swiglu_par(struct engine *e, float *y, const float *up, int64_t n)
+{
+    struct rows_job j = { e->ops, y, NULL, NULL, up, n, 0.0f };
+    sys_pool_run(e->pool, n, swiglu_fn, &j);
 }
 
 /* ---- attention ------------------------------------------------------------------------- */
@@ -114,8 +173,10 @@ static void attn_prep_fn(void *ctx, int64_t t0, int64_t t1, int ti)
         float *q = sc->q + t * qw, *k = sc->k + t * kvw, *v = sc->v + t * kvw;
         const float *qg = sc->qg + t * 2 * qw;
         for (int64_t h = 0; h < g->nh; h++) memcpy(q + h * g->hd, qg + h * 2 * g->hd, (size_t)g->hd * sizeof(float));
-        kern_rmsnorm_heads(q, g->hd, g->hd, j->L->q_norm, g->eps, 0, g->nh);
-        kern_rmsnorm_heads(k, g->hd, g->hd, j->L->k_norm, g->eps, 0, g->nkv);
+        for (int64_t h = 0; h < g->nh; h++)
+            rmsnorm_v(e->ops, q + h * g->hd, q + h * g->hd, j->L->q_norm, g->hd, g->eps);
+        for (int64_t h = 0; h < g->nkv; h++)
+            rmsnorm_v(e->ops, k + h * g->hd, k + h * g->hd, j->L->k_norm, g->hd, g->eps);
         if (g->n_rot > 0) {
             const float *cs = sc->rope + t * g->n_rot;
             kern_rope_apply(q, g->hd, g->n_rot, cs, 0, g->nh);
@@ -140,8 +201,8 @@ static void attn_fn(void *ctx, int64_t i0, int64_t i1, int ti)
     for (int64_t i = i0; i < i1; i++) {
         int64_t t = i / g->nh, h = i % g->nh;
         float *out = sc->att + t * qw;
-        kern_attn(out, sc->q + t * qw, j->s->kc[j->ai], j->s->vc[j->ai], (int64_t)g->kv_row_floats,
-                  j->p0 + t + 1, g->hd, g->nh, g->nkv, scale, scores, h, h + 1);
+        e->ops->attn(out, sc->q + t * qw, j->s->kc[j->ai], j->s->vc[j->ai], (int64_t)g->kv_row_floats,
+                     j->p0 + t + 1, g->hd, g->nh, g->nkv, scale, scores, h, h + 1);
         kern_sigmoid_mul(out + h * g->hd, out + h * g->hd, sc->qg + t * 2 * qw + h * 2 * g->hd + g->hd, g->hd);
     }
 }
@@ -169,38 +230,78 @@ struct gdn_job {
     struct engine *e;
     const struct model_layer *L;
     float *state;       /* conv [K-1, C] then recurrent [Hv, Dk, Dv] */
-    int64_t t;
+    uint64_t off;       /* the layer's offset in floats inside the snapshot layout */
+    int64_t p0, T;
+    struct engine_capture *caps;
+    int n_caps;
 };
 
+/* Conv step + SiLU for channels [c0, c1) of every token, in place in qkv (token order is the
+ * recurrence order; channels are independent). A capture after token t copies this
+ * channel range of the conv state. */
 static void gdn_conv_fn(void *ctx, int64_t c0, int64_t c1, int ti)
 {
     const struct gdn_job *j = ctx;
     const struct engine_geom *g = &j->e->g;
     (void)ti;
-    kern_conv1d_step(j->e->s.conv, j->state, j->e->s.qkv + j->t * g->C, j->L->conv, g->C, g->kconv, c0, c1);
+    for (int64_t t = 0; t < j->T; t++) {
+        float *x = j->e->s.qkv + t * g->C;
+        kern_conv1d_step(x, j->state, x, j->L->conv, g->C, g->kconv, c0, c1);
+        for (int c = 0; c < j->n_caps; c++)
+            if (j->caps[c].pos == j->p0 + t + 1)
+                for (int64_t r = 0; r < g->kconv - 1; r++)
+                    memcpy((float *)j->caps[c].buf + j->off + r * g->C + c0, j->state + r * g->C + c0,
+                           (size_t)(c1 - c0) * sizeof(float));
+    }
 }
 
+/* Per token: L2 norm of the q and k heads, the decay / beta gates. */
+static void gdn_prep_fn(void *ctx, int64_t t0, int64_t t1, int ti)
+{
+    const struct gdn_job *j = ctx;
+    const struct engine_geom *g = &j->e->g;
+    struct engine_scratch *sc = &j->e->s;
+    (void)ti;
+    for (int64_t t = t0; t < t1; t++) {
+        float *c = sc->qkv + t * g->C;
+        l2norm_v(j->e->ops, c, g->dk, g->hk, 1e-6f);
+        l2norm_v(j->e->ops, c + g->hk * g->dk, g->dk, g->hk, 1e-6f);
+        float *a = sc->a + t * g->hv, *b = sc->b + t * g->hv;
+        kern_gdn_gates(a, b, a, b, j->L->ssm_a, j->L->dt_bias, 0, g->hv);
+    }
+}
+
+/* The recurrence of v-heads [h0, h1), head by head through all T tokens (a head's state
+ * stays in cache for the whole step; heads are independent), then the gated norm of each
+ * (token, head). A capture after token t copies the head's state. */
 static void gdn_step_fn(void *ctx, int64_t h0, int64_t h1, int ti)
 {
     const struct gdn_job *j = ctx;
     struct engine *e = j->e;
     const struct engine_geom *g = &e->g;
     struct engine_scratch *sc = &e->s;
-    const float *c = sc->conv;
-    int64_t vw = g->hv * g->dv;
-    float *y = sc->y + j->t * vw, *z = sc->z + j->t * vw;
-    const float *alpha = sc->a + j->t * g->hv, *beta = sc->b + j->t * g->hv;
+    int64_t vw = g->hv * g->dv, hs = g->dk * g->dv;
+    bool sig = model_hparams(e->m)->gdn_gate == GDN_GATE_SIGMOID;
+    float *S = j->state + g->conv_floats;
     (void)ti;
-    kern_gdn_step(y, j->state + g->conv_floats, c, c + g->hk * g->dk, c + 2 * g->hk * g->dk, alpha, beta,
-                  g->hk, g->hv, g->dk, g->dv, h0, h1);
-    if (model_hparams(e->m)->gdn_gate == GDN_GATE_SIGMOID) {
-        /* ((o * r) * w) * sigmoid(z): the gated norm with the other activation */
-        for (int64_t h = h0; h < h1; h++) {
-            kern_rmsnorm(y + h * g->dv, y + h * g->dv, j->L->ssm_norm, g->dv, g->eps);
-            kern_sigmoid_mul(y + h * g->dv, y + h * g->dv, z + h * g->dv, g->dv);
+    for (int64_t h = h0; h < h1; h++) {
+        for (int64_t t = 0; t < j->T; t++) {
+            const float *c = sc->qkv + t * g->C;
+            float *y = sc->y + t * vw, *z = sc->z + t * vw;
+            e->ops->gdn_step(y, S, c, c + g->hk * g->dk, c + 2 * g->hk * g->dk, sc->a + t * g->hv,
+                             sc->b + t * g->hv, g->hk, g->hv, g->dk, g->dv, h, h + 1);
+            if (sig) {
+                /* ((o * r) * w) * sigmoid(z): the gated norm with the other activation */
+                rmsnorm_v(e->ops, y + h * g->dv, y + h * g->dv, j->L->ssm_norm, g->dv, g->eps);
+                kern_sigmoid_mul(y + h * g->dv, y + h * g->dv, z + h * g->dv, g->dv);
+            } else {
+                rmsnorm_gated_v(e->ops, y + h * g->dv, z + h * g->dv, j->L->ssm_norm, g->dv, g->eps);
+            }
+            for (int cc = 0; cc < j->n_caps; cc++)
+                if (j->caps[cc].pos == j->p0 + t + 1)
+                    memcpy((float *)j->caps[cc].buf + j->off + g->conv_floats + h * hs, S + h * hs,
+                           (size_t)hs * sizeof(float));
         }
-    } else {
-        kern_rmsnorm_gated(y, y, z, j->L->ssm_norm, g->dv, g->eps, h0, h1);
     }
 }
 
@@ -216,19 +317,10 @@ static void layer_gdn(struct engine *e, struct seq *s, const struct model_layer 
     mm(e, sc->b, g->hv, &L->wb, L->wb.data, sc->xn, xq, T);
     mm(e, sc->a, g->hv, &L->wa, L->wa.data, sc->xn, xq, T);
     uint64_t off = engine_gdn_offset(e, gi);
-    struct gdn_job j = { e, L, s->gdn + off, 0 };
-    size_t layer_bytes = (size_t)(g->conv_floats + g->rec_floats) * sizeof(float);
-    for (int64_t t = 0; t < T; t++) {
-        j.t = t;
-        sys_pool_run(e->pool, g->C, gdn_conv_fn, &j);
-        kern_l2norm_heads(sc->conv, g->dk, 1e-6f, 0, g->hk);
-        kern_l2norm_heads(sc->conv + g->hk * g->dk, g->dk, 1e-6f, 0, g->hk);
-        float *a = sc->a + t * g->hv, *b = sc->b + t * g->hv;
-        kern_gdn_gates(a, b, a, b, L->ssm_a, L->dt_bias, 0, g->hv);
-        sys_pool_run(e->pool, g->hv, gdn_step_fn, &j);
-        for (int c = 0; c < n_caps; c++)
-            if (caps[c].pos == p0 + t + 1) memcpy((char *)caps[c].buf + off * sizeof(float), j.state, layer_bytes);
-    }
+    struct gdn_job j = { e, L, s->gdn + off, off, p0, T, caps, n_caps };
+    sys_pool_run(e->pool, g->C, gdn_conv_fn, &j);
+    sys_pool_run(e->pool, T, gdn_prep_fn, &j);
+    sys_pool_run(e->pool, g->hv, gdn_step_fn, &j);
     int64_t vw = g->hv * g->dv;
     const struct kern_q8_block *yq = quant(e, sc->xq_b, sc->y, T, vw, is_q8(&L->wout));
     mm(e, sc->out, g->H, &L->wout, L->wout.data, sc->y, yq, T);
@@ -243,7 +335,7 @@ static void ffn_dense(struct engine *e, const struct model_layer *L, int64_t T)
     const struct kern_q8_block *xq = quant(e, sc->xq_a, sc->xn, T, g->H, is_q8(&L->ffn_gate) || is_q8(&L->ffn_up));
     mm(e, sc->ffa, g->nff, &L->ffn_gate, L->ffn_gate.data, sc->xn, xq, T);
     mm(e, sc->ffb, g->nff, &L->ffn_up, L->ffn_up.data, sc->xn, xq, T);
-    kern_swiglu(sc->ffa, sc->ffa, sc->ffb, 0, T * g->nff);
+    swiglu_par(e, sc->ffa, sc->ffb, T * g->nff);
     const struct kern_q8_block *hq = quant(e, sc->xq_b, sc->ffa, T, g->nff, is_q8(&L->ffn_down));
     mm(e, sc->out, g->H, &L->ffn_down, L->ffn_down.data, sc->ffa, hq, T);
     kern_add(sc->x, sc->out, T * g->H);
@@ -262,7 +354,7 @@ static void ffn_moe(struct engine *e, const struct model_layer *L, int64_t T)
     if (shared) {
         mm(e, sc->ffa, g->nff_sh, &L->sh_gate, L->sh_gate.data, sc->xn, xq, T);
         mm(e, sc->ffb, g->nff_sh, &L->sh_up, L->sh_up.data, sc->xn, xq, T);
-        kern_swiglu(sc->ffa, sc->ffa, sc->ffb, 0, T * g->nff_sh);
+        swiglu_par(e, sc->ffa, sc->ffb, T * g->nff_sh);
         const struct kern_q8_block *hq = quant(e, sc->xq_b, sc->ffa, T, g->nff_sh, is_q8(&L->sh_down));
         mm(e, sc->out, g->H, &L->sh_down, L->sh_down.data, sc->ffa, hq, T);
         mm(e, sc->shg, 1, &L->sh_gate_inp, L->sh_gate_inp.data, sc->xn, xq, T);
@@ -331,11 +423,11 @@ static void forward_step(struct engine *e, struct seq *s, const int32_t *tokens,
     const struct model_hparams *hp = model_hparams(e->m);
     for (int il = 0; il < g->n_layer; il++) {
         const struct model_layer *L = model_layer(e->m, il);
-        rmsnorm_rows(sc->xn, sc->x, L->attn_norm, T, g->H, g->eps);
+        rmsnorm_rows(e, sc->xn, sc->x, L->attn_norm, T, g->H, g->eps);
         if (L->kind == LAYER_KIND_ATTN) layer_attn(e, s, L, g->attn_index[il], p0, T);
         else layer_gdn(e, s, L, g->gdn_index[il], p0, T, caps, n_caps);
         kern_add(sc->x, sc->out, T * g->H);
-        rmsnorm_rows(sc->xn, sc->x, L->post_attn_norm, T, g->H, g->eps);
+        rmsnorm_rows(e, sc->xn, sc->x, L->post_attn_norm, T, g->H, g->eps);
         if (hp->layer_moe[il]) ffn_moe(e, L, T);
         else ffn_dense(e, L, T);
     }

@@ -22,10 +22,11 @@
 #endif
 
 static const struct kern_ops ops_table[] = {
-    {"scalar", kern_matmul, kern_q8_quantize, kern_dot},
+    {"scalar", kern_matmul, kern_q8_quantize, kern_dot, kern_attn, kern_gdn_step},
 #if KERN_HAVE_X86
-    {"avx2", kern_matmul_avx2, kern_q8_quantize_avx2, kern_dot_avx2},
-    {"avx512", kern_matmul_avx512, kern_q8_quantize_avx512, kern_dot_avx512},
+    {"avx2", kern_matmul_avx2, kern_q8_quantize_avx2, kern_dot_avx2, kern_attn_avx2, kern_gdn_step_avx2},
+    {"avx512", kern_matmul_avx512, kern_q8_quantize_avx512, kern_dot_avx512, kern_attn_avx512,
+     kern_gdn_step_avx512},
 #endif
 };
 

@@ -233,6 +233,13 @@ struct kern_ops {
                    int64_t r1);
     void (*q8_quantize)(struct kern_q8_block *xq, const float *x, int64_t n_tok, int64_t k);
     float (*dot)(const float *a, const float *b, int64_t n);
+    /* appended ([F7]): kern_attn and kern_gdn_step of the variant (recur_*.c) */
+    void (*attn)(float *out, const float *q, const float *kc, const float *vc, int64_t kv_ld,
+                 int64_t n_pos, int64_t hd, int64_t n_head, int64_t n_kv_head, float scale,
+                 float *scratch, int64_t h0, int64_t h1);
+    void (*gdn_step)(float *o, float *S, const float *q, const float *k, const float *v,
+                     const float *alpha, const float *beta, int64_t n_kh, int64_t n_vh,
+                     int64_t dk, int64_t dv, int64_t h0, int64_t h1);
 };
 
 /* The table of variant `variant` ("scalar", "avx2", "avx512"); NULL for an unknown name or
@@ -258,5 +265,22 @@ void kern_matmul_avx512(float *y, int64_t y_ld, const void *w, enum kern_wtype w
                         int64_t r0, int64_t r1);
 void kern_q8_quantize_avx512(struct kern_q8_block *xq, const float *x, int64_t n_tok, int64_t k);
 float kern_dot_avx512(const float *a, const float *b, int64_t n);
+
+/* ---- SIMD sequence kernels ([F7]; recur_avx2.c, recur_avx512.c) ----------------------
+ * Variants of kern_attn and kern_gdn_step, same contracts and bits: vectors hold
+ * independent outputs (GDN state columns, attention output dims), never partial sums of one
+ * reduction, and attention scores use the variant's kern_dot. Use them through kern_ops. */
+void kern_attn_avx2(float *out, const float *q, const float *kc, const float *vc, int64_t kv_ld,
+                    int64_t n_pos, int64_t hd, int64_t n_head, int64_t n_kv_head, float scale,
+                    float *scratch, int64_t h0, int64_t h1);
+void kern_gdn_step_avx2(float *o, float *S, const float *q, const float *k, const float *v,
+                        const float *alpha, const float *beta, int64_t n_kh, int64_t n_vh,
+                        int64_t dk, int64_t dv, int64_t h0, int64_t h1);
+void kern_attn_avx512(float *out, const float *q, const float *kc, const float *vc, int64_t kv_ld,
+                      int64_t n_pos, int64_t hd, int64_t n_head, int64_t n_kv_head, float scale,
+                      float *scratch, int64_t h0, int64_t h1);
+void kern_gdn_step_avx512(float *o, float *S, const float *q, const float *k, const float *v,
+                          const float *alpha, const float *beta, int64_t n_kh, int64_t n_vh,
+                          int64_t dk, int64_t dv, int64_t h0, int64_t h1);
 
 #endif
