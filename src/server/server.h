@@ -6,7 +6,9 @@
  * the tokenizer and the chat template lives here (model_text.c).
  *
  * Design note (contract; DESIGN.md §6):
- *   1. HTTP callbacks never block; streaming uses suspend/resume.
+ *   1. Nothing HTTP does ever blocks the engine thread: each connection thread waits only
+ *      on its own request's byte queue (thread-per-connection; see http.c for why), and the
+ *      engine thread only appends to those queues.
  *   2. Bad input gets an error in the API's own shape, never a crash.
  *
  * Status: `headstart serve` runs every generation through session_run (the bank in RAM,
