@@ -5,7 +5,23 @@
  */
 #include <math.h>
 
-#include "kernels/kernels.h"
+#include "kernels/kernels_int.h"
+
+float kern_attn_scores(float *scratch, const float *qj, const float *km, int64_t kv_ld,
+                       int64_t hd, int64_t n_pos, float scale, kern_dot_fn dot)
+{
+    float mx = 0.0f;
+    for (int64_t t = 0; t < n_pos; t++) {
+        scratch[t] = dot(qj, km + t * kv_ld, hd) * scale;
+        if (t == 0 || scratch[t] > mx) mx = scratch[t];
+    }
+    float sum = 0.0f;
+    for (int64_t t = 0; t < n_pos; t++) {
+        scratch[t] = expf(scratch[t] - mx);
+        sum = sum + scratch[t];
+    }
+    return sum;
+}
 
 void kern_attn(float *out, const float *q, const float *kc, const float *vc, int64_t kv_ld,
                int64_t n_pos, int64_t hd, int64_t n_head, int64_t n_kv_head, float scale,
@@ -15,16 +31,7 @@ void kern_attn(float *out, const float *q, const float *kc, const float *vc, int
     for (int64_t j = h0; j < h1; j++) {
         const float *qj = q + j * hd;
         int64_t m = j / group;
-        float mx = 0.0f;
-        for (int64_t t = 0; t < n_pos; t++) {
-            scratch[t] = kern_dot(qj, kc + t * kv_ld + m * hd, hd) * scale;
-            if (t == 0 || scratch[t] > mx) mx = scratch[t];
-        }
-        float sum = 0.0f;
-        for (int64_t t = 0; t < n_pos; t++) {
-            scratch[t] = expf(scratch[t] - mx);
-            sum = sum + scratch[t];
-        }
+        float sum = kern_attn_scores(scratch, qj, kc + m * hd, kv_ld, hd, n_pos, scale, kern_dot);
         float *oj = out + j * hd;
         for (int64_t d = 0; d < hd; d++) oj[d] = 0.0f;
         for (int64_t t = 0; t < n_pos; t++) {

@@ -19,7 +19,7 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "kernels/kernels.h"
+#include "kernels/kernels_int.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define NV 8 /* column vectors per chunk: 128 columns, u / dl / o in 24 zmm */
@@ -120,16 +120,7 @@ void kern_attn_avx512(float *out, const float *q, const float *kc, const float *
     for (int64_t j = h0; j < h1; j++) {
         const float *qj = q + j * hd;
         int64_t m = j / group;
-        float mx = 0.0f;
-        for (int64_t t = 0; t < n_pos; t++) {
-            scratch[t] = kern_dot_avx512(qj, kc + t * kv_ld + m * hd, hd) * scale;
-            if (t == 0 || scratch[t] > mx) mx = scratch[t];
-        }
-        float sum = 0.0f;
-        for (int64_t t = 0; t < n_pos; t++) {
-            scratch[t] = expf(scratch[t] - mx);
-            sum = sum + scratch[t];
-        }
+        float sum = kern_attn_scores(scratch, qj, kc + m * hd, kv_ld, hd, n_pos, scale, kern_dot_avx512);
         float *oj = out + j * hd;
         const float *vm = vc + m * hd;
         int64_t d0 = 0;

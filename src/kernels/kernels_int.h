@@ -1,0 +1,16 @@
+/* kernels_int.h — private to src/kernels: pieces the scalar references share with their
+ * SIMD variants, so that each written order exists once. */
+#ifndef HS_KERNELS_INT_H
+#define HS_KERNELS_INT_H
+
+#include "kernels/kernels.h"
+
+typedef float (*kern_dot_fn)(const float *a, const float *b, int64_t n);
+
+/* Scores of one query head over keys 0..n_pos-1 (key t at km + t * kv_ld), in kern_attn's
+ * order: scratch[t] = dot(q, k_t) * scale, max by ascending t, then scratch[t] =
+ * expf(scratch[t] - max) summed in ascending t. Returns the sum. */
+float kern_attn_scores(float *scratch, const float *qj, const float *km, int64_t kv_ld,
+                       int64_t hd, int64_t n_pos, float scale, kern_dot_fn dot);
+
+#endif
