@@ -6,12 +6,16 @@
  * logit is finite.
  *
  *   llama_eval --lib-dir DIR MODEL.gguf [--prompt TEXT | --tokens ID,ID,...]
- *              [--logits-out FILE] [--threads N] [--verbose]
+ *              [--logits-out FILE] [--threads N] [--no-repack] [--kv-f32] [--verbose]
  *
  * DIR holds libllama/libggml and the CPU backends, which are loaded at run time with
  * ggml_backend_load_all_from_path (without it llama.cpp has no CPU backend). --logits-out
  * writes the logits of every position as raw little-endian f32, n_tokens x n_vocab, so
  * other tests can compare them with headstart's.
+ * --kv-f32 keeps llama.cpp's KV cache in f32 without flash attention (its default f16
+ * cache rounds V, hence the first position's attention output, to f16); --no-repack turns
+ * off ggml-cpu's extra buffer types (weight repacking, AMX). Both exist for parity checks:
+ * docs/notes/q8_0_parity.md.
  *
  * Output (stdout), one item per line:
  *     tokens N: id id id ...
@@ -65,7 +69,7 @@ static int parse_ids(const char *s, llama_token *out, int max)
 static int usage(void)
 {
     fprintf(stderr, "usage: llama_eval --lib-dir DIR MODEL.gguf [--prompt TEXT | --tokens ID,...] "
-                    "[--logits-out FILE] [--threads N] [--verbose]\n");
+                    "[--logits-out FILE] [--threads N] [--no-repack] [--kv-f32] [--verbose]\n");
     return 2;
 }
 
@@ -74,6 +78,7 @@ int main(int argc, char **argv)
     const char *lib_dir = NULL, *model_path = NULL, *prompt = default_prompt, *ids_arg = NULL;
     const char *logits_out = NULL;
     int n_threads = 2;
+    bool no_repack = false, kv_f32 = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_value = i + 1 < argc;
@@ -83,6 +88,8 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--tokens") && has_value) ids_arg = argv[++i];
         else if (!strcmp(a, "--logits-out") && has_value) logits_out = argv[++i];
         else if (!strcmp(a, "--threads") && has_value) n_threads = atoi(argv[++i]);
+        else if (!strcmp(a, "--no-repack")) no_repack = true;
+        else if (!strcmp(a, "--kv-f32")) kv_f32 = true;
         else if (a[0] != '-' && !model_path) model_path = a;
         else return usage();
     }
@@ -106,6 +113,9 @@ int main(int argc, char **argv)
 
     struct llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;
+    /* --no-repack: plain ggml-cpu buffers only (no weight repacking / AMX), to tell the
+     * repacked kernels' rounding apart from the reference dot products */
+    if (no_repack) mp.use_extra_bufts = false;
     model = llama_model_load_from_file(model_path, mp);
     if (!model) {
         fprintf(stderr, "llama_eval: llama.cpp could not load %s (run with --verbose)\n", model_path);
@@ -143,6 +153,14 @@ int main(int argc, char **argv)
     cp.n_threads = n_threads;
     cp.n_threads_batch = n_threads;
     cp.no_perf = true;
+    if (kv_f32) {
+        /* --kv-f32: keep K and V in f32 and use the plain attention path. The default f16
+         * cache (and flash attention's f16 Q) rounds every attention input to f16, a
+         * ~5e-4 relative error that later Q8_0 activation quantizations amplify. */
+        cp.type_k = GGML_TYPE_F32;
+        cp.type_v = GGML_TYPE_F32;
+        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    }
     ctx = llama_init_from_model(model, cp);
     if (!ctx) {
         fprintf(stderr, "llama_eval: could not create a context for %s\n", model_path);
