@@ -173,6 +173,15 @@ static void conv_finish(struct conv *c, struct chat_request *out)
     strbuf_free(&c->system);
 }
 
+/* Hand the built conversation, the tools and the thinking flag to the caller (both APIs). */
+static void conv_deliver(struct conv *c, struct chat_request *out, json_t *tools, int thinking)
+{
+    conv_finish(c, out);
+    out->tools = tools;
+    out->enable_thinking = thinking;
+    out->add_generation_prompt = true;
+}
+
 /* Parse a tool call's arguments: a JSON string holding an object (OpenAI), an object
  * (some clients), or nothing ("", null, absent: no arguments). Returns a new object. */
 static int args_parse(const json_t *v, const char *path, json_t **out, struct hs_err *err)
@@ -433,10 +442,7 @@ int chat_from_openai(const json_t *body, struct chat_request *out, struct hs_err
     json_array_foreach(msgs, i, m)
         if ((rc = oai_message(&c, m, i, err))) goto fail;
     if ((rc = oai_tools(json_object_get(body, "tools"), &tools, err))) goto fail;
-    conv_finish(&c, out);
-    out->tools = tools;
-    out->enable_thinking = thinking;
-    out->add_generation_prompt = true;
+    conv_deliver(&c, out, tools, thinking);
     return HS_OK;
 fail:
     conv_free(&c);
@@ -802,10 +808,7 @@ int chat_from_anthropic(const json_t *body, struct chat_request *out, struct hs_
     json_array_foreach(msgs, i, m)
         if ((rc = ant_message(&c, m, i, err))) goto fail;
     if ((rc = ant_tools(json_object_get(body, "tools"), &tools, err))) goto fail;
-    conv_finish(&c, out);
-    out->tools = tools;
-    out->enable_thinking = thinking;
-    out->add_generation_prompt = true;
+    conv_deliver(&c, out, tools, thinking);
     return HS_OK;
 fail:
     conv_free(&c);
