@@ -981,15 +981,20 @@ static int parse_primary(struct parser *p, struct jnode **out)
     }
 }
 
+/* Enter one level of recursive parsing (the caller decrements p->depth when done);
+ * hostile templates must fail cleanly, not exhaust the stack. */
+static int depth_enter(struct parser *p)
+{
+    if (p->depth >= MAX_PARSE_DEPTH) return perr(p, "expressions or blocks nested too deeply", NULL);
+    p->depth++;
+    return HS_OK;
+}
+
 static int parse_unary_inner(struct parser *p, bool with_filter, struct jnode **out);
 static int parse_unary(struct parser *p, bool with_filter, struct jnode **out)
 {
-    if (++p->depth > MAX_PARSE_DEPTH) {
-        p->depth--;
-        return perr(p, "expressions or blocks nested too deeply", NULL);
-    }
-    int rc = parse_unary_inner(p, with_filter, out);
-    p->depth--;
+    int rc = depth_enter(p);
+    if (rc == HS_OK) rc = parse_unary_inner(p, with_filter, out), p->depth--;
     return rc;
 }
 
@@ -1118,12 +1123,8 @@ static int parse_compare(struct parser *p, struct jnode **out)
 static int parse_not_inner(struct parser *p, struct jnode **out);
 static int parse_not(struct parser *p, struct jnode **out)
 {
-    if (++p->depth > MAX_PARSE_DEPTH) {
-        p->depth--;
-        return perr(p, "expressions or blocks nested too deeply", NULL);
-    }
-    int rc = parse_not_inner(p, out);
-    p->depth--;
+    int rc = depth_enter(p);
+    if (rc == HS_OK) rc = parse_not_inner(p, out), p->depth--;
     return rc;
 }
 
@@ -1168,12 +1169,8 @@ static int parse_or(struct parser *p, struct jnode **out)
 static int parse_expr_inner(struct parser *p, bool with_condexpr, struct jnode **out);
 static int parse_expr(struct parser *p, bool with_condexpr, struct jnode **out)
 {
-    if (++p->depth > MAX_PARSE_DEPTH) {
-        p->depth--;
-        return perr(p, "expressions or blocks nested too deeply", NULL);
-    }
-    int rc = parse_expr_inner(p, with_condexpr, out);
-    p->depth--;
+    int rc = depth_enter(p);
+    if (rc == HS_OK) rc = parse_expr_inner(p, with_condexpr, out), p->depth--;
     return rc;
 }
 
@@ -1316,12 +1313,8 @@ static int parse_if(struct parser *p, struct token *t, struct jnode **out)
 static int parse_statement_inner(struct parser *p, struct jnode **out);
 static int parse_statement(struct parser *p, struct jnode **out)
 {
-    if (++p->depth > MAX_PARSE_DEPTH) {
-        p->depth--;
-        return perr(p, "expressions or blocks nested too deeply", NULL);
-    }
-    int rc = parse_statement_inner(p, out);
-    p->depth--;
+    int rc = depth_enter(p);
+    if (rc == HS_OK) rc = parse_statement_inner(p, out), p->depth--;
     return rc;
 }
 
