@@ -1,8 +1,21 @@
 /*
  * cmd_bank.c — `headstart bank stats|ls|verify|gc`: look at and clean up a bank directory
  * offline (no model needed). Opening the directory reconciles it with its index (temp files
- * and unadoptable orphans removed, rows of missing files dropped; bank/disk.c), so every
- * subcommand reports what that found first.
+ * and unadoptable orphans removed, rows of missing files dropped with the entries that
+ * build on them, a store of an older format cleared; bank/disk.c), so every subcommand
+ * reports what that found first.
+ *
+ * Output: text by default; --json prints one JSON object on stdout (keys below), which is
+ * what scripts and tests read. Exit status: 0 ok; 1 the directory failed, or verify found
+ * bad entries; 2 bad arguments.
+ *   {"dir", "entries", "bytes", "unshared_bytes", "open": {rows, adopted, orphans_removed,
+ *    tmp_removed, rows_dropped, old_format_removed},
+ *    ls:     "list": [{key, parent, fingerprint, start, tokens, kind, head, bytes,
+ *                      chain_bytes, chain_blobs, children, hits, last_use_ms}]
+ *    verify: "verify": {checked, good, removed, removed_bytes}
+ *    gc:     "gc": {target_bytes (null = orphans only), freed_bytes}}
+ * unshared_bytes = the sum of every entry's chain: what the store would hold if no two
+ * entries shared a stretch.
  */
 #include "cmd.h"
 #include "bank/bank.h"
@@ -14,70 +27,130 @@
 #include <time.h>
 
 static const char bank_help[] =
-    "usage: headstart bank (stats|ls|verify|gc) [--bank-dir DIR] [--to SIZE]\n"
+    "usage: headstart bank (stats|ls|verify|gc) [--bank-dir DIR] [--size SIZE] [--json]\n"
     "\n"
-    "  stats    entries, bytes and what the reconcile at open found\n"
-    "  ls       entries, most recently used first: key, fingerprint, tokens, bytes, kind\n"
-    "           (head = a session-head anchor), hits, last use\n"
-    "  verify   read every entry fully (checksums, identity, token prefix); delete bad ones\n"
-    "           (exit status 1 when any was bad)\n"
-    "  gc       remove orphans and evict least recently used entries down to --to SIZE\n"
-    "           (e.g. 10G; default: only orphans)\n"
+    "  stats    entries, bytes (each shared stretch once), and what the reconcile at open\n"
+    "           found\n"
+    "  ls       entries, most recently used first: key, fingerprint, start and end token,\n"
+    "           own bytes, bytes a restore reads (its chain), kind (head = a session-head\n"
+    "           anchor), entries building on it, hits, last use\n"
+    "  verify   read every entry fully (checksums, identity, the key over the whole token\n"
+    "           prefix); delete bad ones with the entries building on them (exit status 1\n"
+    "           when any was bad)\n"
+    "  gc       remove orphans and evict least recently used entries that nothing builds on\n"
+    "           until the store holds at most --size SIZE (e.g. 10G; --to is the same;\n"
+    "           default: only orphans)\n"
     "\n"
-    "--bank-dir defaults to $XDG_CACHE_HOME/headstart/bank (or ~/.cache/headstart/bank).\n";
+    "--json prints one JSON object instead of text. --bank-dir defaults to\n"
+    "$XDG_CACHE_HOME/headstart/bank (or ~/.cache/headstart/bank).\n";
 
-static void print_reconcile(const struct bank_disk_stats *st)
+struct ls_ctx {
+    bool json;
+    struct jsonw *w;
+    uint64_t unshared;
+};
+
+static bool ls_sum(void *ctx, const struct bank_disk_entry *e)
 {
-    char b[32];
-    printf("entries %" PRIu64 ", %s (%" PRIu64 " bytes)\n", st->entries,
-           hs_format_size(st->bytes, b, sizeof b), st->bytes);
-    printf("at open: index rows %" PRIu64 ", adopted %" PRIu64 ", orphans removed %" PRIu64
-           ", temp files removed %" PRIu64 ", rows dropped %" PRIu64 "\n",
-           st->open_rows, st->open_adopted, st->open_orphans_removed, st->open_tmp_removed,
-           st->open_rows_dropped);
+    ((struct ls_ctx *)ctx)->unshared += e->chain_bytes;
+    return true;
 }
 
 static bool ls_line(void *ctx, const struct bank_disk_entry *e)
 {
-    (void)ctx;
+    struct ls_ctx *c = ctx;
+    if (c->json) {
+        struct jsonw *w = c->w;
+        char fp[17];
+        snprintf(fp, sizeof fp, "%016" PRIx64, e->fp);
+        jsonw_obj_begin(w);
+        jsonw_key(w, "key"); jsonw_str(w, e->key);
+        jsonw_key(w, "parent"); jsonw_str(w, e->parent);
+        jsonw_key(w, "fingerprint"); jsonw_str(w, fp);
+        jsonw_key(w, "start"); jsonw_int(w, e->start);
+        jsonw_key(w, "tokens"); jsonw_int(w, e->pos);
+        jsonw_key(w, "kind"); jsonw_str(w, bank_snap_kind_name(e->kind));
+        jsonw_key(w, "head"); jsonw_bool(w, e->kind == BANK_SNAP_HEAD);
+        jsonw_key(w, "bytes"); jsonw_uint(w, e->bytes);
+        jsonw_key(w, "chain_bytes"); jsonw_uint(w, e->chain_bytes);
+        jsonw_key(w, "chain_blobs"); jsonw_int(w, e->chain_blobs);
+        jsonw_key(w, "children"); jsonw_int(w, e->children);
+        jsonw_key(w, "hits"); jsonw_uint(w, e->hits);
+        jsonw_key(w, "last_use_ms"); jsonw_int(w, e->last_use_ms);
+        jsonw_obj_end(w);
+        return true;
+    }
     char when[32] = "never";
     if (e->last_use_ms > 0) {
         time_t t = (time_t)(e->last_use_ms / 1000);
         struct tm tm;
         if (gmtime_r(&t, &tm)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
     }
-    printf("%.16s  %016" PRIx64 "  %10" PRId64 "  %12" PRIu64 "  %-9s  %-4s  %6" PRIu64 "  %s\n",
-           e->key, e->fp, e->pos, e->bytes, bank_snap_kind_name(e->kind),
-           e->kind == BANK_SNAP_HEAD ? "yes" : "no", e->hits, when);
+    printf("%.16s  %016" PRIx64 "  %10" PRId64 "  %10" PRId64 "  %12" PRIu64 "  %12" PRIu64
+           "  %-9s  %-4s  %5" PRId64 "  %6" PRIu64 "  %s\n",
+           e->key, e->fp, e->start, e->pos, e->bytes, e->chain_bytes, bank_snap_kind_name(e->kind),
+           e->kind == BANK_SNAP_HEAD ? "yes" : "no", e->children, e->hits, when);
     return true;
+}
+
+static void open_json(struct jsonw *w, const struct bank_disk_stats *st)
+{
+    jsonw_key(w, "open");
+    jsonw_obj_begin(w);
+    jsonw_key(w, "rows"); jsonw_uint(w, st->open_rows);
+    jsonw_key(w, "adopted"); jsonw_uint(w, st->open_adopted);
+    jsonw_key(w, "orphans_removed"); jsonw_uint(w, st->open_orphans_removed);
+    jsonw_key(w, "tmp_removed"); jsonw_uint(w, st->open_tmp_removed);
+    jsonw_key(w, "rows_dropped"); jsonw_uint(w, st->open_rows_dropped);
+    jsonw_key(w, "old_format_removed"); jsonw_uint(w, st->open_old_removed);
+    jsonw_obj_end(w);
+}
+
+static void print_reconcile(const struct bank_disk_stats *st, uint64_t unshared)
+{
+    char b[32], u[32];
+    printf("entries %" PRIu64 ", %s (%" PRIu64 " bytes; %s if no stretch were shared)\n",
+           st->entries, hs_format_size(st->bytes, b, sizeof b), st->bytes,
+           hs_format_size(unshared, u, sizeof u));
+    printf("at open: index rows %" PRIu64 ", adopted %" PRIu64 ", orphans removed %" PRIu64
+           ", temp files removed %" PRIu64 ", rows dropped %" PRIu64 ", old-format files removed %"
+           PRIu64 "\n",
+           st->open_rows, st->open_adopted, st->open_orphans_removed, st->open_tmp_removed,
+           st->open_rows_dropped, st->open_old_removed);
 }
 
 int cmd_bank(int argc, char **argv)
 {
     const char *sub = NULL, *dir_arg = NULL, *to = NULL;
+    bool json = false;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(bank_help, stdout); return 0; }
+        if (!strcmp(a, "--json")) { json = true; continue; }
         if (a[0] != '-') {
-            if (sub) { fprintf(stderr, "headstart bank: one subcommand only (see --help)\n"); return 2; }
+            if (sub) { fprintf(stderr, "headstart bank: one subcommand only, got '%s' and '%s' (see --help)\n", sub, a); return 2; }
             sub = a;
             continue;
         }
+        if (strcmp(a, "--bank-dir") && strcmp(a, "--to") && strcmp(a, "--size")) {
+            fprintf(stderr, "headstart bank: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
         if (i + 1 >= argc) { fprintf(stderr, "headstart bank: %s needs a value (see --help)\n", a); return 2; }
         if (!strcmp(a, "--bank-dir")) dir_arg = argv[++i];
-        else if (!strcmp(a, "--to")) to = argv[++i];
-        else { fprintf(stderr, "headstart bank: unknown option '%s' (see --help)\n", a); return 2; }
+        else to = argv[++i];
     }
     if (!sub || (strcmp(sub, "stats") && strcmp(sub, "ls") && strcmp(sub, "verify") &&
                  strcmp(sub, "gc"))) {
-        fprintf(stderr, "headstart bank: need one of stats, ls, verify, gc (see --help)\n");
+        if (sub) fprintf(stderr, "headstart bank: unknown subcommand '%s'; need one of stats, ls, verify, gc (see --help)\n", sub);
+        else fprintf(stderr, "headstart bank: need one of stats, ls, verify, gc (see --help)\n");
         return 2;
     }
     int64_t target = -1;
     if (to) {
-        if (strcmp(sub, "gc")) { fprintf(stderr, "headstart bank: --to is for gc\n"); return 2; }
+        if (strcmp(sub, "gc")) { fprintf(stderr, "headstart bank: --size is for gc\n"); return 2; }
         target = hs_parse_size(to);
-        if (target < 0) { fprintf(stderr, "headstart bank: --to wants a size like 10G, got '%s'\n", to); return 2; }
+        if (target < 0) { fprintf(stderr, "headstart bank: --size wants a size like 10G or 500M, got '%s'\n", to); return 2; }
     }
     char *dir = dir_arg ? hs_strdup(dir_arg) : bank_disk_default_dir();
     if (!dir) { fprintf(stderr, "headstart bank: no --bank-dir and no HOME to default to\n"); return 2; }
@@ -96,31 +169,84 @@ int cmd_bank(int argc, char **argv)
     }
     struct bank_disk_stats st;
     bank_disk_stats_get(d, &st);
+    struct ls_ctx lc = { json, NULL, 0 };
+    bank_disk_ls(d, ls_sum, &lc);
+    struct strbuf sb;
+    strbuf_init(&sb);
+    struct jsonw w;
+    jsonw_init(&w, &sb, 0);
+    lc.w = &w;
+    if (json) {
+        jsonw_obj_begin(&w);
+        jsonw_key(&w, "dir"); jsonw_str(&w, dir);
+        jsonw_key(&w, "entries"); jsonw_uint(&w, st.entries);
+        jsonw_key(&w, "bytes"); jsonw_uint(&w, st.bytes);
+        jsonw_key(&w, "unshared_bytes"); jsonw_uint(&w, lc.unshared);
+        open_json(&w, &st);
+    } else {
+        printf("bank %s\n", dir);
+        print_reconcile(&st, lc.unshared);
+    }
     int rc = 0;
-    printf("bank %s\n", dir);
-    print_reconcile(&st);
     if (!strcmp(sub, "ls")) {
-        printf("%-16s  %-16s  %10s  %12s  %-9s  %-4s  %6s  %s\n", "key", "fingerprint", "tokens",
-               "bytes", "kind", "head", "hits", "last use");
-        bank_disk_ls(d, ls_line, NULL);
+        if (json) {
+            jsonw_key(&w, "list");
+            jsonw_arr_begin(&w);
+        } else {
+            printf("%-16s  %-16s  %10s  %10s  %12s  %12s  %-9s  %-4s  %5s  %6s  %s\n", "key",
+                   "fingerprint", "start", "tokens", "bytes", "chain bytes", "kind", "head",
+                   "kids", "hits", "last use");
+        }
+        bank_disk_ls(d, ls_line, &lc);
+        if (json) jsonw_arr_end(&w);
     } else if (!strcmp(sub, "verify")) {
         struct bank_disk_verify_result vr;
-        rc = bank_disk_verify(d, &vr, &err) == HS_OK && vr.removed == 0 ? 0 : 1;
-        printf("verify: checked %" PRIu64 ", good %" PRIu64 ", removed %" PRIu64 " (%" PRIu64
-               " bytes)\n", vr.checked, vr.good, vr.removed, vr.removed_bytes);
-        if (rc) fprintf(stderr, "headstart bank: %s\n", err.msg);
+        int vrc = bank_disk_verify(d, &vr, &err);
+        rc = vrc == HS_OK && vr.removed == 0 ? 0 : 1;
+        if (json) {
+            jsonw_key(&w, "verify");
+            jsonw_obj_begin(&w);
+            jsonw_key(&w, "checked"); jsonw_uint(&w, vr.checked);
+            jsonw_key(&w, "good"); jsonw_uint(&w, vr.good);
+            jsonw_key(&w, "removed"); jsonw_uint(&w, vr.removed);
+            jsonw_key(&w, "removed_bytes"); jsonw_uint(&w, vr.removed_bytes);
+            jsonw_obj_end(&w);
+        } else {
+            printf("verify: checked %" PRIu64 ", good %" PRIu64 ", removed %" PRIu64 " (%" PRIu64
+                   " bytes)\n", vr.checked, vr.good, vr.removed, vr.removed_bytes);
+        }
+        if (vrc != HS_OK) fprintf(stderr, "headstart bank: verify: %s\n", err.msg);
+        else if (vr.removed)
+            fprintf(stderr, "headstart bank: verify: %" PRIu64 " bad or dependent entries removed\n", vr.removed);
     } else if (!strcmp(sub, "gc")) {
         uint64_t freed = bank_disk_gc(d, target < 0 ? UINT64_MAX : (uint64_t)target);
         bank_disk_stats_get(d, &st);
-        char b[32];
-        printf("gc: freed %" PRIu64 " bytes; now %" PRIu64 " entries, %s\n", freed, st.entries,
-               hs_format_size(st.bytes, b, sizeof b));
+        if (json) {
+            jsonw_key(&w, "gc");
+            jsonw_obj_begin(&w);
+            jsonw_key(&w, "target_bytes");
+            if (target < 0) jsonw_null(&w);
+            else jsonw_int(&w, target);
+            jsonw_key(&w, "freed_bytes"); jsonw_uint(&w, freed);
+            jsonw_key(&w, "entries"); jsonw_uint(&w, st.entries);
+            jsonw_key(&w, "bytes"); jsonw_uint(&w, st.bytes);
+            jsonw_obj_end(&w);
+        } else {
+            char b[32];
+            printf("gc: freed %" PRIu64 " bytes; now %" PRIu64 " entries, %s (%" PRIu64 " bytes)\n",
+                   freed, st.entries, hs_format_size(st.bytes, b, sizeof b), st.bytes);
+        }
     }
     bank_disk_stats_get(d, &st);
     if (st.disabled) {
         fprintf(stderr, "headstart bank: the bank directory failed: %s\n", st.disabled_reason);
         rc = 1;
     }
+    if (json) {
+        jsonw_obj_end(&w);
+        printf("%.*s\n", (int)sb.len, sb.buf ? sb.buf : "");
+    }
+    strbuf_free(&sb);
     bank_disk_close(d);
     hs_free(dir);
     return rc;

@@ -12,7 +12,7 @@
  *   3. A blob that fails verification (checksum, identity, token prefix) is discarded
  *      and counted, never restored.
  *
- * The in-RAM core (tree.c, plan.c, retain.c; the disk tier [F5] comes later)
+ * The in-RAM core (tree.c, plan.c, retain.c; the disk tier is disk.c)
  * -------------------------------------------------------------------------------
  * A bank holds independent key spaces, one per 64-bit fingerprint (model identity +
  * numerics, computed by the caller). Each space declares kv_row_bytes (attention KV of
@@ -246,6 +246,7 @@ struct bank_disk_opts {
     uint64_t free_floor_bytes; /* below this much free disk nothing is written; 0 = none */
     int queue_len;             /* pending writes, >= 1 */
     uint64_t queue_bytes;      /* pending bytes; 0 = unlimited (a lone write is always taken) */
+    bool writer_low_priority;  /* writer thread at nice 19 + idle I/O class (default true) */
 };
 
 /* What bank_disk_put did with a write (the queue decides later whether it is written). */
@@ -261,32 +262,42 @@ enum bank_disk_put_result {
 struct bank_disk_stats {
     uint64_t entries, bytes, cap_bytes, free_floor_bytes;
     uint64_t pending, pending_bytes;
-    uint64_t puts, written, written_bytes, already_stored;
+    uint64_t puts, written, written_bytes, written_tokens, already_stored;
     uint64_t dropped_queue_full, skipped_too_big, skipped_low_disk, skipped_off;
-    uint64_t lookups, hits, hit_tokens, misses;
+    uint64_t skipped_base_gone; /* the stored prefix a queued write builds on vanished */
+    uint64_t lookups, hits, hit_tokens, hit_blobs, misses;
     uint64_t bad_checksum, bad_header, bad_identity, bad_tokens, bad_size, missing_files;
     uint64_t evicted, evicted_bytes;
     uint64_t io_errors;
     /* found by the reconcile at open (and gc) */
     uint64_t open_rows, open_adopted, open_orphans_removed, open_tmp_removed,
-             open_rows_dropped;
+             open_rows_dropped, open_old_removed /* files of an older format */;
+    int writer_nice;          /* the writer thread's nice value (0 = not lowered) */
+    bool writer_io_idle;      /* the writer thread is in the idle I/O class */
     bool disabled;
     char disabled_reason[256];
 };
 
-/* One restorable entry as listed by bank_disk_ls. */
+/* One restorable entry as listed by bank_disk_ls: its blob holds ids and KV rows
+ * [start, pos) and the snapshot at pos; the rows before start are its parent's chain. */
 struct bank_disk_entry {
     char key[65];             /* hex SHA-256 of (fingerprint, token ids [0, pos)) */
+    char parent[65];          /* key of the entry ending at start; "" when start = 0 */
     uint64_t fp;
-    int64_t pos;
+    int64_t start, pos;
     enum bank_snap_kind kind;
-    uint64_t bytes;           /* the blob file's size */
+    uint64_t bytes;           /* this blob file's size */
+    uint64_t chain_bytes;     /* bytes a restore reads: this blob and its ancestors' */
+    int64_t chain_blobs;      /* blobs in the chain, this one included */
+    int64_t children;         /* entries whose parent this is (0 = a leaf, evictable) */
+    bool chain_broken;        /* an ancestor row is missing (reconcile drops it) */
     int64_t created_ms, last_use_ms;
     uint64_t hits;
 };
 
-/* A disk hit: one owned buffer holding ids, KV rows [0, pos) and the snapshot, all verified
- * (checksums, identity, the exact token prefix). Free with bank_disk_hit_free. */
+/* A disk hit: one owned buffer holding ids, KV rows [0, pos) (read from the chain of
+ * stretch blobs) and the snapshot, all verified (checksums, identity, the exact token
+ * prefix). Free with bank_disk_hit_free. */
 struct bank_disk_hit {
     int64_t pos;              /* 0 = miss */
     enum bank_snap_kind kind;
@@ -294,6 +305,7 @@ struct bank_disk_hit {
     const void *kv;           /* pos * kv_row_bytes */
     const void *snapshot;     /* snapshot_bytes */
     size_t kv_bytes, snapshot_bytes;
+    int64_t n_blobs;          /* blobs read: the chain of KV stretches */
     void *buf_;               /* private */
 };
 
@@ -330,11 +342,12 @@ void bank_disk_stats_get(struct bank_disk *d, struct bank_disk_stats *out);
 /* Entries, most recently used first; fn returns false to stop. Returns the count listed. */
 int64_t bank_disk_ls(struct bank_disk *d,
                      bool (*fn)(void *ctx, const struct bank_disk_entry *e), void *ctx);
-/* Read and verify every entry fully; delete the bad ones. */
+/* Read and verify every entry fully (checksums, header, and its key recomputed over the
+ * whole chain's ids); delete the bad ones with every entry below them. */
 int bank_disk_verify(struct bank_disk *d, struct bank_disk_verify_result *out,
                      struct hs_err *err);
-/* Remove orphans and evict LRU entries until the store holds <= target_bytes. Returns the
- * bytes freed. */
+/* Remove orphans and evict LRU leaves (never an entry another one builds on) until the
+ * store holds <= target_bytes. Returns the bytes freed. */
 uint64_t bank_disk_gc(struct bank_disk *d, uint64_t target_bytes);
 const char *bank_disk_put_result_name(enum bank_disk_put_result r);
 /* The default --bank-dir: $XDG_CACHE_HOME/headstart/bank, else ~/.cache/headstart/bank;

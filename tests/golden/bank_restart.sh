@@ -7,6 +7,7 @@
 #      runs session B (same head, other question): it restores from disk at least up to the
 #      head end (cache_source "disk"), and its first logits row and output ids equal B's
 #      with --no-bank;
+#      A's snapshots lie on one path, so the store is exactly one copy of its deepest chain;
 #   2. every blob file gets one payload byte flipped; process 3 runs B again: nothing is
 #      restored from the bad blobs (cold, or from a shallower good point), the discards are
 #      reported (per request and in the tier's stats), the output still equals --no-bank;
@@ -69,6 +70,14 @@ if run p1 "$tmp/m.gguf" "$tmp/a.jsonl" --bank-dir "$bank"; then
        [ "$(field "$tmp/p1.out" .cached_tokens)" = 0 ]; then
         pass "1: process 1 banked $w entries to disk ($(dstat "$tmp/p1.err" .bytes) bytes), queue drained at exit"
     else fail "1: process 1: written $w, entries $e, pending $pd, puts $pu"; fi
+    # A's snapshots lie on one path: its KV rows are on disk once, so the store holds
+    # exactly the chain of the deepest entry
+    "$hs" bank ls --json --bank-dir "$bank" > "$tmp/ls.json" 2>/dev/null
+    by=$(jq '.bytes' "$tmp/ls.json"); ch=$(jq '[.list[].chain_bytes] | max' "$tmp/ls.json")
+    un=$(jq '.unshared_bytes' "$tmp/ls.json")
+    if [ -n "$by" ] && [ "$by" = "$ch" ] && [ "$un" -gt "$by" ] && [ "$by" = "$(dstat "$tmp/p1.err" .bytes)" ]; then
+        pass "1: session A's $w snapshots share one copy of its KV: $by bytes on disk ($un if stored whole)"
+    else fail "1: sharing: bytes $by, deepest chain $ch, unshared $un"; fi
 fi
 if run p2 "$tmp/m.gguf" "$tmp/b.jsonl" --bank-dir "$bank"; then
     c=$(field "$tmp/p2.out" .cached_tokens); h=$(field "$tmp/p2.out" .head_tokens)
@@ -84,9 +93,9 @@ if run p2 "$tmp/m.gguf" "$tmp/b.jsonl" --bank-dir "$bank"; then
     else fail "1: RAM inserts $ins, want 2 (promotion + the request)"; fi
 fi
 
-# 2: flip one payload byte (offset 200; the header is 128 bytes) in every blob
+# 2: flip one payload byte (offset 200; the header is 160 bytes) in every blob
 nb=0
-for f in "$bank"/blobs/*/*.blob; do
+for f in "$bank"/blobs/*/*.hsb; do
     [ -f "$f" ] || continue
     b=$(od -An -tu1 -j200 -N1 "$f" | tr -d ' ')
     printf "$(printf '\\%03o' $((b ^ 255)))" | dd of="$f" bs=1 seek=200 conv=notrunc 2>/dev/null

@@ -1,6 +1,7 @@
 /* disk_test.h — helpers for the disk tier's tests: temp directories, deterministic entries
  * (KV rows and snapshots from bank_test.h), exact hit checks, blob paths computed
- * independently from the documented key (SHA-256 of fp LE ‖ ids LE), byte flips, and an
+ * independently from the documented key (SHA-256 of fp LE ‖ ids LE; one blob per entry
+ * holding the stretch [a, p) past its parent), byte flips, and an
  * fsync gate that holds the writer thread still. */
 #ifndef HS_DISK_TEST_H
 #define HS_DISK_TEST_H
@@ -24,7 +25,7 @@
 #define FP2 0xfedcba9876543210ull
 #define ROW 24
 #define SNAP 40
-#define HDR 128
+#define HDR 160
 
 static inline char *dt_mkdtemp(void)
 {
@@ -64,7 +65,13 @@ static inline void dt_ids(int32_t *ids, int64_t n, int seed)
     for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)(bt_mix((uint64_t)(seed * 100003 + i)) % 150000);
 }
 
-static inline uint64_t dt_entry_bytes(int64_t p) { return HDR + 4 * (uint64_t)p + (uint64_t)p * ROW + SNAP; }
+/* The blob of an entry holding [a, p) (ids, KV rows) and the snapshot at p. */
+static inline uint64_t dt_blob_bytes(int64_t a, int64_t p)
+{
+    return HDR + (4 + ROW) * (uint64_t)(p - a) + SNAP;
+}
+/* A root entry's blob: [0, p). */
+static inline uint64_t dt_entry_bytes(int64_t p) { return dt_blob_bytes(0, p); }
 
 static inline struct bank_disk *dt_open(const char *dir, const struct bank_disk_opts *o)
 {
@@ -130,7 +137,7 @@ static inline char *dt_blob_path(const char *dir, uint64_t fp, const int32_t *id
     char hex[65];
     for (int i = 0; i < 32; i++) sprintf(hex + 2 * i, "%02x", md[i]);
     char *s = malloc(strlen(dir) + 100);
-    sprintf(s, "%s/blobs/%.2s/%s.blob", dir, hex, hex);
+    sprintf(s, "%s/blobs/%.2s/%s.hsb", dir, hex, hex);
     return s;
 }
 

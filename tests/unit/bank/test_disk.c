@@ -26,7 +26,8 @@ Test(bank_disk, roundtrip_and_restart)
     cr_assert_eq(st.written, 2);
     cr_assert_eq(st.hits, 3);
     cr_assert_eq(st.misses, 1);
-    cr_assert_eq(st.bytes, dt_entry_bytes(10) + dt_entry_bytes(30));
+    /* 30 stores only [10, 30) and points at 10: the shared rows are on disk once */
+    cr_assert_eq(st.bytes, dt_entry_bytes(10) + dt_blob_bytes(10, 30));
     bank_disk_close(d);
 
     d = dt_open(dir, NULL); /* restart */
@@ -331,13 +332,13 @@ Test(bank_disk_corrupt, verify_finds_everything)
     dt_put(d, FP1, ids, 30, BANK_SNAP_GRID);
     bank_disk_flush(d);
     char *p = dt_blob_path(dir, FP1, ids, 30);
-    dt_flip(p, HDR + 4 * 30 + 30 * ROW + 3); /* inside the snapshot */
+    dt_flip(p, HDR + 4 * 10 + 10 * ROW + 3); /* inside the snapshot of [20, 30) */
     struct bank_disk_verify_result vr;
     cr_assert_eq(bank_disk_verify(d, &vr, NULL), HS_OK);
     cr_assert_eq(vr.checked, 3);
     cr_assert_eq(vr.good, 2);
     cr_assert_eq(vr.removed, 1);
-    cr_assert_eq(vr.removed_bytes, dt_entry_bytes(30));
+    cr_assert_eq(vr.removed_bytes, dt_blob_bytes(20, 30));
     cr_assert_eq(dt_ls_count(d), 2);
     free(p);
     bank_disk_close(d);
@@ -354,36 +355,43 @@ Test(bank_disk_cap, lru_cap_and_gc)
     struct bank_disk_opts o;
     bank_disk_opts_default(&o);
     o.free_floor_bytes = 0;
-    o.cap_bytes = dt_entry_bytes(10) + dt_entry_bytes(20) + dt_entry_bytes(30);
+    /* one chain 10 <- 20 <- 30 fills the cap exactly */
+    o.cap_bytes = dt_blob_bytes(0, 10) + dt_blob_bytes(10, 20) + dt_blob_bytes(20, 30);
     struct bank_disk *d = dt_open(dir, &o);
     dt_put(d, FP1, ids, 10, BANK_SNAP_HEAD);
     dt_put(d, FP1, ids, 20, BANK_SNAP_GRID);
     dt_put(d, FP1, ids, 30, BANK_SNAP_GRID);
     bank_disk_flush(d);
-    dt_expect(d, FP1, ids, 64, 10, 10); /* touch 10: now 20 is the least recently used */
-    dt_put(d, FP1, ids, 15, BANK_SNAP_GRID);
-    bank_disk_flush(d);
     struct bank_disk_stats st;
+    bank_disk_stats_get(d, &st);
+    cr_assert_eq(st.bytes, o.cap_bytes);
+    dt_expect(d, FP1, ids, 64, 10, 10); /* touch 10: the least recently used is 20, but 30
+                                          * builds on it; the only leaf is 30 */
+    dt_put(d, FP1, ids, 15, BANK_SNAP_GRID); /* [10, 15) on 10 */
+    bank_disk_flush(d);
     bank_disk_stats_get(d, &st);
     cr_assert_leq(st.bytes, o.cap_bytes);
     cr_assert_eq(st.evicted, 1);
     cr_assert_eq(st.entries, 3);
-    dt_expect(d, FP1, ids, 64, 20, 15); /* 20 went */
-    dt_expect(d, FP1, ids, 64, 1000, 30);
+    cr_assert_eq(st.bytes, dt_blob_bytes(0, 10) + dt_blob_bytes(10, 20) + dt_blob_bytes(10, 15));
+    dt_expect(d, FP1, ids, 64, 1000, 20); /* 30 went, never a stretch another entry needs */
+    dt_expect(d, FP1, ids, 64, 19, 15);
     uint8_t *kv = bt_kv_rows(ids, 0, 1, ROW), *big = calloc(o.cap_bytes, 1);
     cr_assert_eq(bank_disk_put(d, FP1, ROW, o.cap_bytes, ids, 1, kv, big, BANK_SNAP_GRID),
                  BANK_DISK_TOO_BIG);
     free(kv);
     free(big);
-    /* LRU now: 10, 15, 30 */
-    uint64_t freed = bank_disk_gc(d, dt_entry_bytes(30));
+    /* LRU of leaves now: 20 (hit before 15), 15; 10 becomes a leaf only after both went */
+    uint64_t freed = bank_disk_gc(d, dt_blob_bytes(0, 10) + dt_blob_bytes(10, 15));
     bank_disk_stats_get(d, &st);
-    cr_assert_leq(st.bytes, dt_entry_bytes(30));
-    cr_assert_eq(freed, dt_entry_bytes(10) + dt_entry_bytes(15));
-    dt_expect(d, FP1, ids, 64, 1000, 30); /* the most recent one stays */
+    cr_assert_eq(freed, dt_blob_bytes(10, 20));
+    dt_expect(d, FP1, ids, 64, 1000, 15);
+    freed = bank_disk_gc(d, dt_blob_bytes(0, 10));
+    cr_assert_eq(freed, dt_blob_bytes(10, 15));
+    dt_expect(d, FP1, ids, 64, 1000, 10); /* the root stays */
     bank_disk_close(d);
     /* a smaller cap at open is enforced there */
-    o.cap_bytes = dt_entry_bytes(10);
+    o.cap_bytes = dt_entry_bytes(10) - 1;
     d = dt_open(dir, &o);
     bank_disk_stats_get(d, &st);
     cr_assert_eq(st.entries, 0);
@@ -451,46 +459,57 @@ Test(bank_disk_cap, queue_full_drops_the_least_valuable)
 Test(bank_disk_cap, reconcile_orphans_and_missing_files)
 {
     char *dir = dt_mkdtemp();
-    int32_t ids[40];
+    int32_t ids[40], ids2[40];
     dt_ids(ids, 40, 10);
+    dt_ids(ids2, 40, 110);
     struct bank_disk *d = dt_open(dir, NULL);
     dt_put(d, FP1, ids, 10, BANK_SNAP_HEAD);
-    dt_put(d, FP1, ids, 20, BANK_SNAP_GRID);
+    dt_put(d, FP1, ids, 20, BANK_SNAP_GRID);  /* builds on 10 */
     dt_put(d, FP2, ids, 20, BANK_SNAP_GRID);
+    dt_put(d, FP1, ids2, 20, BANK_SNAP_GRID); /* another path */
     bank_disk_flush(d);
     bank_disk_close(d);
-    char *p10 = dt_blob_path(dir, FP1, ids, 10), *p2 = dt_blob_path(dir, FP2, ids, 20);
-    cr_assert_eq(unlink(p10), 0); /* missing file */
+    char *p10 = dt_blob_path(dir, FP1, ids, 10), *p20 = dt_blob_path(dir, FP1, ids, 20);
+    char *p2 = dt_blob_path(dir, FP2, ids, 20);
+    cr_assert_eq(unlink(p10), 0); /* missing file: 20 above it can never be restored */
     /* FP2's valid blob under a name that is not its key: an orphan, not adoptable */
-    char *bogus = dt_strcat(dir, "/blobs/ab/ab00000000000000000000000000000000000000000000000000000000000000.blob");
-    char *tmpf = dt_strcat(dir, "/blobs/ab/ab00000000000000000000000000000000000000000000000000000000000001.blob.tmp.1.2");
+    char *bogus = dt_strcat(dir, "/blobs/ab/ab00000000000000000000000000000000000000000000000000000000000000.hsb");
+    char *tmpf = dt_strcat(dir, "/blobs/ab/ab00000000000000000000000000000000000000000000000000000000000001.hsb.tmp.1.2");
+    char *old = dt_strcat(dir, "/blobs/ab/ab00000000000000000000000000000000000000000000000000000000000002.blob");
     char *abdir = dt_strcat(dir, "/blobs/ab");
     mkdir(abdir, 0755);
     cr_assert_eq(rename(p2, bogus), 0);
     dt_write_file(tmpf, "half", 4);
+    dt_write_file(old, "HSBANKB1", 8); /* a format-1 blob */
     d = dt_open(dir, NULL);
     struct bank_disk_stats st;
     bank_disk_stats_get(d, &st);
-    cr_assert_eq(st.open_rows, 3);
-    cr_assert_eq(st.open_rows_dropped, 2); /* p10 and FP2's row */
+    cr_assert_eq(st.open_rows, 4);
+    cr_assert_eq(st.open_rows_dropped, 3); /* 10 with 20 above it, and FP2's row */
     cr_assert_eq(st.open_orphans_removed, 1);
     cr_assert_eq(st.open_tmp_removed, 1);
+    cr_assert_eq(st.open_old_removed, 1);
     cr_assert_eq(st.entries, 1);
     cr_assert_not(dt_exists(bogus));
     cr_assert_not(dt_exists(tmpf));
+    cr_assert_not(dt_exists(old));
+    cr_assert_not(dt_exists(p20));
     cr_assert_eq(dt_count_blobs(dir), 1);
-    dt_expect(d, FP1, ids, 40, 1000, 20);
+    dt_expect(d, FP1, ids, 40, 1000, 0);
     dt_expect(d, FP2, ids, 40, 1000, 0);
+    dt_expect(d, FP1, ids2, 40, 1000, 20);
     /* gc finds an orphan that appeared while open */
     dt_write_file(bogus, "junk", 4);
     bank_disk_gc(d, UINT64_MAX);
     cr_assert_not(dt_exists(bogus));
-    dt_expect(d, FP1, ids, 40, 1000, 20);
+    dt_expect(d, FP1, ids2, 40, 1000, 20);
     bank_disk_close(d);
     free(p10);
+    free(p20);
     free(p2);
     free(bogus);
     free(tmpf);
+    free(old);
     free(abdir);
     dt_rmrf(dir);
 }
