@@ -143,12 +143,13 @@ int cmd_detokenize(int argc, char **argv)
 }
 
 static const char render_help[] =
-    "usage: headstart render -m MODEL --request FILE [--api openai|anthropic] [--ids | --head]\n"
+    "usage: headstart render -m MODEL --request FILE [--api openai|anthropic|responses] [--ids | --head]\n"
     "\n"
     "Renders the conversation of an API request body (JSON) through the model's chat template\n"
     "and prints the prompt text exactly. --ids prints its token ids instead; --head prints the\n"
     "head length in tokens (the system text + tools shared by sessions; 0 when none).\n"
-    "--api defaults to openai (a /v1/chat/completions body); anthropic reads a /v1/messages body.\n";
+    "--api defaults to openai (a /v1/chat/completions body); anthropic reads a /v1/messages body,\n"
+    "responses a /v1/responses body.\n";
 
 int cmd_render(int argc, char **argv)
 {
@@ -166,8 +167,8 @@ int cmd_render(int argc, char **argv)
         else { fprintf(stderr, "headstart render: unknown option '%s' (see --help)\n", a); return 2; }
     }
     if (!model || !req) { fprintf(stderr, "headstart render: need -m MODEL and --request FILE\n"); return 2; }
-    if (strcmp(api, "openai") && strcmp(api, "anthropic")) {
-        fprintf(stderr, "headstart render: --api must be openai or anthropic, not '%s'\n", api);
+    if (strcmp(api, "openai") && strcmp(api, "anthropic") && strcmp(api, "responses")) {
+        fprintf(stderr, "headstart render: --api must be openai, anthropic or responses, not '%s'\n", api);
         return 2;
     }
     struct hs_err err;
@@ -186,7 +187,9 @@ int cmd_render(int argc, char **argv)
         return 1;
     }
     struct chat_request cr;
-    int rc = !strcmp(api, "openai") ? chat_from_openai(root, &cr, &err) : chat_from_anthropic(root, &cr, &err);
+    int rc = !strcmp(api, "openai")      ? chat_from_openai(root, &cr, &err)
+             : !strcmp(api, "responses") ? chat_from_responses(root, &cr, &err)
+                                         : chat_from_anthropic(root, &cr, &err);
     json_decref(root);
     if (rc != HS_OK) { fprintf(stderr, "headstart render: %s: %s\n", req, err.msg); return 1; }
     struct model *m;

@@ -5,7 +5,8 @@
 set -eu
 DEB_PACKAGES="build-essential clang libclang-rt-14-dev pkg-config git \
 libjansson-dev libcriterion-dev libmicrohttpd-dev libpcre2-dev libutf8proc-dev \
-libsqlite3-dev libssl-dev libxxhash-dev python3-numpy python3-jinja2 curl nodejs npm"
+libsqlite3-dev libssl-dev libxxhash-dev python3-numpy python3-jinja2 curl nodejs npm \
+gnuplot-nox"
 
 missing=""
 for p in $DEB_PACKAGES; do
@@ -28,12 +29,16 @@ if [ -n "$missing" ]; then
     fi
 fi
 
-# npm packages: reinstall only when the lockfile changed since the last install.
+# npm packages: reinstall only when the lockfile changed since the last install, or
+# package.json was edited after it (a new pin not yet in the lockfile).
 stamp=node_modules/.headstart-stamp
-if [ ! -f "$stamp" ] || ! cmp -s package-lock.json "$stamp"; then
+if [ ! -f "$stamp" ] || ! cmp -s package-lock.json "$stamp" || [ package.json -nt "$stamp" ]; then
     echo "deps: installing npm packages (package-lock.json)"
     # node-llama-cpp 3.22.1's lockfile lists optional mac/win binaries missing from the
     # registry, so `npm ci` fails; install the exact pins instead and skip its download.
+    # Optional packages are omitted and install scripts not run: the native binaries the
+    # tests need (node-llama-cpp's, Codex's, Claude Code's; linux-x64) are direct pins in
+    # package.json, and tests/e2e/clients.sh runs them from node_modules directly.
     NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm install --omit=optional --no-audit --no-fund \
         --ignore-scripts >/dev/null
     cp package-lock.json "$stamp"

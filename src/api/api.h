@@ -44,11 +44,26 @@
 
 /* ---- the neutral conversation --------------------------------------------------------- */
 
+/* tool_choice (OpenAI auto/none/required/{function}; Anthropic auto/none/any/tool). */
+enum chat_tool_choice {
+    CHAT_TOOL_AUTO = 0,        /* the model decides (also: absent, or no tools) */
+    CHAT_TOOL_NONE,            /* no tool call: generation ends where one would start */
+    CHAT_TOOL_REQUIRED,        /* some tool call (OpenAI "required", Anthropic "any") */
+    CHAT_TOOL_NAMED,           /* a call of tool_name */
+};
+
+#define CHAT_STOP_MAX 4        /* stop strings per request (OpenAI's limit, both APIs) */
+#define CHAT_STOP_LEN_MAX 256  /* bytes per stop string */
+
 struct chat_request {
     json_t *messages;          /* array, owned (see the design note for its shape) */
     json_t *tools;             /* array or NULL, owned */
     int enable_thinking;       /* -1: the template's default; 0 off; 1 on */
     bool add_generation_prompt;
+    json_t *stop;              /* array of 1..CHAT_STOP_MAX non-empty strings, or NULL; owned
+                                  (OpenAI `stop`, Anthropic `stop_sequences`) */
+    enum chat_tool_choice tool_choice;
+    char *tool_name;           /* CHAT_TOOL_NAMED: a name in tools; owned */
 };
 
 /* Parse the conversation part of an OpenAI chat-completions request body (messages, tools;
@@ -59,6 +74,11 @@ int chat_from_openai(const json_t *body, struct chat_request *out, struct hs_err
  * blocks; text / tool_use / tool_result / thinking blocks; role "system" messages inside
  * messages; tools with input_schema; thinking {type: enabled|adaptive|disabled}). */
 int chat_from_anthropic(const json_t *body, struct chat_request *out, struct hs_err *err);
+/* Parse the conversation part of an OpenAI Responses request body (instructions; input as a
+ * string or items: messages, function_call / function_call_output, reasoning; function
+ * tools, other tool types skipped). previous_response_id and other stored-state fields are
+ * errors (src/api/responses.c has the rules). */
+int chat_from_responses(const json_t *body, struct chat_request *out, struct hs_err *err);
 void chat_request_free(struct chat_request *c); /* safe on a zeroed struct */
 
 /* ---- Jinja (the subset chat templates use) ---------------------------------------------- */
@@ -128,6 +148,33 @@ void chat_parser_feed(struct chat_parser *p, const char *text, size_t len);
 void chat_parser_finish(struct chat_parser *p);
 void chat_parser_free(struct chat_parser *p);
 
+/* ---- stop strings (parse.c) ------------------------------------------------------------- */
+
+/* Where generated text starts: after the generation prompt, inside an open <think>, or
+ * inside a tool call the prompt already opened (a forced tool call). */
+enum chat_stop_state { CHAT_STOP_IN_TEXT = 0, CHAT_STOP_IN_REASONING, CHAT_STOP_IN_CALL };
+
+/* chat_stop_feed results besides a stop string's index (0..n-1). */
+#define CHAT_STOP_NONE (-1)         /* no match yet */
+#define CHAT_STOP_TOOL_CALL (-2)    /* "<tool_call>" in text while tool calls are blocked */
+
+struct chat_stop;
+
+/* A matcher of stop strings on generated text (parse.c's design note has the rules).
+ * `stops` (borrowed, may be NULL): an array of strings; `block_tool_calls`: end at a
+ * `<tool_call>` in text (tool_choice none). Returns NULL when there is nothing to match
+ * (no strings, not blocking): the caller passes text through unchanged. */
+struct chat_stop *chat_stop_new(const json_t *stops, bool block_tool_calls, enum chat_stop_state start);
+/* Feed text (any split); appends to `out` the text now known to precede any match and
+ * returns CHAT_STOP_NONE, or the index of the stop string that matched (its bytes and all
+ * that follows are dropped), or CHAT_STOP_TOOL_CALL. After a match feed appends nothing. */
+int chat_stop_feed(struct chat_stop *m, const char *text, size_t len, struct strbuf *out);
+/* End of generation: what was held back can no longer grow, so a stop string inside it
+ * still matches (the same result as feed) and the rest is appended. Feed and finish append
+ * nothing after this. */
+int chat_stop_finish(struct chat_stop *m, struct strbuf *out);
+void chat_stop_free(struct chat_stop *m);
+
 /* ---- responses ------------------------------------------------------------------------ */
 /* What goes back to the client (src/api/respond.c): each API's JSON body or SSE stream
  * built from parser events and usage numbers, the error shapes and the HTTP status table,
@@ -138,6 +185,7 @@ void chat_parser_free(struct chat_parser *p);
 enum api_kind {
     API_KIND_OPENAI_CHAT = 0,    /* POST /v1/chat/completions */
     API_KIND_ANTHROPIC_MESSAGES, /* POST /v1/messages */
+    API_KIND_OPENAI_RESPONSES,   /* POST /v1/responses (src/api/responses.c) */
 };
 
 /* Why generation ended. END with at least one tool call is reported as TOOL_CALLS. */
@@ -182,7 +230,7 @@ struct api_ids {
     uint64_t counter;            /* next counter value; api_ids_next increments it */
 };
 void api_id_make(uint64_t seed, uint64_t counter, const char *prefix, char out[API_ID_MAX]);
-/* Request ids: "chatcmpl-…" for OpenAI, "msg_…" for Anthropic. */
+/* Request ids: "chatcmpl-…" for OpenAI chat, "resp_…" for Responses, "msg_…" for Anthropic. */
 void api_ids_next(struct api_ids *ids, enum api_kind kind, char out[API_ID_MAX]);
 
 struct api_usage {

@@ -27,6 +27,12 @@
  * with text blocks around them becoming user messages at their place; thinking blocks
  * become reasoning_content; redacted_thinking blocks are dropped (their text is
  * encrypted and means nothing to another model); server tools are errors.
+ *
+ * Controls (both APIs, checked here so a bad value is a 400 before the request queues):
+ * stop strings (OpenAI `stop`: a string or an array; Anthropic `stop_sequences`: an array)
+ * become `stop`, 1..CHAT_STOP_MAX non-empty strings of at most CHAT_STOP_LEN_MAX bytes;
+ * `tool_choice` becomes enum chat_tool_choice, a named tool must be one of `tools`, and
+ * required / named without tools is an error.
  */
 #include "api/api.h"
 
@@ -399,6 +405,129 @@ static int oai_tools(const json_t *tools, json_t **out, struct hs_err *err)
     return HS_OK;
 }
 
+/* ---- request controls shared by both APIs: stop strings, tool_choice ------------------ */
+
+/* `key`: absent or null (none), an array of strings, or (OpenAI) one string. Each string is
+ * non-empty and at most CHAT_STOP_LEN_MAX bytes; at most CHAT_STOP_MAX of them. */
+static int stops_parse(const json_t *body, const char *key, bool allow_string, json_t **out, struct hs_err *err)
+{
+    *out = NULL;
+    const json_t *v = json_object_get(body, key);
+    if (!v || json_is_null(v)) return HS_OK;
+    json_t *arr = json_array();
+    if (allow_string && json_is_string(v)) {
+        json_array_append(arr, (json_t *)v);
+    } else if (json_is_array(v)) {
+        if (json_array_size(v) > CHAT_STOP_MAX) {
+            json_decref(arr);
+            return bad(err, key, "at most %d stop strings, got %zu", CHAT_STOP_MAX, json_array_size(v));
+        }
+        size_t i;
+        const json_t *s;
+        json_array_foreach(v, i, s) {
+            char path[PATH_LEN];
+            path_set(path, "%s[%zu]", key, i);
+            if (!json_is_string(s)) {
+                json_decref(arr);
+                return bad(err, path, "expected a string, not %s", json_kind(s));
+            }
+            json_array_append(arr, (json_t *)s);
+        }
+    } else {
+        json_decref(arr);
+        return bad(err, key, allow_string ? "expected a string or an array of strings, not %s"
+                                          : "expected an array of strings, not %s", json_kind(v));
+    }
+    size_t i;
+    const json_t *s;
+    json_array_foreach(arr, i, s) {
+        size_t n = json_string_length(s);
+        if (n == 0 || n > CHAT_STOP_LEN_MAX) {
+            json_decref(arr);
+            char path[PATH_LEN];
+            if (json_is_array(v)) path_set(path, "%s[%zu]", key, i);
+            else path_set(path, "%s", key);
+            return n ? bad(err, path, "a stop string is at most %d bytes, got %zu", CHAT_STOP_LEN_MAX, n)
+                     : bad(err, path, "a stop string must not be empty");
+        }
+    }
+    if (json_array_size(arr)) *out = arr;
+    else json_decref(arr);
+    return HS_OK;
+}
+
+/* Set out->tool_choice (and tool_name) from a choice and a name; out->tools is set. */
+static int tool_choice_set(struct chat_request *out, enum chat_tool_choice tc, const char *name, const char *path,
+                           struct hs_err *err)
+{
+    size_t n_tools = json_array_size(out->tools);
+    if ((tc == CHAT_TOOL_REQUIRED || tc == CHAT_TOOL_NAMED) && n_tools == 0)
+        return bad(err, path, "asks for a tool call but the request has no tools");
+    if (tc == CHAT_TOOL_NAMED) {
+        bool found = false;
+        for (size_t i = 0; i < n_tools && !found; i++) {
+            const char *tn = json_string_value(json_object_get(json_object_get(json_array_get(out->tools, i), "function"), "name"));
+            found = tn && strcmp(tn, name) == 0;
+        }
+        if (!found) return bad(err, path, "no tool named '%.100s' in tools", name);
+        out->tool_name = hs_strdup(name);
+    }
+    out->tool_choice = tc;
+    return HS_OK;
+}
+
+/* OpenAI: "auto" | "none" | "required" | {"type":"function","function":{"name":NAME}}. */
+static int oai_tool_choice(const json_t *v, struct chat_request *out, struct hs_err *err)
+{
+    if (!v || json_is_null(v)) return HS_OK;
+    if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        if (!strcmp(s, "auto")) return HS_OK;
+        if (!strcmp(s, "none")) return tool_choice_set(out, CHAT_TOOL_NONE, NULL, "tool_choice", err);
+        if (!strcmp(s, "required")) return tool_choice_set(out, CHAT_TOOL_REQUIRED, NULL, "tool_choice", err);
+        return bad(err, "tool_choice", "unknown value '%.40s' (expected auto, none, required or a function)", s);
+    }
+    const char *type = json_string_value(json_object_get(v, "type"));
+    const char *name = json_string_value(json_object_get(json_object_get(v, "function"), "name"));
+    if (!json_is_object(v) || !type || strcmp(type, "function") || !name)
+        return bad(err, "tool_choice", "expected \"auto\", \"none\", \"required\" or "
+                                       "{\"type\": \"function\", \"function\": {\"name\": NAME}}");
+    return tool_choice_set(out, CHAT_TOOL_NAMED, name, "tool_choice.function.name", err);
+}
+
+/* Anthropic: {"type": "auto" | "any" | "none" | "tool" (+ "name")}; disable_parallel_tool_use
+ * is accepted and has no effect (one call is what a forced call produces anyway). */
+static int ant_tool_choice(const json_t *v, struct chat_request *out, struct hs_err *err)
+{
+    if (!v || json_is_null(v)) return HS_OK;
+    const char *type = json_string_value(json_object_get(v, "type"));
+    if (!json_is_object(v) || !type) return bad(err, "tool_choice", "expected an object with a string \"type\"");
+    if (!strcmp(type, "auto")) return HS_OK;
+    if (!strcmp(type, "none")) return tool_choice_set(out, CHAT_TOOL_NONE, NULL, "tool_choice", err);
+    if (!strcmp(type, "any")) return tool_choice_set(out, CHAT_TOOL_REQUIRED, NULL, "tool_choice", err);
+    if (!strcmp(type, "tool")) {
+        const char *name = json_string_value(json_object_get(v, "name"));
+        if (!name) return bad(err, "tool_choice.name", "expected a string (the tool to call)");
+        return tool_choice_set(out, CHAT_TOOL_NAMED, name, "tool_choice.name", err);
+    }
+    return bad(err, "tool_choice.type", "unknown value '%.40s' (expected auto, any, tool or none)", type);
+}
+
+/* Parse the controls into a delivered request; on failure free it (out zeroed again). */
+static int controls_parse(const json_t *body, bool openai, struct chat_request *out, struct hs_err *err)
+{
+    int rc = stops_parse(body, openai ? "stop" : "stop_sequences", openai, &out->stop, err);
+    if (rc == HS_OK)
+        rc = openai ? oai_tool_choice(json_object_get(body, "tool_choice"), out, err)
+                    : ant_tool_choice(json_object_get(body, "tool_choice"), out, err);
+    if (rc != HS_OK) {
+        chat_request_free(out);
+        memset(out, 0, sizeof *out);
+        out->enable_thinking = -1;
+    }
+    return rc;
+}
+
 int chat_from_openai(const json_t *body, struct chat_request *out, struct hs_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -443,7 +572,7 @@ int chat_from_openai(const json_t *body, struct chat_request *out, struct hs_err
         if ((rc = oai_message(&c, m, i, err))) goto fail;
     if ((rc = oai_tools(json_object_get(body, "tools"), &tools, err))) goto fail;
     conv_deliver(&c, out, tools, thinking);
-    return HS_OK;
+    return controls_parse(body, true, out, err);
 fail:
     conv_free(&c);
     return rc;
@@ -809,7 +938,7 @@ int chat_from_anthropic(const json_t *body, struct chat_request *out, struct hs_
         if ((rc = ant_message(&c, m, i, err))) goto fail;
     if ((rc = ant_tools(json_object_get(body, "tools"), &tools, err))) goto fail;
     conv_deliver(&c, out, tools, thinking);
-    return HS_OK;
+    return controls_parse(body, false, out, err);
 fail:
     conv_free(&c);
     return rc;
@@ -820,6 +949,11 @@ void chat_request_free(struct chat_request *c)
     if (!c) return;
     json_decref(c->messages);
     json_decref(c->tools);
+    json_decref(c->stop);
+    hs_free(c->tool_name);
     c->messages = NULL;
     c->tools = NULL;
+    c->stop = NULL;
+    c->tool_name = NULL;
+    c->tool_choice = CHAT_TOOL_AUTO;
 }

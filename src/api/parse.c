@@ -686,3 +686,148 @@ void chat_parser_free(struct chat_parser *p)
     hs_free(p->scan.params);
     hs_free(p);
 }
+
+/* ---- stop strings ---------------------------------------------------------------------
+ * chat_stop matches a request's stop strings on the raw generated text, before the parser
+ * above sees it, so a match ends generation and the client never receives the string.
+ *
+ * Rules (docs/API.md says the same for users):
+ *   1. Stop strings match only in answer text: not inside reasoning (from `<think>` to
+ *      `</think>`, or from the start when the prompt opened <think>) and not inside a tool
+ *      call (from `<tool_call>` to `</tool_call>`). A stop string that could cut a think
+ *      block or a call in half would leave the client a broken one; the tags are tracked
+ *      the way the parser switches on them (TEXT: <think>, <tool_call>; REASONING:
+ *      </think>; CALL: </tool_call>).
+ *   2. The earliest match wins; at one position the first string in the request's order
+ *      (then the state's tags). The text before it is released, the string and everything
+ *      after it are dropped.
+ *   3. Hold-back: text is released as soon as no suffix of what is pending can still grow
+ *      into a stop string or a tag of the current state; so at most (longest pattern - 1)
+ *      bytes wait. The released text is split-independent in total (only its chunking
+ *      depends on the feeds).
+ *   4. block_tool_calls (tool_choice none): `<tool_call>` in text is a match of its own
+ *      (CHAT_STOP_TOOL_CALL), released text ends before it. */
+
+struct chat_stop {
+    char **s;                   /* the stop strings (copies) */
+    size_t *n;
+    int n_stops;
+    bool block_calls;
+    enum chat_stop_state state;
+    struct strbuf pend;         /* fed, not yet released */
+    bool matched;
+};
+
+static const struct { const char *tag; size_t len; } stop_tags[3][2] = {
+    [CHAT_STOP_IN_TEXT] = { { "<think>", 7 }, { TAG_TOOL_CALL, TAG_TOOL_CALL_LEN } },
+    [CHAT_STOP_IN_REASONING] = { { "</think>", 8 }, { NULL, 0 } },
+    [CHAT_STOP_IN_CALL] = { { "</tool_call>", 12 }, { NULL, 0 } },
+};
+
+struct chat_stop *chat_stop_new(const json_t *stops, bool block_tool_calls, enum chat_stop_state start)
+{
+    size_t n = json_is_array(stops) ? json_array_size(stops) : 0;
+    int k = 0;
+    for (size_t i = 0; i < n; i++) k += json_string_length(json_array_get(stops, i)) > 0;
+    if (k == 0 && !block_tool_calls) return NULL;
+    struct chat_stop *m = hs_calloc(1, sizeof(*m));
+    m->s = hs_calloc((size_t)HS_MAX(k, 1), sizeof(char *));
+    m->n = hs_calloc((size_t)HS_MAX(k, 1), sizeof(size_t));
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = json_array_get(stops, i);
+        size_t len = json_string_length(v);
+        if (!len) continue;
+        m->s[m->n_stops] = hs_strndup(json_string_value(v), len);
+        m->n[m->n_stops++] = len;
+    }
+    m->block_calls = block_tool_calls;
+    m->state = (unsigned)start <= CHAT_STOP_IN_CALL ? start : CHAT_STOP_IN_TEXT;
+    strbuf_init(&m->pend);
+    return m;
+}
+
+#define STOP_HOLD (-10)
+
+/* What happens at b[0, n), patterns tried in priority order (the stop strings in the
+ * request's order, then the state's tags): the first that matches in full gives its kind
+ * (a stop index >= 0, or -2 - tag index); one before it that b could still grow into
+ * gives STOP_HOLD (never when `final`); else CHAT_STOP_NONE. */
+static int stop_match_at(const struct chat_stop *m, const char *b, size_t n, bool final)
+{
+    if (m->state == CHAT_STOP_IN_TEXT)
+        for (int k = 0; k < m->n_stops; k++) {
+            if (n >= m->n[k]) {
+                if (!memcmp(b, m->s[k], m->n[k])) return k;
+            } else if (!final && !memcmp(b, m->s[k], n)) {
+                return STOP_HOLD;
+            }
+        }
+    for (int t = 0; t < 2; t++) {
+        const char *tag = stop_tags[m->state][t].tag;
+        size_t tl = stop_tags[m->state][t].len;
+        if (!tag) continue;
+        if (n >= tl) {
+            if (!memcmp(b, tag, tl)) return -2 - t;
+        } else if (!final && !memcmp(b, tag, n)) {
+            return STOP_HOLD;
+        }
+    }
+    return CHAT_STOP_NONE;
+}
+
+/* Scan what is pending; `final`: no more input, so nothing is held for a possible prefix. */
+static int stop_scan(struct chat_stop *m, bool final, struct strbuf *out)
+{
+    const char *b = m->pend.buf;
+    size_t n = m->pend.len, i = 0, keep = n; /* pend[keep, n) stays pending */
+    int result = CHAT_STOP_NONE;
+    while (i < n) {
+        int k = stop_match_at(m, b + i, n - i, final);
+        if (k == STOP_HOLD) { keep = i; break; }
+        if (k == CHAT_STOP_NONE) { i++; continue; }
+        if (k >= 0 || (k == -3 && m->block_calls)) { /* a stop string, or a blocked call */
+            result = k >= 0 ? k : CHAT_STOP_TOOL_CALL;
+            m->matched = true;
+            keep = i;
+            break;
+        }
+        size_t tl = stop_tags[m->state][-2 - k].len;
+        if (m->state == CHAT_STOP_IN_TEXT) m->state = k == -2 ? CHAT_STOP_IN_REASONING : CHAT_STOP_IN_CALL;
+        else m->state = CHAT_STOP_IN_TEXT;
+        i += tl;
+    }
+    if (keep) strbuf_append(out, b, keep);
+    if (m->matched || final) {
+        strbuf_reset(&m->pend);
+    } else if (keep) {
+        memmove(m->pend.buf, b + keep, n - keep);
+        m->pend.len = n - keep;
+        m->pend.buf[m->pend.len] = '\0';
+    }
+    return result;
+}
+
+int chat_stop_feed(struct chat_stop *m, const char *text, size_t len, struct strbuf *out)
+{
+    if (m->matched) return CHAT_STOP_NONE;
+    if (len) strbuf_append(&m->pend, text, len);
+    return m->pend.len ? stop_scan(m, false, out) : CHAT_STOP_NONE;
+}
+
+int chat_stop_finish(struct chat_stop *m, struct strbuf *out)
+{
+    if (m->matched) return CHAT_STOP_NONE;
+    int r = m->pend.len ? stop_scan(m, true, out) : CHAT_STOP_NONE;
+    m->matched = true;
+    return r;
+}
+
+void chat_stop_free(struct chat_stop *m)
+{
+    if (!m) return;
+    for (int k = 0; k < m->n_stops; k++) hs_free(m->s[k]);
+    hs_free(m->s);
+    hs_free(m->n);
+    strbuf_free(&m->pend);
+    hs_free(m);
+}

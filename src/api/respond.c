@@ -28,6 +28,8 @@
  *     prompt usage), ping, per block content_block_start / _delta / _stop (a thinking block
  *     gets a signature_delta before its stop; a tool_use block is start, one input_json_delta
  *     with the whole arguments text, stop), message_delta (stop_reason, usage), message_stop.
+ *   OpenAI Responses (API_KIND_OPENAI_RESPONSES): every lifecycle call is forwarded to the
+ *     writer of responses.c (responses_int.h), which has its own items and event stream.
  *   Usage: Anthropic's input_tokens counts only the uncached part of the prompt
  *     (prompt_tokens − cached_tokens), cache_read_input_tokens the restored part and
  *     cache_creation_input_tokens is always 0 (the bank stores heads on its own, never on a
@@ -53,6 +55,7 @@
  *   5. Nothing is appended after finish or fail; empty deltas are never sent.
  */
 #include "api/api.h"
+#include "api/responses_int.h"
 #include "base/base.h"
 
 #include <string.h>
@@ -258,7 +261,9 @@ void api_id_make(uint64_t seed, uint64_t counter, const char *prefix, char out[A
 void api_ids_next(struct api_ids *ids, enum api_kind kind, char out[API_ID_MAX])
 {
     api_id_make(ids->seed, ids->counter++,
-                kind == API_KIND_ANTHROPIC_MESSAGES ? "msg_" : "chatcmpl-", out);
+                kind == API_KIND_ANTHROPIC_MESSAGES   ? "msg_"
+                : kind == API_KIND_OPENAI_RESPONSES ? "resp_"
+                                                    : "chatcmpl-", out);
 }
 
 static uint64_t fnv1a64(const char *s)
@@ -293,6 +298,7 @@ struct api_response {
     bool block_open;               /* Anthropic stream: the last block is started, not stopped */
     bool done;                     /* finish or fail done */
     struct strbuf *sink;           /* during feed: where parser events append */
+    struct responses_writer *rsp;  /* API_KIND_OPENAI_RESPONSES: every call goes there */
 };
 
 static void on_parser_event(void *ctx, const struct chat_event *ev)
@@ -312,12 +318,14 @@ struct api_response *api_response_new(const struct api_response_opts *o)
     r->created = o->created;
     r->tool_seed = fnv1a64(r->id);
     r->parser = chat_parser_new(o->tools, o->starts_in_reasoning, on_parser_event, r);
+    if (o->kind == API_KIND_OPENAI_RESPONSES) r->rsp = responses_writer_new(o);
     return r;
 }
 
 void api_response_free(struct api_response *r)
 {
     if (!r) return;
+    responses_writer_free(r->rsp);
     for (int i = 0; i < r->n_blocks; i++) {
         strbuf_free(&r->blocks[i].text);
         hs_free(r->blocks[i].name);
@@ -332,9 +340,13 @@ void api_response_free(struct api_response *r)
 
 bool api_response_started(const struct api_response *r)
 {
+    if (r->rsp) return responses_writer_started(r->rsp);
     return r->stream && (r->begun || r->kept_alive);
 }
-int api_response_n_tool_calls(const struct api_response *r) { return r->n_tools; }
+int api_response_n_tool_calls(const struct api_response *r)
+{
+    return r->rsp ? responses_writer_n_tool_calls(r->rsp) : r->n_tools;
+}
 
 static struct resp_block *block_push(struct api_response *r, enum chat_event_kind kind)
 {
@@ -557,6 +569,7 @@ static void anthropic_ping(struct strbuf *out)
 
 void api_response_begin(struct api_response *r, const struct api_usage *u, struct strbuf *out)
 {
+    if (r->rsp) { responses_writer_begin(r->rsp, u, out); return; }
     if (r->begun || r->done) return;
     r->begun = true;
     if (!r->stream) return;
@@ -578,6 +591,7 @@ void api_response_begin(struct api_response *r, const struct api_usage *u, struc
 
 void api_response_keepalive(struct api_response *r, struct strbuf *out)
 {
+    if (r->rsp) { responses_writer_keepalive(r->rsp, out); return; }
     if (!r->stream || r->done) return;
     r->kept_alive = true;
     if (r->kind == API_KIND_ANTHROPIC_MESSAGES && r->begun) anthropic_ping(out);
@@ -642,6 +656,7 @@ static void event_tool_call(struct api_response *r, const struct chat_event *ev,
 
 void api_response_event(struct api_response *r, const struct chat_event *ev, struct strbuf *out)
 {
+    if (r->rsp) { responses_writer_event(r->rsp, ev, out); return; }
     if (r->done) return;
     if (ev->kind != CHAT_EVENT_TOOL_CALL && (ev->text_len == 0 || !ev->text)) return;
     if (!r->begun) api_response_begin(r, NULL, out);
@@ -651,6 +666,7 @@ void api_response_event(struct api_response *r, const struct chat_event *ev, str
 
 void api_response_feed(struct api_response *r, const char *text, size_t len, struct strbuf *out)
 {
+    if (r->rsp) { responses_writer_feed(r->rsp, text, len, out); return; }
     if (r->done || len == 0) return;
     r->sink = out;
     chat_parser_feed(r->parser, text, len);
@@ -660,6 +676,7 @@ void api_response_feed(struct api_response *r, const char *text, size_t len, str
 void api_response_finish(struct api_response *r, enum api_stop stop, const char *stop_sequence,
                          const struct api_usage *u, struct strbuf *out)
 {
+    if (r->rsp) { responses_writer_finish(r->rsp, stop, u, out); return; }
     if (r->done) return;
     r->sink = out;
     chat_parser_finish(r->parser);
@@ -713,6 +730,7 @@ void api_response_finish(struct api_response *r, enum api_stop stop, const char 
 
 int api_response_fail(struct api_response *r, int code, const char *message, struct strbuf *out)
 {
+    if (r->rsp) return responses_writer_fail(r->rsp, code, message, out);
     const struct api_error_info *e = api_error_info(code);
     if (r->done) return api_response_started(r) ? 200 : e->http_status;
     r->done = true;

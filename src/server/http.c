@@ -24,8 +24,8 @@
  * Routes (a table, `routes`): GET|HEAD /, GET|HEAD /health, GET /metrics, GET /v1/models
  * (Anthropic's shape when the request carries anthropic-version), POST
  * /v1/chat/completions, POST /v1/messages (query ignored: ?beta=true), POST
- * /v1/messages/count_tokens. Errors take the Anthropic shape under /v1/messages, the
- * OpenAI shape elsewhere.
+ * /v1/messages/count_tokens, POST /v1/responses (OpenAI Responses: Codex). Errors take the
+ * Anthropic shape under /v1/messages, the OpenAI shape elsewhere.
  *
  * The session bank (RAM, and its disk tier unless --no-bank-disk) is made here before the
  * engine thread starts and is touched only by that thread afterwards (session_run); its
@@ -37,8 +37,10 @@
  * error then the stream's end); up to 3 s for those answers to leave; stop the daemon.
  *
  * Extension fields: `ignore_eos` (as llama.cpp's) generates to max_tokens through stop ids.
- * Ignored fields: `model` (one model is served), `stop`, `tool_choice`, `metadata`, and
- * whatever else a client sends that is not listed in job_fields.
+ * `stop` / `stop_sequences` and `tool_choice` are checked by the api codecs
+ * (chat_from_openai / chat_from_anthropic, a 400 before queueing) and applied by
+ * session_run. Ignored fields: `model` (one model is served), `metadata`, and whatever else
+ * a client sends that is not listed in job_fields or the codecs.
  *
  * Invariants:
  *   1. No request input can crash the server: every field is type-checked before use and
@@ -65,7 +67,7 @@
 
 enum route_id {
     ROUTE_ROOT = 0, ROUTE_HEALTH, ROUTE_METRICS, ROUTE_MODELS, ROUTE_CHAT, ROUTE_MESSAGES,
-    ROUTE_COUNT_TOKENS, ROUTE_OTHER, ROUTE_N
+    ROUTE_COUNT_TOKENS, ROUTE_RESPONSES, ROUTE_OTHER, ROUTE_N
 };
 
 struct conn_req;
@@ -99,6 +101,7 @@ static enum MHD_Result route_models(struct server *srv, struct MHD_Connection *c
 static enum MHD_Result route_chat(struct server *srv, struct MHD_Connection *c, struct conn_req *rq);
 static enum MHD_Result route_messages(struct server *srv, struct MHD_Connection *c, struct conn_req *rq);
 static enum MHD_Result route_count(struct server *srv, struct MHD_Connection *c, struct conn_req *rq);
+static enum MHD_Result route_responses(struct server *srv, struct MHD_Connection *c, struct conn_req *rq);
 
 static const struct route routes[ROUTE_N] = {
     [ROUTE_ROOT] = { "/", "GET, HEAD", API_KIND_OPENAI_CHAT, false, route_root },
@@ -108,12 +111,13 @@ static const struct route routes[ROUTE_N] = {
     [ROUTE_CHAT] = { "/v1/chat/completions", "POST", API_KIND_OPENAI_CHAT, true, route_chat },
     [ROUTE_MESSAGES] = { "/v1/messages", "POST", API_KIND_ANTHROPIC_MESSAGES, true, route_messages },
     [ROUTE_COUNT_TOKENS] = { "/v1/messages/count_tokens", "POST", API_KIND_ANTHROPIC_MESSAGES, true, route_count },
+    [ROUTE_RESPONSES] = { "/v1/responses", "POST", API_KIND_OPENAI_RESPONSES, true, route_responses },
     [ROUTE_OTHER] = { NULL, NULL, API_KIND_OPENAI_CHAT, false, NULL },
 };
 
 static const char *const route_names[ROUTE_N] = {
     "/", "/health", "/metrics", "/v1/models", "/v1/chat/completions", "/v1/messages",
-    "/v1/messages/count_tokens", "other",
+    "/v1/messages/count_tokens", "/v1/responses", "other",
 };
 
 static enum route_id route_find(const char *url)
@@ -259,6 +263,7 @@ static int job_fields(const json_t *body, struct job *j, struct hs_err *err)
     if (!rc) rc = field_bool(body, "ignore_eos", &j->ignore_eos, err);
     if (!rc) rc = field_int(body, "max_tokens", 1, big, &max_tokens, err);
     if (!rc && j->kind == API_KIND_OPENAI_CHAT) rc = field_int(body, "max_completion_tokens", 1, big, &max_tokens, err);
+    if (!rc && j->kind == API_KIND_OPENAI_RESPONSES) rc = field_int(body, "max_output_tokens", 1, big, &max_tokens, err);
     if (!rc) rc = field_num(body, "temperature", 0, 100, &temp, err);
     if (!rc) rc = field_num(body, "top_p", 0, 1, &top_p, err);
     if (!rc) rc = field_int(body, "top_k", 0, INT32_MAX, &top_k, err);
@@ -335,8 +340,9 @@ static enum MHD_Result run_job(struct server *srv, struct MHD_Connection *c, str
     rq->job = j;
     j->type = type;
     j->kind = rq->kind;
-    int rc = rq->kind == API_KIND_OPENAI_CHAT ? chat_from_openai(body, &j->chat, &err)
-                                              : chat_from_anthropic(body, &j->chat, &err);
+    int rc = rq->kind == API_KIND_OPENAI_CHAT        ? chat_from_openai(body, &j->chat, &err)
+             : rq->kind == API_KIND_OPENAI_RESPONSES ? chat_from_responses(body, &j->chat, &err)
+                                                     : chat_from_anthropic(body, &j->chat, &err);
     if (rc == HS_OK && type == JOB_TYPE_GENERATE) rc = job_fields(body, j, &err);
     j->body = body; /* the job owns it now */
     if (rc != HS_OK) return reply_error(srv, c, rq, rc, err.msg);
@@ -404,6 +410,11 @@ static enum MHD_Result route_messages(struct server *srv, struct MHD_Connection 
 static enum MHD_Result route_count(struct server *srv, struct MHD_Connection *c, struct conn_req *rq)
 {
     return run_job(srv, c, rq, JOB_TYPE_COUNT_TOKENS);
+}
+
+static enum MHD_Result route_responses(struct server *srv, struct MHD_Connection *c, struct conn_req *rq)
+{
+    return run_job(srv, c, rq, JOB_TYPE_GENERATE);
 }
 
 /* ---- the access handler -------------------------------------------------------------- */

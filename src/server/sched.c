@@ -143,6 +143,10 @@ size_t job_take(struct job *j, char *buf, size_t max, bool *eof)
 
 /* A cancelled job still ends with an answer: nobody reads it when the client is gone, and
  * a client waiting while the server stops gets a 503 it can retry. */
+/* A stream gets a keep-alive when this long passed without bytes during a prefill
+ * (checked between prefill chunks of about SESSION_PREFILL_CHUNK_S). */
+#define SCHED_KEEPALIVE_S 1.0
+
 static const char cancelled_msg[] = "the request was cancelled: the client went away or the server is stopping";
 
 /* A whole body that goes out with its status (non-stream answers and early errors). */
@@ -436,8 +440,10 @@ static void job_count_tokens(struct server *srv, struct job *j)
  * session_run does render -> tokenize -> bank restore -> prefill -> generate -> bank insert;
  * its start hook (before the prefill) opens the response with the prompt and cached token
  * counts and whether the generation prompt opened <think>; its text callback turns text into
- * the API's bytes. Both return false once the job is cancelled, so a client that goes away
- * stops its generation within one token (and before the prefill when it left while queued). */
+ * the API's bytes; its prefill hook (between prefill chunks) sends a keep-alive to a stream
+ * that has been quiet for SCHED_KEEPALIVE_S. All three return false once the job is
+ * cancelled, so a client that goes away stops its generation within one token, its prefill
+ * within one chunk (and before the prefill when it left while queued). */
 
 struct session_ctx {
     struct server *srv;
@@ -445,7 +451,18 @@ struct session_ctx {
     struct api_response *r;       /* made by the start hook; NULL when session_run failed before */
     struct api_usage usage;
     struct strbuf out;
+    double t_emit;                /* sys_time_sec() of the last bytes sent to a stream */
 };
+
+/* Stream out what the response appended (a no-op for a whole body). */
+static void session_flush(struct session_ctx *c)
+{
+    if (c->j->stream && c->out.len) {
+        job_emit(c->j, c->out.buf, c->out.len);
+        c->t_emit = sys_time_sec();
+    }
+    if (c->j->stream) strbuf_reset(&c->out);
+}
 
 static bool session_on_start(void *ctx, const struct session_start *st)
 {
@@ -459,22 +476,32 @@ static bool session_on_start(void *ctx, const struct session_start *st)
     c->r = api_response_new(&ro);
     c->usage.prompt_tokens = st->prompt_tokens;
     c->usage.cached_tokens = st->cached_tokens;
-    if (j->stream && !job_cancelled(j)) {
-        api_response_begin(c->r, &c->usage, &c->out);
-        job_emit(j, c->out.buf, c->out.len);
-        strbuf_reset(&c->out);
-    }
+    if (j->stream && !job_cancelled(j)) api_response_begin(c->r, &c->usage, &c->out);
+    /* a forced tool call's start is the answer's first text (the parser enters the call) */
+    if (st->forced_len) api_response_feed(c->r, st->forced_text, st->forced_len, &c->out);
+    if (!job_cancelled(j)) session_flush(c);
     return !job_cancelled(j);
+}
+
+/* Between prefill chunks: a keep-alive once SCHED_KEEPALIVE_S passed without bytes, so a
+ * long prompt does not look like a dead connection to the client; false once cancelled. */
+static bool session_on_prefill(void *ctx, int64_t done, int64_t total)
+{
+    struct session_ctx *c = ctx;
+    (void)done; (void)total;
+    if (job_cancelled(c->j)) return false;
+    if (c->j->stream && c->r && sys_time_sec() - c->t_emit >= SCHED_KEEPALIVE_S) {
+        api_response_keepalive(c->r, &c->out);
+        session_flush(c);
+    }
+    return true;
 }
 
 static bool session_on_text(void *ctx, const char *text, size_t len)
 {
     struct session_ctx *c = ctx;
     if (len) api_response_feed(c->r, text, len, &c->out);
-    if (c->j->stream && c->out.len) {
-        job_emit(c->j, c->out.buf, c->out.len);
-        strbuf_reset(&c->out);
-    }
+    session_flush(c);
     return !job_cancelled(c->j);
 }
 
@@ -511,6 +538,7 @@ void sched_job_session(struct server *srv, struct job *j)
         .n_ctx = srv->n_ctx,
         .ignore_eos = j->ignore_eos,
         .on_start = session_on_start,
+        .on_prefill = session_on_prefill,
     };
     struct session_report rep;
     int rc = session_run(srv->engine, &srv->text, srv->bank, j->kind, j->body, &so, session_on_text, &c, &rep, &err);
@@ -522,9 +550,11 @@ void sched_job_session(struct server *srv, struct job *j)
             job_fail(j, c.r, API_ERR_OVERLOADED, cancelled_msg);
         } else {
             c.usage.completion_tokens = rep.n_output;
-            enum api_stop stop = strcmp(rep.stop_reason, "stop") ? API_STOP_LENGTH : API_STOP_END;
+            enum api_stop stop = !strcmp(rep.stop_reason, "stop")            ? API_STOP_END
+                                 : !strcmp(rep.stop_reason, "stop_sequence") ? API_STOP_STOP_SEQUENCE
+                                                                            : API_STOP_LENGTH;
             if (stop == API_STOP_END && api_response_n_tool_calls(c.r) > 0) stop = API_STOP_TOOL_CALLS;
-            api_response_finish(c.r, stop, NULL, &c.usage, &c.out);
+            api_response_finish(c.r, stop, rep.stop_sequence, &c.usage, &c.out);
             if (j->stream) job_emit(j, c.out.buf, c.out.len);
             else job_body(j, &c.out);
             job_done(j, 200);

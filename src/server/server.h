@@ -12,7 +12,9 @@
  *   2. Bad input gets an error in the API's own shape, never a crash.
  *
  * Status: `headstart serve` runs every generation through session_run (the bank in RAM,
- * optionally the disk tier); the real-client, load and demo parts of [F6] are open.
+ * optionally the disk tier), with stop strings, tool_choice and keep-alives during long
+ * prefills; tests/e2e/server_load.sh is the bounded load test. The real-client and demo
+ * parts of [F6] are open.
  */
 #ifndef HS_SERVER_H
 #define HS_SERVER_H
@@ -89,6 +91,11 @@ struct session_start {
     int64_t prompt_tokens;
     int64_t cached_tokens;         /* restored from the bank (0 = computed from scratch) */
     bool thinking;                 /* the generation prompt ends in an open <think> */
+    const char *forced_text;       /* text appended to the generation prompt that belongs
+                                      to the answer (a forced tool call's start, see
+                                      session.c); "" when none. Feed it to the response's
+                                      parser before any generated text */
+    size_t forced_len;
 };
 
 /* Called once per request before the prefill; false = stop (cancelled: no prefill, no
@@ -98,6 +105,9 @@ typedef bool (*session_start_fn)(void *ctx, const struct session_start *st);
  * 0: a stop id, a partial character), and once more with any text left at the end; false =
  * stop now (cancelled: what was generated so far is still banked). */
 typedef bool (*session_text_fn)(void *ctx, const char *text, size_t len);
+/* Called between prefill chunks (done of total prompt tokens computed, restored ones
+ * included); false = stop (cancelled: no generation, nothing banked). */
+typedef bool (*session_prefill_fn)(void *ctx, int64_t done, int64_t total);
 
 struct session_opts {
     int64_t max_tokens;            /* > 0: generate at most this many; 0: the body's
@@ -111,7 +121,14 @@ struct session_opts {
                                       HS_ERR_LIMIT, output is cut at n_ctx - prompt */
     bool ignore_eos;               /* stop ids do not end generation (to max_tokens) */
     session_start_fn on_start;     /* NULL = none; called with session_run's ctx */
+    session_prefill_fn on_prefill; /* NULL = the prefill is one engine_forward; otherwise it
+                                      runs in chunks of about SESSION_PREFILL_CHUNK_S
+                                      seconds each (sized from the measured rate; the
+                                      logits are the same, DESIGN.md §4), the hook called
+                                      after each but the last */
 };
+
+#define SESSION_PREFILL_CHUNK_S 0.5
 
 /* What one request did (session_report_json writes it as one JSON object). */
 struct session_report {
@@ -126,8 +143,14 @@ struct session_report {
                                       logged, never fails the request) */
     const char *cache_source;      /* "ram", "disk" or "none" (static string) */
     const char *restore_reason;    /* bank_reason_name, or "no_bank" (static string) */
-    const char *stop_reason;       /* "stop" (a stop id, included in output_ids), "length"
-                                      or "cancelled" (a callback returned false) */
+    const char *stop_reason;       /* "stop" (a stop id, included in output_ids, or a
+                                      blocked tool call under tool_choice none),
+                                      "stop_sequence" (a request stop string: the text ends
+                                      before it, the token that completed it is in
+                                      output_ids), "length" or "cancelled" (a callback
+                                      returned false) */
+    char *stop_sequence;           /* owned: the stop string that matched, else NULL */
+    char *forced_text;             /* owned: session_start's forced_text, NULL when none */
     int32_t *output_ids;           /* owned */
     int64_t n_output;
     char *text;                    /* owned: the generated text (stop ids not included) */

@@ -10,6 +10,7 @@
  *        ─▶ (s > 0) copy KV [0, s) + snapshot from the deeper tier, seq_restore_parts; a disk
  *           hit is also promoted into RAM (bank_insert of its path, rows and snapshot)
  *        ─▶ bank_plan (captures at planned positions > s) ─▶ engine_forward(ids[s, n))
+ *           (in chunks, a hook between them, when the caller gives a prefill hook)
  *        ─▶ sample / decode until a stop id or max_tokens (text streamed out)
  *        ─▶ feed the last token, bank_insert(prompt + generated, missing KV rows,
  *           captured snapshots + one at the end of the generated text), and the same
@@ -27,9 +28,20 @@
  *   5. The disk tier is consulted only for a point deeper than RAM's and only with a RAM
  *      bank; what it hands back is verified by the tier (checksums, identity, the exact
  *      token prefix), and a discarded entry leaves the request cold or at RAM's point.
- *   6. A cancel stops within one generated token (the text callback runs once per token);
- *      a cancel from the start hook leaves the bank untouched, one during generation banks
- *      the prompt and what was generated (the path is as valid as a finished one).
+ *   6. A cancel stops within one generated token (the text callback runs once per token)
+ *      or one prefill chunk (with a prefill hook); a cancel from the start hook or the
+ *      prefill hook leaves the bank untouched, one during generation banks the prompt and
+ *      what was generated (the path is as valid as a finished one).
+ *   7. Stop strings (the request's `stop` / `stop_sequences`) are matched on the generated
+ *      text by chat_stop (parse.c: answer text only, never inside <think> or a tool call);
+ *      text that may still become one is held back, so the text callback never sees any
+ *      part of a matched string. tool_choice none ends generation at a `<tool_call>` in
+ *      text the same way (stop_reason "stop").
+ *   8. tool_choice required / named: the generation prompt is extended with the start of a
+ *      call (forced_call_text; an open <think> is closed empty first) so the model can only
+ *      continue a call; that text is the answer's start (session_start.forced_text, the
+ *      report's forced_text) and what the model writes must complete it — best effort:
+ *      a call the model does not finish comes out as text, like any malformed call.
  */
 #include "server/server.h"
 #include "sys/sys.h"
@@ -38,7 +50,7 @@
 
 static int64_t body_max_tokens(const json_t *body)
 {
-    static const char *const keys[] = { "max_completion_tokens", "max_tokens" };
+    static const char *const keys[] = { "max_completion_tokens", "max_output_tokens", "max_tokens" };
     for (size_t i = 0; i < HS_ARRAY_LEN(keys); i++) {
         json_t *v = json_object_get(body, keys[i]);
         if (json_is_integer(v) && json_integer_value(v) > 0) return (int64_t)json_integer_value(v);
@@ -79,6 +91,59 @@ static void disk_promote(struct bank *bank, uint64_t fp, size_t row_bytes, const
         hs_log_write(HS_LOG_WARN, "session: disk hit at %lld not promoted: %s", (long long)dh->pos, e.msg);
 }
 
+/* The text a forced tool call appends to the generation prompt (see the design note):
+ * `<tool_call>\n` then, for a named tool, the start of its call in the template's format:
+ * Qwen3.5's XML (`<function=NAME>\n`) when the template writes <function=, else Qwen3's
+ * JSON (`{"name": "NAME", "arguments": `). An open <think> is closed empty first. */
+static void forced_call_text(const struct model_text *mt, bool thinking, const char *name, struct strbuf *out)
+{
+    if (thinking) strbuf_puts(out, "\n</think>\n\n");
+    strbuf_puts(out, "<tool_call>\n");
+    if (!name) return;
+    if (mt->tmpl_source && strstr(mt->tmpl_source, "<function=")) {
+        strbuf_printf(out, "<function=%s>\n", name);
+    } else {
+        json_t *js = json_string(name);
+        strbuf_puts(out, "{\"name\": ");
+        jinja_tojson(js, -1, out);
+        strbuf_puts(out, ", \"arguments\": ");
+        json_decref(js);
+    }
+}
+
+/* Prefill ids[s, n) into sq: one forward, or (with a hook) chunks of about
+ * SESSION_PREFILL_CHUNK_S seconds, sized from the last chunk's rate and growing from 64
+ * tokens at most twofold per chunk, the hook called between them. Logits of the last prompt token go to `logits`. *go = false: the hook
+ * stopped it (the sequence is then part-way; the caller banks nothing). */
+static int prefill(struct engine *e, struct seq *sq, const int32_t *ids, int64_t s, int64_t n,
+                   struct engine_capture *caps, int n_caps, const struct session_opts *o, void *ctx, float *logits,
+                   bool *go, struct hs_err *err)
+{
+    if (!o->on_prefill) {
+        int64_t last = n - s - 1;
+        return engine_forward(e, sq, ids + s, n - s, caps, n_caps, &last, 1, logits, err);
+    }
+    int64_t at = s, chunk = 64;
+    while (at < n) {
+        int64_t k = HS_MIN(chunk, n - at);
+        bool final = at + k == n;
+        int64_t last = k - 1;
+        double t = sys_time_sec();
+        int rc = engine_forward(e, sq, ids + at, k, caps, n_caps, final ? &last : NULL, final ? 1 : 0,
+                                final ? logits : NULL, err);
+        if (rc != HS_OK) return rc;
+        at += k;
+        if (final) break;
+        /* the next chunk: what the last one's rate does in the target time, but at most
+         * twice the last (a token costs more the further it is: attention) */
+        double dt = sys_time_sec() - t;
+        double rate = dt > 1e-6 ? (double)k / dt : 1e9;
+        chunk = HS_MAX((int64_t)16, HS_MIN(2 * k, (int64_t)(rate * SESSION_PREFILL_CHUNK_S)));
+        if (!o->on_prefill(ctx, at, n)) { *go = false; break; }
+    }
+    return HS_OK;
+}
+
 /* Hand a token's text on, even none (so the caller can stop within one token); false = the
  * caller wants to stop. */
 static bool emit_text(struct strbuf *piece, struct strbuf *all, session_text_fn on_text, void *ctx)
@@ -97,16 +162,32 @@ int session_run(struct engine *e, const struct model_text *mt, struct bank *bank
     double t0 = sys_time_sec();
     if (!mt->tmpl) return hs_err_set(err, HS_ERR_UNSUPPORTED, "the model has no chat template");
     struct chat_request cr;
-    int rc = kind == API_KIND_ANTHROPIC_MESSAGES ? chat_from_anthropic(body, &cr, err) : chat_from_openai(body, &cr, err);
+    int rc = kind == API_KIND_ANTHROPIC_MESSAGES   ? chat_from_anthropic(body, &cr, err)
+             : kind == API_KIND_OPENAI_RESPONSES ? chat_from_responses(body, &cr, err)
+                                                 : chat_from_openai(body, &cr, err);
     if (rc != HS_OK) return rc;
-    struct strbuf prompt;
+    struct strbuf prompt, forced;
     strbuf_init(&prompt);
+    strbuf_init(&forced);
     rc = chat_template_render(mt->tmpl, &cr, &prompt, err);
-    chat_request_free(&cr);
     static const char open_think[] = "<think>\n";
     const size_t k_think = sizeof(open_think) - 1;
     const bool thinking = rc == HS_OK && prompt.len >= k_think &&
                           !memcmp(prompt.buf + prompt.len - k_think, open_think, k_think);
+    const bool force_call = cr.tool_choice == CHAT_TOOL_REQUIRED || cr.tool_choice == CHAT_TOOL_NAMED;
+    if (rc == HS_OK && force_call) {
+        forced_call_text(mt, thinking, cr.tool_choice == CHAT_TOOL_NAMED ? cr.tool_name : NULL, &forced);
+        strbuf_append(&prompt, forced.buf, forced.len);
+    }
+    /* stop strings match only in answer text (parse.c's chat_stop); a forced call starts
+     * inside the call */
+    struct chat_stop *stopper = rc == HS_OK ? chat_stop_new(cr.stop, cr.tool_choice == CHAT_TOOL_NONE,
+                                                             force_call ? CHAT_STOP_IN_CALL
+                                                             : thinking ? CHAT_STOP_IN_REASONING
+                                                                        : CHAT_STOP_IN_TEXT)
+                                            : NULL;
+    json_t *stop_list = json_incref(cr.stop);
+    chat_request_free(&cr);
     struct tokenizer_ids ids = { 0 }, user = { 0 };
     if (rc == HS_OK) rc = tokenizer_encode(mt->tok, prompt.buf ? prompt.buf : "", prompt.len, 0, &ids, err);
     if (rc == HS_OK) rc = tokenizer_encode(mt->tok, "user", 4, 0, &user, err);
@@ -118,8 +199,12 @@ int session_run(struct engine *e, const struct model_text *mt, struct bank *bank
     if (rc != HS_OK) {
         tokenizer_ids_free(&ids);
         tokenizer_ids_free(&user);
+        chat_stop_free(stopper);
+        json_decref(stop_list);
+        strbuf_free(&forced);
         return rc;
     }
+    if (forced.len) out->forced_text = hs_strndup(forced.buf, forced.len);
     const int64_t n = (int64_t)ids.n;
     int64_t max_tokens = o->max_tokens > 0 ? o->max_tokens : body_max_tokens(body);
     if (max_tokens <= 0) max_tokens = SESSION_DEFAULT_MAX_TOKENS;
@@ -196,7 +281,8 @@ int session_run(struct engine *e, const struct model_text *mt, struct bank *bank
     /* the caller learns the numbers before the prefill, and may stop here */
     bool go = true;
     if (rc == HS_OK && o->on_start) {
-        struct session_start st = { .prompt_tokens = n, .cached_tokens = s, .thinking = thinking };
+        struct session_start st = { .prompt_tokens = n, .cached_tokens = s, .thinking = thinking,
+                                    .forced_text = forced.len ? forced.buf : "", .forced_len = forced.len };
         go = o->on_start(ctx, &st);
         if (!go) out->stop_reason = "cancelled";
     }
@@ -217,18 +303,20 @@ int session_run(struct engine *e, const struct model_text *mt, struct bank *bank
     /* prefill */
     bool prefilled = false;
     if (rc == HS_OK && go) {
-        prefilled = true;
         for (int64_t i = 0; i < n; i++) sampler_accept(smp, ids.v[i]);
-        int64_t last = n - s - 1;
-        rc = engine_forward(e, sq, ids.v + s, n - s, caps, n_caps, &last, 1, logits, err);
+        rc = prefill(e, sq, ids.v, s, n, caps, n_caps, o, ctx, logits, &go, err);
+        prefilled = go;
+        if (!go) out->stop_reason = "cancelled";
         out->prefill_ms = (sys_time_sec() - t_pre) * 1e3;
-        if (rc == HS_OK) sha256_hex(logits, (size_t)V * sizeof(float), out->first_logits_sha256);
+        if (rc == HS_OK && go) sha256_hex(logits, (size_t)V * sizeof(float), out->first_logits_sha256);
     }
 
     /* generate */
-    struct strbuf text, piece;
+    struct strbuf text, piece, raw;
     strbuf_init(&text);
     strbuf_init(&piece);
+    strbuf_init(&raw);
+    int stop_hit = CHAT_STOP_NONE;
     struct tokenizer_stream ts;
     tokenizer_stream_init(&ts, mt->tok, 0);
     int64_t n_gen = 0;
@@ -245,15 +333,37 @@ int session_run(struct engine *e, const struct model_text *mt, struct bank *bank
         }
         /* an id with no piece (a padding row of the vocabulary) has no text */
         size_t plen;
-        if (tokenizer_piece(mt->tok, tok, &plen)) rc = tokenizer_stream_push(&ts, tok, &piece, err);
+        if (tokenizer_piece(mt->tok, tok, &plen))
+            rc = tokenizer_stream_push(&ts, tok, stopper ? &raw : &piece, err);
+        if (stopper && raw.len) {
+            stop_hit = chat_stop_feed(stopper, raw.buf, raw.len, &piece);
+            strbuf_reset(&raw);
+        }
         go = emit_text(&piece, &text, on_text, ctx);
         if (!go) out->stop_reason = "cancelled";
+        if (stop_hit != CHAT_STOP_NONE) break;
         if (!go || rc != HS_OK || n_gen == max_tokens) break;
         int64_t row = 0;
         rc = engine_forward(e, sq, &tok, 1, NULL, 0, &row, 1, logits, err);
     }
-    tokenizer_stream_flush(&ts, &piece);
-    if (piece.len && go) emit_text(&piece, &text, on_text, ctx);
+    if (stop_hit == CHAT_STOP_NONE) {
+        tokenizer_stream_flush(&ts, stopper ? &raw : &piece);
+        if (stopper && go && rc == HS_OK) {
+            stop_hit = chat_stop_feed(stopper, raw.buf, raw.len, &piece);
+            if (stop_hit == CHAT_STOP_NONE) stop_hit = chat_stop_finish(stopper, &piece);
+        }
+        if (piece.len && go) emit_text(&piece, &text, on_text, ctx);
+    }
+    if (go && stop_hit >= 0) {
+        out->stop_reason = "stop_sequence";
+        out->stop_sequence = hs_strdup(json_string_value(json_array_get(stop_list, (size_t)stop_hit)));
+    } else if (go && stop_hit == CHAT_STOP_TOOL_CALL) {
+        out->stop_reason = "stop";
+    }
+    chat_stop_free(stopper);
+    json_decref(stop_list);
+    strbuf_free(&raw);
+    strbuf_free(&forced);
 
     /* feed the last token so the sequence sits at the end of the path, then bank it */
     if (rc == HS_OK && n_gen > 0) rc = engine_forward(e, sq, &gen[n_gen - 1], 1, NULL, 0, NULL, 0, NULL, err);
@@ -308,7 +418,7 @@ int session_run(struct engine *e, const struct model_text *mt, struct bank *bank
     if (rc != HS_OK) {
         hs_free(gen);
         strbuf_free(&text);
-        memset(out, 0, sizeof(*out));
+        session_report_free(out);
         return rc;
     }
     out->output_ids = gen;
@@ -322,6 +432,8 @@ void session_report_free(struct session_report *r)
     if (!r) return;
     hs_free(r->output_ids);
     hs_free(r->text);
+    hs_free(r->stop_sequence);
+    hs_free(r->forced_text);
     memset(r, 0, sizeof(*r));
 }
 
@@ -341,6 +453,8 @@ void session_report_json(const struct session_report *r, struct strbuf *out)
     jsonw_key(&w, "captures"); jsonw_int(&w, r->n_captures);
     jsonw_key(&w, "banked"); jsonw_bool(&w, r->banked);
     jsonw_key(&w, "stop_reason"); jsonw_str(&w, r->stop_reason ? r->stop_reason : "length");
+    if (r->stop_sequence) { jsonw_key(&w, "stop_sequence"); jsonw_str(&w, r->stop_sequence); }
+    if (r->forced_text) { jsonw_key(&w, "forced_text"); jsonw_str(&w, r->forced_text); }
     jsonw_key(&w, "output_ids");
     jsonw_arr_begin(&w);
     for (int64_t i = 0; i < r->n_output; i++) jsonw_int(&w, r->output_ids[i]);

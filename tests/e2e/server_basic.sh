@@ -4,7 +4,10 @@
 # OpenAI chat and Anthropic messages (JSON fields, usage numbers, SSE framing, [DONE] /
 # message_stop), count_tokens, the error statuses and shapes (400 with the JSON position, a
 # bad field, a prompt over the context; 401, 404, 405, 413, 429 with Retry-After), a client disconnect mid-stream (the engine stops
-# early and the server keeps serving), /metrics, and SIGTERM (idle: exit 0; busy: the running
+# early and the server keeps serving), /metrics, stop strings (OpenAI `stop`, Anthropic
+# `stop_sequences`, streamed and not: the text ends before the string), tool_choice (unknown
+# name 400, none, a forced named call), keep-alives during a long prefill and a disconnect
+# during one (the engine is free again within a chunk), and SIGTERM (idle: exit 0; busy: the running
 # stream ends with an error event, a queued request gets 503, exit 0).
 # Servers listen on 127.0.0.1 with --port 0 (the start line names the port) and are killed
 # at the end. Every wait is a bounded loop. Ends with "RESULT: N passed, N failed".
@@ -212,6 +215,120 @@ gen=$(sed -n 's/^headstart_generated_tokens_total \([0-9]*\)$/\1/p' "$tmp/metric
 grep -q -E '^headstart_requests_total\{route="/v1/chat/completions",status="4xx"\} [1-9]' "$tmp/metrics" \
     && grep -q '^headstart_queue_depth 0$' "$tmp/metrics" && grep -q 'headstart_ttft_seconds_count' "$tmp/metrics" \
     && pass "/metrics (requests, queue depth, ttft)" || fail "metrics: $(cat "$tmp/metrics")"
+
+# stop strings: a greedy answer, then the same request with a stop string taken from its
+# middle ends right before it (non-stream and stream, both APIs); tool_choice; bad values 400
+base=http://127.0.0.1:$port
+nothink='"chat_template_kwargs":{"enable_thinking":false}'
+sq='{"model":"m","messages":[{"role":"user","content":"Tell me more"}],"max_tokens":24,"temperature":0,"ignore_eos":true,'$nothink'}'
+curl -s -o "$tmp/sq0" -d "$sq" "$base/v1/chat/completions"
+stop=$($py -c '
+import json, sys
+t = json.load(open(sys.argv[1]))["choices"][0]["message"]["content"]
+ok = lambda c: 32 < ord(c) < 127 and c not in "\"\\"
+for p in range(len(t) // 2, len(t) - 2):
+    if all(ok(c) for c in t[p:p + 3]):
+        print(t[p:p + 3]); break' "$tmp/sq0")
+if [ -z "$stop" ]; then fail "stop strings: no ASCII run in $(cat "$tmp/sq0")"; else
+sqs=$(echo "$sq" | sed "s/\"max_tokens\"/\"stop\":[\"zz-never\",\"$stop\"],\"max_tokens\"/")
+curl -s -o "$tmp/sq1" -d "$sqs" "$base/v1/chat/completions"
+$py - "$tmp/sq0" "$tmp/sq1" "$stop" <<'EOF' && pass "stop string (OpenAI): text ends before '$stop', finish_reason stop" || fail "stop: $(cat "$tmp/sq1")"
+import json, sys
+full = json.load(open(sys.argv[1]))["choices"][0]["message"]["content"]
+j = json.load(open(sys.argv[2]))
+c = j["choices"][0]
+want = full[:full.index(sys.argv[3])].rstrip()
+assert c["finish_reason"] == "stop", c
+assert c["message"]["content"] == want, (c["message"]["content"], want)
+assert j["usage"]["completion_tokens"] < 24
+EOF
+curl -s -N -o "$tmp/sq2" -d "$(echo "$sqs" | sed 's/"max_tokens"/"stream":true,"max_tokens"/')" "$base/v1/chat/completions"
+$py - "$tmp/sq0" "$tmp/sq2" "$stop" <<'EOF' && pass "stop string (OpenAI stream): no part of it is sent" || fail "stop stream: $(tail -c 600 "$tmp/sq2")"
+import json, sys
+full = json.load(open(sys.argv[1]))["choices"][0]["message"]["content"]
+text, fin = "", None
+for e in open(sys.argv[2]).read().split("\n\n"):
+    if e.startswith("data: {"):
+        ch = json.loads(e[6:])["choices"][0]
+        text += ch["delta"].get("content") or ""
+        fin = ch["finish_reason"] or fin
+assert fin == "stop" and text == full[:full.index(sys.argv[3])].rstrip(), (fin, text)
+EOF
+am='{"model":"m","messages":[{"role":"user","content":"Tell me more"}],"max_tokens":24,"temperature":0,"ignore_eos":true,"thinking":{"type":"disabled"},"stop_sequences":["'$stop'"],"stream":true}'
+curl -s -N -o "$tmp/sq3" -d "$am" "$base/v1/messages"
+$py - "$tmp/sq0" "$tmp/sq3" "$stop" <<'EOF' && pass "stop_sequences (Anthropic stream): stop_reason stop_sequence + stop_sequence" || fail "stop_sequences: $(tail -c 600 "$tmp/sq3")"
+import json, sys
+full = json.load(open(sys.argv[1]))["choices"][0]["message"]["content"]
+text, delta = "", None
+for e in open(sys.argv[2]).read().split("\n\n"):
+    if "\ndata: " in e:
+        d = json.loads(e.split("\ndata: ", 1)[1])
+        if d["type"] == "content_block_delta": text += d["delta"].get("text", "")
+        if d["type"] == "message_delta": delta = d["delta"]
+assert delta == {"stop_reason": "stop_sequence", "stop_sequence": sys.argv[3]}, delta
+assert text == full[:full.index(sys.argv[3])].rstrip(), text
+EOF
+fi
+st=$(code POST /v1/chat/completions "$tmp/sq4" -d '{"messages":[{"role":"user","content":"x"}],"stop":["a","b","c","d","e"]}')
+[ "$st" = 400 ] && check "$tmp/sq4" '"at most 4 stop strings" in j["error"]["message"]' && pass "400 five stop strings" || fail "5 stops: $st $(cat "$tmp/sq4")"
+st=$(code POST /v1/messages "$tmp/sq5" -d '{"max_tokens":4,"messages":[{"role":"user","content":"x"}],"stop_sequences":"x"}')
+[ "$st" = 400 ] && check "$tmp/sq5" '"stop_sequences" in j["error"]["message"]' && pass "400 stop_sequences not an array" || fail "stop_sequences string: $st $(cat "$tmp/sq5")"
+
+tools='"tools":[{"type":"function","function":{"name":"read_file","parameters":{"type":"object","properties":{"path":{"type":"string"}}}}}]'
+st=$(code POST /v1/chat/completions "$tmp/tc1" -d '{"messages":[{"role":"user","content":"x"}],'"$tools"',"tool_choice":{"type":"function","function":{"name":"rm"}}}')
+[ "$st" = 400 ] && check "$tmp/tc1" '"no tool named '"'rm'"'" in j["error"]["message"]' && pass "400 tool_choice names an unknown tool (OpenAI)" || fail "tool_choice unknown: $st $(cat "$tmp/tc1")"
+st=$(code POST /v1/messages "$tmp/tc2" -d '{"max_tokens":4,"messages":[{"role":"user","content":"x"}],"tools":[{"name":"read_file","input_schema":{"type":"object"}}],"tool_choice":{"type":"tool","name":"rm"}}')
+[ "$st" = 400 ] && check "$tmp/tc2" "$an_err" && pass "400 tool_choice names an unknown tool (Anthropic)" || fail "tool_choice unknown anthropic: $st $(cat "$tmp/tc2")"
+st=$(code POST /v1/chat/completions "$tmp/tc3" -d '{"messages":[{"role":"user","content":"x"}],'"$tools"',"tool_choice":"none","max_tokens":8,'$nothink'}')
+[ "$st" = 200 ] && check "$tmp/tc3" 'j["choices"][0]["finish_reason"] in ("stop", "length") and not j["choices"][0]["message"].get("tool_calls")' \
+    && pass "tool_choice none: an answer without tool calls" || fail "tool_choice none: $st $(cat "$tmp/tc3")"
+st=$(code POST /v1/chat/completions "$tmp/tc4" -d '{"messages":[{"role":"user","content":"x"}],'"$tools"',"tool_choice":{"type":"function","function":{"name":"read_file"}},"max_tokens":6,"ignore_eos":true,'$nothink'}')
+# a random model does not finish the forced call: it comes back as text starting with it
+[ "$st" = 200 ] && check "$tmp/tc4" '(j["choices"][0]["message"]["content"] or "").startswith("<tool_call>\n<function=read_file>") or j["choices"][0]["message"].get("tool_calls")' \
+    && pass "tool_choice named: the answer starts with the forced call" || fail "tool_choice named: $st $(cat "$tmp/tc4")"
+
+# keep-alive while a long prompt is prefilled: comment lines (OpenAI) / pings (Anthropic)
+# arrive after the stream's head and before the first token
+$py -c 'import json; print(json.dumps({"model":"m","max_tokens":2,"stream":True,"messages":[{"role":"user","content":" ".join("k%d" % (i*7919 % 10007) for i in range(1200))}]}))' > "$tmp/ka.json"
+curl -s -N -o "$tmp/ka1" --data-binary "@$tmp/ka.json" "$base/v1/chat/completions"
+$py - "$tmp/ka1" <<'EOF' && pass "keep-alive comments during a long prefill (OpenAI)" || fail "keep-alive openai: $(head -c 800 "$tmp/ka1")"
+import sys
+ev = [e for e in open(sys.argv[1]).read().split("\n\n") if e]
+first_tok = next(i for i, e in enumerate(ev) if '"delta":{"role"' not in e and e.startswith("data: {"))
+ka = [i for i, e in enumerate(ev) if e == ": keepalive"]
+assert ka and max(ka) < first_tok and ev[-1] == "data: [DONE]", ev[:6]
+print(len(ka), file=sys.stderr)
+EOF
+sed 's/k/q/g' "$tmp/ka.json" > "$tmp/ka2.json"
+curl -s -N -o "$tmp/ka2" --data-binary "@$tmp/ka2.json" "$base/v1/messages"
+$py - "$tmp/ka2" <<'EOF' && pass "keep-alive pings during a long prefill (Anthropic)" || fail "keep-alive anthropic: $(head -c 800 "$tmp/ka2")"
+import sys
+names = [e.split("\n")[0] for e in open(sys.argv[1]).read().split("\n\n") if e]
+first = names.index("event: content_block_start")
+assert names[0] == "event: message_start" and names[1:first].count("event: ping") >= 2, names[:8]
+assert names[-1] == "event: message_stop"
+EOF
+
+# a client that goes away during a long prefill cancels it within one chunk: the engine is
+# free again long before the prefill (~12k tokens: 8 s of CPU on the tiny model) would end
+$py -c 'import json; print(json.dumps({"model":"m","max_tokens":2,"stream":True,"messages":[{"role":"user","content":" ".join("d%d" % (i*7919 % 10007) for i in range(2000))}]}))' > "$tmp/dc.json"
+curl -s -N -o "$tmp/dc" --data-binary "@$tmp/dc.json" "$base/v1/chat/completions" &
+cpid=$!
+i=0
+while [ $i -lt 200 ] && ! grep -q chatcmpl "$tmp/dc" 2>/dev/null; do sleep 0.05; i=$((i + 1)); done
+sleep 0.3
+kill "$cpid" 2>/dev/null
+wait "$cpid" 2>/dev/null
+t0=$(date +%s.%N)
+st=0 i=0
+while [ $i -lt 100 ] && [ "$st" != 200 ]; do
+    st=$(curl -s -o "$tmp/dc2" -w '%{http_code}' -d "$chat" "$base/v1/chat/completions")
+    [ "$st" = 200 ] || sleep 0.05
+    i=$((i + 1))
+done
+dt=$($py -c "import sys; print('%.2f' % ($(date +%s.%N) - $t0))")
+[ "$st" = 200 ] && $py -c "import sys; sys.exit(0 if $dt < 3.0 else 1)" && pass "a disconnect during the prefill frees the engine (next answer in $dt s)" \
+    || fail "disconnect in prefill: status $st after $dt s"
 
 # SIGTERM with one request running and one queued: the stream ends with an in-stream error
 # and [DONE], the queued request gets a 503 in its API's shape, and the server exits 0.

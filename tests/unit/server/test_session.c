@@ -337,3 +337,209 @@ Test(session_hooks, start_cancel_ctx, .init = ss_setup, .fini = ss_teardown, .ti
     json_decref(a);
     ss_close(&x);
 }
+
+/* ---- stop strings, tool_choice, the prefill hook ------------------------------------------ */
+
+/* A body with thinking off (stop strings do not match in reasoning); `extra` is merged in. */
+static json_t *sc_body(const char *user, int max_tokens, json_t *extra)
+{
+    json_t *b = ss_body(user);
+    json_object_set_new(b, "max_tokens", json_integer(max_tokens));
+    json_object_set_new(b, "chat_template_kwargs", json_pack("{s:b}", "enable_thinking", 0));
+    json_object_set_new(b, "ignore_eos", json_true());
+    if (extra) json_object_update(b, extra);
+    json_decref(extra);
+    return b;
+}
+
+static void sc_run(struct ss_model *x, const json_t *body, struct session_report *r)
+{
+    struct session_opts so = { 0 };
+    sampler_opts_default(&so.sampling);
+    so.sampling.temperature = 0;
+    so.ignore_eos = true;
+    struct strbuf streamed;
+    strbuf_init(&streamed);
+    struct hs_err err;
+    hs_err_clear(&err);
+    cr_assert_eq(session_run(x->e, &x->mt, NULL, API_KIND_OPENAI_CHAT, body, &so, ss_collect, &streamed, r, &err), 0,
+                 "session_run: %s", err.msg);
+    cr_assert_eq(streamed.len, r->text_len, "the streamed text is the report's");
+    if (r->text_len) cr_assert_eq(memcmp(streamed.buf, r->text, r->text_len), 0);
+    strbuf_free(&streamed);
+}
+
+Test(session_controls, stop_sequence, .init = ss_setup, .fini = ss_teardown, .timeout = 120)
+{
+    struct ss_model x;
+    ss_open(&x, 3);
+    struct session_report full, cut;
+    json_t *b0 = sc_body("Say something.", 24, NULL);
+    sc_run(&x, b0, &full);
+    cr_assert_str_eq(full.stop_reason, "length");
+    cr_assert_null(full.stop_sequence);
+    cr_assert_null(strstr(full.text, "<think>"), "the random model wrote a tag: pick another seed");
+    cr_assert_null(strstr(full.text, "<tool_call>"));
+    /* a stop string from the middle of the output: 3 printable ASCII bytes */
+    size_t p = full.text_len / 2;
+    while (p + 3 <= full.text_len &&
+           !(full.text[p] > ' ' && full.text[p] < 127 && full.text[p + 1] > ' ' && full.text[p + 1] < 127 &&
+             full.text[p + 2] > ' ' && full.text[p + 2] < 127))
+        p++;
+    cr_assert_leq(p + 3, full.text_len, "no ASCII run in '%s'", full.text);
+    char stop[4] = { full.text[p], full.text[p + 1], full.text[p + 2], 0 };
+    size_t first = (size_t)(strstr(full.text, stop) - full.text);
+    json_t *b1 = sc_body("Say something.", 24, json_pack("{s:[s,s]}", "stop", "\x01never", stop));
+    sc_run(&x, b1, &cut);
+    cr_assert_str_eq(cut.stop_reason, "stop_sequence");
+    cr_assert_str_eq(cut.stop_sequence, stop);
+    /* the text ends right before the string; the token that completed it is the last one */
+    cr_assert_eq(cut.text_len, first, "text '%s', stop '%s'", cut.text, stop);
+    cr_assert_eq(memcmp(cut.text, full.text, first), 0);
+    cr_assert_lt(cut.n_output, full.n_output);
+    cr_assert_eq(memcmp(cut.output_ids, full.output_ids, (size_t)cut.n_output * sizeof(int32_t)), 0);
+    struct strbuf js;
+    strbuf_init(&js);
+    session_report_json(&cut, &js);
+    cr_assert_not_null(strstr(js.buf, "\"stop_reason\":\"stop_sequence\",\"stop_sequence\":"));
+    strbuf_free(&js);
+    session_report_free(&cut);
+    session_report_free(&full);
+    json_decref(b0);
+    json_decref(b1);
+    ss_close(&x);
+}
+
+struct sc_prefill {
+    int calls;
+    int stop_at;              /* > 0: the hook says stop on this call */
+    int64_t last_done, total;
+    bool ordered;
+    int starts;
+    struct strbuf forced;
+};
+
+static bool sc_on_prefill(void *ctx, int64_t done, int64_t total)
+{
+    struct sc_prefill *h = ctx;
+    h->calls++;
+    if (done <= h->last_done || done >= total) h->ordered = false;
+    h->last_done = done;
+    h->total = total;
+    return h->calls != h->stop_at;
+}
+
+static bool sc_on_start(void *ctx, const struct session_start *st)
+{
+    struct sc_prefill *h = ctx;
+    h->starts++;
+    strbuf_append(&h->forced, st->forced_text, st->forced_len);
+    return true;
+}
+
+static bool sc_text(void *ctx, const char *text, size_t len) { (void)ctx; (void)text; (void)len; return true; }
+
+static int sc_hook_run(struct ss_model *x, struct bank *b, const json_t *body, bool hook, struct sc_prefill *h,
+                       struct session_report *r)
+{
+    struct session_opts so = { 0 };
+    sampler_opts_default(&so.sampling);
+    so.sampling.temperature = 0;
+    so.max_tokens = 3;
+    so.ignore_eos = true;
+    so.on_start = sc_on_start;
+    if (hook) so.on_prefill = sc_on_prefill;
+    struct hs_err err;
+    hs_err_clear(&err);
+    int rc = session_run(x->e, &x->mt, b, API_KIND_OPENAI_CHAT, body, &so, sc_text, h, r, &err);
+    cr_assert_eq(rc, 0, "%s", err.msg);
+    return rc;
+}
+
+Test(session_controls, prefill_chunks_and_cancel, .init = ss_setup, .fini = ss_teardown, .timeout = 120)
+{
+    struct ss_model x;
+    ss_open(&x, 3);
+    struct strbuf user;
+    strbuf_init(&user);
+    for (int i = 0; i < 600; i++) strbuf_printf(&user, "item %d; ", i);
+    json_t *body = sc_body(user.buf, 3, NULL);
+    struct session_report one, chunked, cancelled;
+    struct sc_prefill h0 = { .ordered = true }, h1 = { .ordered = true }, h2 = { .ordered = true, .stop_at = 1 };
+    sc_hook_run(&x, NULL, body, false, &h0, &one);
+    cr_assert_gt(one.prompt_tokens, 2000);
+    sc_hook_run(&x, NULL, body, true, &h1, &chunked);
+    /* chunks start at 64 tokens: a prompt this long takes more than one */
+    cr_assert_geq(h1.calls, 1);
+    cr_assert(h1.ordered, "done grows and stays below the total");
+    cr_assert_eq(h1.total, chunked.prompt_tokens);
+    /* the same logits and tokens however the prefill was cut (DESIGN.md §4) */
+    ss_same(&one, &chunked);
+    /* the hook says stop: nothing generated, nothing banked */
+    struct bank *bank = bank_init(NULL);
+    sc_hook_run(&x, bank, body, true, &h2, &cancelled);
+    cr_assert_eq(h2.calls, 1);
+    cr_assert_str_eq(cancelled.stop_reason, "cancelled");
+    cr_assert_eq(cancelled.n_output, 0);
+    cr_assert_not(cancelled.banked);
+    struct bank_stats st;
+    bank_stats_get(bank, &st);
+    cr_assert_eq(st.inserts, 0);
+    bank_free(bank);
+    session_report_free(&one);
+    session_report_free(&chunked);
+    session_report_free(&cancelled);
+    strbuf_free(&h0.forced);
+    strbuf_free(&h1.forced);
+    strbuf_free(&h2.forced);
+    strbuf_free(&user);
+    json_decref(body);
+    ss_close(&x);
+}
+
+Test(session_controls, forced_tool_call, .init = ss_setup, .fini = ss_teardown, .timeout = 120)
+{
+    struct ss_model x;
+    ss_open(&x, 3);
+    json_t *tools = json_pack("[{s:s, s:{s:s, s:{s:s}}}]", "type", "function", "function", "name", "read", "parameters",
+                              "type", "object");
+    json_t *plain = sc_body("Read it.", 4, json_pack("{s:O}", "tools", tools));
+    json_t *named = sc_body("Read it.", 4, json_pack("{s:O, s:{s:s, s:{s:s}}}", "tools", tools, "tool_choice", "type",
+                                                     "function", "function", "name", "read"));
+    json_t *any = sc_body("Read it.", 4, json_pack("{s:O, s:s}", "tools", tools, "tool_choice", "required"));
+    json_t *none = sc_body("Read it.", 4, json_pack("{s:O, s:s}", "tools", tools, "tool_choice", "none"));
+    struct session_report rp, rn, ra, rz;
+    struct sc_prefill hp = { 0 }, hn = { 0 }, ha = { 0 }, hz = { 0 };
+    sc_hook_run(&x, NULL, plain, false, &hp, &rp);
+    sc_hook_run(&x, NULL, named, false, &hn, &rn);
+    sc_hook_run(&x, NULL, any, false, &ha, &ra);
+    sc_hook_run(&x, NULL, none, false, &hz, &rz);
+    cr_assert_null(rp.forced_text);
+    cr_assert_eq(hp.forced.len, 0);
+    /* the tiny model's template is Qwen3.5's (XML calls); thinking is off here */
+    cr_assert_not_null(strstr(x.mt.tmpl_source, "<function="));
+    cr_assert_str_eq(rn.forced_text, "<tool_call>\n<function=read>\n");
+    cr_assert_str_eq(ra.forced_text, "<tool_call>\n");
+    cr_assert_eq(hn.forced.len, strlen(rn.forced_text));
+    cr_assert_eq(memcmp(hn.forced.buf, rn.forced_text, hn.forced.len), 0, "the start hook sees the forced text");
+    /* the forced text is part of the prompt: more tokens than the plain request */
+    cr_assert_gt(rn.prompt_tokens, ra.prompt_tokens);
+    cr_assert_gt(ra.prompt_tokens, rp.prompt_tokens);
+    /* none: tools still rendered (the same prompt, the head stays), no forced text */
+    cr_assert_eq(rz.prompt_tokens, rp.prompt_tokens);
+    cr_assert_null(rz.forced_text);
+    session_report_free(&rp);
+    session_report_free(&rn);
+    session_report_free(&ra);
+    session_report_free(&rz);
+    strbuf_free(&hp.forced);
+    strbuf_free(&hn.forced);
+    strbuf_free(&ha.forced);
+    strbuf_free(&hz.forced);
+    json_decref(tools);
+    json_decref(plain);
+    json_decref(named);
+    json_decref(any);
+    json_decref(none);
+    ss_close(&x);
+}

