@@ -1,8 +1,9 @@
 #!/bin/sh
 # demo.sh BUILD — what headstart does, on a tiny random model: make it in both file formats,
 # inspect it, render a real-shaped agent request through its chat template, generate, then
-# run the server and send two agent sessions that share a head: the second restores the
-# head from the session bank instead of recomputing it.
+# run the server and send two agent sessions that share a head through the official OpenAI
+# SDK (prompt tokens, cached tokens, TTFT for each): the second restores the head from the
+# session bank instead of recomputing it.
 set -eu
 build=${1:-build}
 hs=$build/headstart
@@ -46,24 +47,32 @@ while [ $i -lt 100 ] && [ -z "$port" ]; do
 done
 [ -n "$port" ] || { echo "demo: the server did not start:"; cat "$log"; exit 1; }
 grep "listening on" "$log"
-req=tests/golden/data/requests/openai_agent.json
-for q in "Fix the second one." "Explain the first one instead."; do
-    /usr/bin/python3 - "$req" "$q" > "$out/body.json" <<'PY'
-import json, sys
-b = json.load(open(sys.argv[1])); b["messages"] = b["messages"][:2]
-b["messages"][1]["content"] = sys.argv[2]; b["stream"] = False; b["max_tokens"] = 16; b["temperature"] = 0
-print(json.dumps(b))
-PY
-    curl -s -X POST "http://127.0.0.1:$port/v1/chat/completions" -H 'Content-Type: application/json' \
-        --data-binary @"$out/body.json" > "$out/resp.json"
-    /usr/bin/python3 - "$out/resp.json" "$q" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1])); u = r.get("usage", {})
-cached = u.get("prompt_tokens_details", {}).get("cached_tokens", 0)
-print(f'session "{sys.argv[2]}": prompt {u.get("prompt_tokens")} tokens, reused from the bank {cached}, '
-      f'computed {u.get("prompt_tokens", 0) - cached}')
-PY
-done
+# two sessions through the official OpenAI SDK (node_modules/openai), streamed: the same
+# system text + tools (the head), different questions; TTFT is measured by the client, from
+# sending the request to the first streamed token
+HEADSTART_URL=http://127.0.0.1:$port node --input-type=module - tests/golden/data/requests/openai_agent.json <<'JS'
+import OpenAI from 'openai';
+import { readFileSync } from 'node:fs';
+const base = JSON.parse(readFileSync(process.argv[2], 'utf8'));
+const client = new OpenAI({ baseURL: `${process.env.HEADSTART_URL}/v1`, apiKey: 'none', maxRetries: 0 });
+for (const q of ['Fix the second one.', 'Explain the first one instead.']) {
+  const messages = [base.messages[0], { role: 'user', content: q }];
+  const t0 = performance.now();
+  let ttft = null, usage = null;
+  const stream = await client.chat.completions.create({
+    model: base.model, messages, tools: base.tools, max_tokens: 16, temperature: 0, stream: true,
+    stream_options: { include_usage: true },
+  });
+  for await (const chunk of stream) {
+    const d = chunk.choices[0]?.delta;
+    if (ttft === null && d && (d.content || d.reasoning_content || d.tool_calls)) ttft = performance.now() - t0;
+    if (chunk.usage) usage = chunk.usage;
+  }
+  const cached = usage.prompt_tokens_details?.cached_tokens ?? 0;
+  console.log(`session "${q}": prompt ${usage.prompt_tokens} tokens, cached ${cached} (from the bank), ` +
+              `computed ${usage.prompt_tokens - cached}, TTFT ${ttft === null ? '-' : ttft.toFixed(1) + ' ms'}`);
+}
+JS
 kill $srv 2>/dev/null
 wait $srv 2>/dev/null || true
 echo "the second session restored the whole head (system text + tools) from the bank instead of"

@@ -674,6 +674,7 @@ int server_run(const struct server_opts *o)
     signal(SIGPIPE, SIG_IGN);
 
     if (model_load(o->model_path, &srv->model, &err) || model_text_load(srv->model, &srv->text, &err)) goto out;
+    if (test_emit_load(&srv->text, &err)) goto out; /* TEST ONLY; off unless HEADSTART_TEST_EMIT */
     struct engine_opts eo;
     engine_opts_default(&eo);
     eo.n_threads = srv->opts.n_threads;
@@ -725,6 +726,7 @@ out:
     }
     bank_free(srv->bank);
     engine_free(srv->engine);
+    test_emit_free();
     model_text_free(&srv->text);
     model_free(srv->model);
     pthread_mutex_destroy(&srv->ids_mu);

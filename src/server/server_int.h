@@ -140,6 +140,18 @@ void metrics_tokens(struct metrics *m, int64_t prompt, int64_t cached, int64_t g
 void metrics_write(struct metrics *m, const char *const *route_names, int n_routes,
                    int queue_depth, struct strbuf *out);
 
+/* ---- TEST ONLY: scripted generation (test_emit.c) ---- */
+
+/* The environment variable naming the script file (a JSON array of strings). */
+#define TEST_EMIT_ENV "HEADSTART_TEST_EMIT"
+/* Read TEST_EMIT_ENV once (serve's start): unset, nothing happens; set, each generation
+ * emits the next scripted text and an end of turn instead of sampling (and a warning is
+ * logged). Errors: the file unreadable or not a non-empty array of strings. */
+int test_emit_load(const struct model_text *mt, struct hs_err *err);
+/* The next script's ids (owned by the caller, *n of them), NULL when off. */
+int32_t *test_emit_take(int64_t *n);
+void test_emit_free(void);
+
 /* ---- the server ---- */
 
 struct server {

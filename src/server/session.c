@@ -42,8 +42,11 @@
  *      continue a call; that text is the answer's start (session_start.forced_text, the
  *      report's forced_text) and what the model writes must complete it — best effort:
  *      a call the model does not finish comes out as text, like any malformed call.
+ *   9. TEST ONLY: with serve's HEADSTART_TEST_EMIT on (test_emit.c), the generated ids are
+ *      the next scripted text's instead of sampled ones; everything else is unchanged.
  */
 #include "server/server.h"
+#include "server/server_int.h"
 #include "sys/sys.h"
 
 #include <string.h>
@@ -319,9 +322,11 @@ int session_run(struct engine *e, const struct model_text *mt, struct bank *bank
     int stop_hit = CHAT_STOP_NONE;
     struct tokenizer_stream ts;
     tokenizer_stream_init(&ts, mt->tok, 0);
-    int64_t n_gen = 0;
+    int64_t n_gen = 0, n_script = 0;
+    int32_t *script = NULL; /* TEST ONLY (test_emit.c): scripted ids instead of sampling */
     while (rc == HS_OK && go && n_gen < max_tokens) {
-        int32_t tok = sampler_sample(smp, logits);
+        if (n_gen == 0) script = test_emit_take(&n_script);
+        int32_t tok = n_gen < n_script ? script[n_gen] : sampler_sample(smp, logits);
         gen[n_gen++] = tok;
         sampler_accept(smp, tok);
         if (n_gen == 1) out->ttft_ms = (sys_time_sec() - t0) * 1e3;
@@ -360,6 +365,7 @@ int session_run(struct engine *e, const struct model_text *mt, struct bank *bank
     } else if (go && stop_hit == CHAT_STOP_TOOL_CALL) {
         out->stop_reason = "stop";
     }
+    hs_free(script);
     chat_stop_free(stopper);
     json_decref(stop_list);
     strbuf_free(&raw);

@@ -20,9 +20,10 @@
 # with a normal stop (a length cut is an error for Codex: response.incomplete). These touch
 # neither the system text nor the tools, so the head the check uses is the client's own.
 #
-# The default run takes about 1.5 min. HS_CLIENTS_FULL=1 also runs Claude Code and Qwen Code
-# without --bare (24 and 11 tools, heads of ~17k and ~15k tokens: about 50 s of cold prefill
-# each for the tiny model on 2 cores; about 3 min in all).
+# The default run takes about 2.5 min: Codex, Claude Code with and without --bare (24 tools,
+# a ~17k-token head: about 50 s of cold prefill for the tiny model on 2 cores, then the second
+# session restores it) and Qwen Code with --bare. HS_CLIENTS_FULL=1 also runs Qwen Code
+# without --bare (11 tools, a ~15k-token head; about 3.5 min in all).
 # A client whose package is missing, or a machine without `unshare -n` (needs root or user
 # namespaces) or `ip`, is skipped with a SKIP line. Ends with "RESULT: N passed, N failed".
 set -u
@@ -57,8 +58,8 @@ if [ "${1:-}" != --inner ]; then
     tmp=$(mktemp -d /tmp/hs-clients.XXXXXX)
     trap 'rm -rf "$tmp"' EXIT INT TERM
     # the whole run is bounded; the inner part kills what it started on its way out
-    bound=280
-    [ "${HS_CLIENTS_FULL:-0}" = 1 ] && bound=900
+    bound=720
+    [ "${HS_CLIENTS_FULL:-0}" = 1 ] && bound=1000
     timeout $bound unshare -n sh "$0" --inner "$tmp"
     rc=$?
     [ -f "$tmp/counts" ] && read passed failed < "$tmp/counts"
@@ -248,7 +249,8 @@ claude_run() { # NAME ARGS...
     name=$1; shift
     for s in 1 2; do
         [ $s = 1 ] && q="Say hello." || q="Name one prime number."
-        run_client "$name" $s 150 env ANTHROPIC_BASE_URL="http://127.0.0.1:$pp" ANTHROPIC_API_KEY=sk-headstart-test \
+        # the first full session prefills ~19k tokens cold: ~50 s here, more on a busy machine
+        run_client "$name" $s 300 env ANTHROPIC_BASE_URL="http://127.0.0.1:$pp" ANTHROPIC_API_KEY=sk-headstart-test \
             DISABLE_AUTOUPDATER=1 DISABLE_TELEMETRY=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
             "$claude_bin" "$@" -p "$q"
     done
@@ -265,7 +267,7 @@ qwen_run() { # NAME ARGS...
 }
 if [ -x "$claude_bin" ]; then
     claude_run claude --bare
-    [ "${HS_CLIENTS_FULL:-0}" = 1 ] && claude_run claude-full
+    claude_run claude-full
 else
     echo "SKIP: Claude Code: no $claude_bin (make deps)"
 fi
