@@ -21,7 +21,7 @@ LDLIBS   := -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd -lm -lpthread -lsqlite3 
 ARCH     := $(shell $(CC) -dumpmachine 2>/dev/null | cut -d- -f1)
 ifeq ($(ARCH),x86_64)
 ISA_avx2   := -mavx2 -mfma -mf16c
-ISA_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
+ISA_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx512vnni -mfma -mf16c
 endif
 
 SRC      := $(foreach m,$(MODULES),$(wildcard src/$(m)/*.c))
@@ -40,7 +40,7 @@ ASAN_TESTS := $(foreach m,$(TEST_MODULES),$(BUILD)/asan/tests/unit_$(m))
 
 isa_flags = $(if $(findstring _avx512,$(1)),$(ISA_avx512),$(if $(findstring _avx2,$(1)),$(ISA_avx2)))
 
-.PHONY: all deps test unit asan fuzz demo clean help check-includes
+.PHONY: all deps test unit asan fuzz demo bench clean help check-includes
 all: $(BIN)
 
 help:
@@ -48,8 +48,9 @@ help:
 	@echo "make deps       install the Debian and npm packages the project needs (idempotent)"
 	@echo "make test       deps, build, every test; ends with an 'N passed, N failed' line"
 	@echo "make asan       unit tests under AddressSanitizer + UBSan"
-	@echo "make fuzz       short libFuzzer runs of the file-format harnesses"
+	@echo "make fuzz       short libFuzzer runs of the file-format and request-parser harnesses"
 	@echo "make demo       build, make a tiny model, inspect it"
+	@echo "make bench      headstart vs llama.cpp speed table, JSON + PNG in bench/results (long; bench/README.md)"
 	@echo "make clean      remove build/"
 
 $(BUILD)/obj/%.o: %.c
@@ -125,6 +126,11 @@ deps:
 demo: deps
 	@$(MAKE) --no-print-directory $(BIN)
 	@sh tools/demo.sh $(BUILD)
+
+# headstart vs llama.cpp, rooflines, capture cost; BENCH_* variables limit it (bench/README.md)
+bench: deps
+	@$(MAKE) --no-print-directory $(BIN)
+	@sh bench/run.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

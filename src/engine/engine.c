@@ -87,7 +87,8 @@ static void put_u64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] =
 
 static bool wtype_ok(enum dtype t)
 {
-    return t == DTYPE_F32 || t == DTYPE_F16 || t == DTYPE_BF16 || t == DTYPE_Q8_0;
+    return t == DTYPE_F32 || t == DTYPE_F16 || t == DTYPE_BF16 || t == DTYPE_Q8_0 ||
+           t == DTYPE_Q4_K || t == DTYPE_Q6_K;
 }
 
 /* Check one matrix (or expert stack of n_mat matrices) against its expected shape. */
@@ -299,6 +300,11 @@ static void scratch_alloc(struct engine *e)
     size_t nq = (size_t)(T * (kmax / KERN_Q8_BLOCK + 1));
     s->xq_a = hs_calloc(nq, sizeof(struct kern_q8_block));
     s->xq_b = hs_calloc(nq, sizeof(struct kern_q8_block));
+    size_t nk = (size_t)(T * (kmax / KERN_QK + 1)); /* K-quant activations ([F7] q4k) */
+    s->xk_a = hs_calloc(nk, sizeof(struct kern_q8k_block));
+    s->xk_b = hs_calloc(nk, sizeof(struct kern_q8k_block));
+    s->xb_a = hs_calloc((size_t)(T * kmax), sizeof(uint16_t)); /* bf16 activations ([F7]) */
+    s->xb_b = hs_calloc((size_t)(T * kmax), sizeof(uint16_t));
     s->attn_cap = 0;
     s->attn_scores = NULL;
 }
@@ -308,7 +314,7 @@ void engine_attn_reserve(struct engine *e, int64_t n_pos)
     if (n_pos <= e->s.attn_cap) return;
     int64_t cap = (n_pos + ENGINE_KV_BLOCK - 1) / ENGINE_KV_BLOCK * ENGINE_KV_BLOCK;
     hs_free(e->s.attn_scores);
-    e->s.attn_scores = hs_calloc((size_t)(cap * e->n_threads), sizeof(float));
+    e->s.attn_scores = hs_calloc((size_t)(cap * KERN_ATTN_HEADS * e->n_threads), sizeof(float));
     e->s.attn_cap = cap;
 }
 
@@ -321,6 +327,10 @@ static void scratch_free(struct engine_scratch *s)
     hs_free(s->eid);
     hs_free(s->xq_a);
     hs_free(s->xq_b);
+    hs_free(s->xk_a);
+    hs_free(s->xk_b);
+    hs_free(s->xb_a);
+    hs_free(s->xb_b);
 }
 
 int engine_new(const struct model *m, const struct engine_opts *o, struct engine **out,
@@ -339,10 +349,12 @@ int engine_new(const struct model *m, const struct engine_opts *o, struct engine
     e->n_threads = o->n_threads;
     e->n_batch = o->n_batch;
     /* The variant: the best the CPU has (HEADSTART_CPU=scalar|avx2|avx512 lowers it).
-     * sys_cpu has no AVX-512 DQ flag; every CPU with F+BW+VL+BF16 has DQ. */
+     * sys_cpu has no AVX-512 DQ flag; every CPU with F+BW+VL+BF16 has DQ, and VNNI
+     * (Cooper Lake, Sapphire Rapids and later, Zen 4 and later). */
     const struct sys_cpu *cpu = sys_cpu_get();
     e->variant = kern_best_variant(cpu->avx2 && cpu->fma && cpu->f16c,
-                                   cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512_bf16);
+                                   cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512_bf16 &&
+                                       cpu->avx512_vnni);
     e->ops = kern_ops_for(e->variant);
     if (!e->ops) e->ops = kern_ops_for(e->variant = "scalar");
     int rc = geom_init(m, &e->g, err);
@@ -373,7 +385,8 @@ int engine_force_variant(struct engine *e, const char *name, struct hs_err *err)
     int want = -1, best = 0;
     const struct sys_cpu *cpu = sys_cpu_get();
     const char *b = kern_best_variant(cpu->avx2 && cpu->fma && cpu->f16c,
-                                      cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512_bf16);
+                                      cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512_bf16 &&
+                                       cpu->avx512_vnni);
     for (int i = 0; i < 3; i++) {
         if (!strcmp(order[i], name)) want = i;
         if (!strcmp(order[i], b)) best = i;

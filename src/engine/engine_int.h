@@ -12,7 +12,7 @@
 
 /* Bumped whenever the engine's arithmetic or the blob layout changes: part of the
  * fingerprint and of every blob header. */
-#define ENGINE_NUMERICS_VERSION "headstart-engine-numerics-1"
+#define ENGINE_NUMERICS_VERSION "headstart-engine-numerics-3" /* 2: bf16 x bf16 matmul, 3: kern_expf ([F7]) */
 #define ENGINE_BLOB_MAGIC 0x51455348u /* "HSEQ" little-endian */
 #define ENGINE_BLOB_VERSION 1u
 #define ENGINE_KV_BLOCK 256 /* KV cache rows are grown in blocks of this many positions */
@@ -44,7 +44,9 @@ struct engine_scratch {
     float *macc;                           /* [H] one token's MoE sum */
     float *hrow;                           /* [T, H] final-normed rows for the lm_head */
     struct kern_q8_block *xq_a, *xq_b;     /* quantized activations, [T, max K / 32] */
-    float *attn_scores;                    /* n_threads * attn_cap floats */
+    struct kern_q8k_block *xk_a, *xk_b;    /* the same for K-quant weights, [T, max K / 256] */
+    uint16_t *xb_a, *xb_b;                 /* bf16-rounded activations for bf16 weights, [T, max K] */
+    float *attn_scores;                    /* n_threads * KERN_ATTN_HEADS * attn_cap floats */
     int64_t attn_cap;                      /* positions each thread's score row holds */
 };
 

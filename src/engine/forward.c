@@ -25,9 +25,12 @@
  * thread count. The GDN recurrence runs token by token (per head; heads and channels are
  * independent, so the head-major loop order computes the same bits). MoE experts run as
  * T = 1 matmuls per token, in pick order. Q8_0 activations are quantized per token (kern_q8_quantize
- * works per token and block), so batching does not change them either; their scales are
+ * works per token and block; so does kern_q8k_quantize for Q4_K / Q6_K weights, which
+ * go through kern_ops.matmul_k), so batching does not change them either; their scales are
  * then rounded to f16 as llama.cpp stores them (see quant()), which is what makes our
- * Q8_0 logits agree with llama.cpp's.
+ * Q8_0 logits agree with llama.cpp's. bf16 matrices read the activations rounded to
+ * bf16 once per call site (kern_bf16_round, per value, as llama.cpp also rounds them) and
+ * go through kern_ops.bf16_matmul (vdpbf16ps order), not kern_matmul.
  *
  * Invariants:
  *   1. Everything that can fail is checked before the first state change: token ids,
@@ -42,6 +45,18 @@
 
 /* ---- threaded helpers ------------------------------------------------------------------ */
 
+/* Quantized copies of one activation [T, K], NULL where no weight reading it needs them:
+ * q8 (kern_q8_quantize) for Q8_0 weights, qk (kern_q8k_quantize) for Q4_K / Q6_K, bf
+ * (kern_bf16_round) for bf16 weights. */
+struct act {
+    const struct kern_q8_block *q8;
+    const struct kern_q8k_block *qk;
+    const uint16_t *bf;
+};
+#define ACT_Q8 1
+#define ACT_QK 2
+#define ACT_BF16 4
+
 struct mm_job {
     const struct kern_ops *ops;
     float *y;
@@ -49,7 +64,7 @@ struct mm_job {
     const void *w;
     enum kern_wtype wt;
     const float *x;
-    const struct kern_q8_block *xq;
+    struct act xa;
     int64_t T, K;
 };
 
@@ -57,36 +72,78 @@ static void mm_fn(void *ctx, int64_t r0, int64_t r1, int ti)
 {
     const struct mm_job *j = ctx;
     (void)ti;
-    j->ops->matmul(j->y, j->y_ld, j->w, j->wt, j->x, j->xq, j->T, j->K, r0, r1);
+    if (kern_wtype_is_k((int)j->wt))
+        j->ops->matmul_k(j->y, j->y_ld, j->w, (int)j->wt, j->xa.qk, j->T, j->K, r0, r1);
+    else if (j->wt == KERN_W_BF16) /* bf16 x bf16 (kernels.h "BF16 weights"), not kern_matmul's */
+        j->ops->bf16_matmul(j->y, j->y_ld, j->w, j->xa.bf, j->T, j->K, r0, r1);
+    else
+        j->ops->matmul(j->y, j->y_ld, j->w, j->wt, j->x, j->xa.q8, j->T, j->K, r0, r1);
 }
 
 /* y[t * y_ld + r] = (W x_t)[r] over all rows of one matrix w (data = mat). */
 static void mm(struct engine *e, float *y, int64_t y_ld, const struct model_weight *w,
-               const void *mat, const float *x, const struct kern_q8_block *xq, int64_t T)
+               const void *mat, const float *x, struct act xa, int64_t T)
 {
-    struct mm_job j = { e->ops, y, y_ld, mat, (enum kern_wtype)w->dtype, x, xq, T, w->cols };
+    struct mm_job j = { e->ops, y, y_ld, mat, (enum kern_wtype)w->dtype, x, xa, T, w->cols };
     sys_pool_run(e->pool, w->rows, mm_fn, &j);
 }
 
-static bool is_q8(const struct model_weight *w) { return w->dtype == DTYPE_Q8_0; }
+/* kern_bf16_round of tokens [t0, t1) (a per-value rule: any split gives the same bits). */
+struct round_job {
+    const struct kern_ops *ops;
+    uint16_t *xb;
+    const float *x;
+    int64_t K;
+};
 
-/* Quantized copy of x [T, K] when some weight that reads it is Q8_0, else NULL.
- * The activation scale is then rounded to f16, as llama.cpp's block_q8_0 stores it: the
- * quants stay those of the f32 scale, only the scale used in the dot changes. Measured on
- * the tiny mkmodel presets, this one rounding is the whole difference between our Q8_0
- * logits and llama.cpp's (a numpy model of both reproduces each to 2e-7), and without it
- * the two drift apart by ~5% of the largest logit: the flips it causes in later
- * quantizations compound. Per block, so batch invariance is kept. */
-static const struct kern_q8_block *quant(const struct engine *e, struct kern_q8_block *buf,
-                                         const float *x, int64_t T, int64_t K, bool need)
+static void round_fn(void *ctx, int64_t t0, int64_t t1, int ti)
 {
-    if (!need) return NULL;
-    e->ops->q8_quantize(buf, x, T, K);
-    for (int64_t i = 0; i < T * (K / KERN_Q8_BLOCK); i++) {
-        float r = hs_f16_to_f32(hs_f32_to_f16(buf[i].d));
-        if (isfinite(r)) buf[i].d = r; /* past f16's range (|x| > 8e6) keep the f32 scale */
+    const struct round_job *j = ctx;
+    (void)ti;
+    j->ops->bf16_round(j->xb + t0 * j->K, j->x + t0 * j->K, (t1 - t0) * j->K);
+}
+
+/* Which quantized activations a weight reads (ACT_* bits; 0 for float weights). */
+static int act_need(const struct model_weight *w)
+{
+    if (w->dtype == DTYPE_Q8_0) return ACT_Q8;
+    if (w->dtype == DTYPE_BF16) return ACT_BF16;
+    return kern_wtype_is_k((int)w->dtype) ? ACT_QK : 0;
+}
+
+/* Token t's slice of a quantized activation of K values per token. */
+static struct act act_row(struct act a, int64_t t, int64_t K)
+{
+    struct act r = { a.q8 ? a.q8 + t * (K / KERN_Q8_BLOCK) : NULL, a.qk ? a.qk + t * (K / KERN_QK) : NULL,
+                     a.bf ? a.bf + t * K : NULL };
+    return r;
+}
+
+/* Quantized copies of x [T, K] for the weights that read it (need: ACT_* bits). Q8_0's
+ * quantizer rounds the activation scale to f16 as llama.cpp's block_q8_0 stores it
+ * (kernels.h). Per block or per value, so batch invariance is kept. */
+static struct act quant(const struct engine *e, struct kern_q8_block *buf, struct kern_q8k_block *kbuf,
+                        const float *x, int64_t T, int64_t K, int need)
+{
+    struct act a = { NULL, NULL, NULL };
+    if (need & ACT_BF16) {
+        /* rounded once here for every bf16 matrix reading x (per value, so per token too);
+         * the bf16 slot goes with the q8 slot the caller chose */
+        uint16_t *bbuf = buf == e->s.xq_a ? e->s.xb_a : e->s.xb_b;
+        struct round_job rj = { e->ops, bbuf, x, K };
+        if (T == 1) e->ops->bf16_round(bbuf, x, K);
+        else sys_pool_run(e->pool, T, round_fn, &rj);
+        a.bf = bbuf;
     }
-    return buf;
+    if (need & ACT_QK) {
+        /* Q4_K / Q6_K: llama.cpp's block_q8_K keeps an f32 scale, so nothing is rounded */
+        kern_q8k_quantize(kbuf, x, T, K);
+        a.qk = kbuf;
+    }
+    if (!(need & ACT_Q8)) return a;
+    e->ops->q8_quantize(buf, x, T, K);
+    a.q8 = buf;
+    return a;
 }
 
 /* The norms of norm.c with the variant's dot in place of kern_dot: every variant's dot keeps
@@ -103,7 +160,7 @@ static void rmsnorm_gated_v(const struct kern_ops *ops, float *y, const float *z
                             float eps)
 {
     float r = 1.0f / sqrtf(ops->dot(y, y, n) / (float)n + eps);
-    for (int64_t i = 0; i < n; i++) y[i] = ((y[i] * r) * w[i]) * kern_silu(z[i]);
+    ops->gated_scale(y, z, w, r, n);
 }
 
 static void l2norm_v(const struct kern_ops *ops, float *x, int64_t n, int64_t n_head, float eps)
@@ -140,7 +197,7 @@ static void swiglu_fn(void *ctx, int64_t i0, int64_t i1, int ti)
 {
     const struct rows_job *j = ctx;
     (void)ti;
-    kern_swiglu(j->y, j->y, j->g, i0, i1);
+    j->ops->swiglu(j->y, j->y, j->g, i0, i1);
 }
 
 /* y = silu(y) * up over n values, threads splitting the elements (independent). */
@@ -188,22 +245,34 @@ static void attn_prep_fn(void *ctx, int64_t t0, int64_t t1, int ti)
     }
 }
 
-/* Per (token, head): attention over keys 0..p, then the sigmoid output gate. */
+/* Query heads per attention call: the largest divisor of the GQA group <= KERN_ATTN_HEADS,
+ * so one call's heads share a kv head (a variant may then load each key/value row once for
+ * all of them; every head's result is the same either way). */
+static int64_t attn_heads_per_call(const struct engine_geom *g)
+{
+    int64_t group = g->nh / g->nkv, n = KERN_ATTN_HEADS;
+    while (group % n) n--;
+    return n;
+}
+
+/* Per (token, run of query heads of one kv head): attention over keys 0..p, then the
+ * sigmoid output gate of each head. */
 static void attn_fn(void *ctx, int64_t i0, int64_t i1, int ti)
 {
     const struct attn_job *j = ctx;
     struct engine *e = j->e;
     const struct engine_geom *g = &e->g;
     struct engine_scratch *sc = &e->s;
-    int64_t qw = g->nh * g->hd;
+    int64_t qw = g->nh * g->hd, hc = attn_heads_per_call(g), runs = g->nh / hc;
     float scale = 1.0f / sqrtf((float)g->hd);
-    float *scores = sc->attn_scores + (int64_t)ti * sc->attn_cap;
+    float *scores = sc->attn_scores + (int64_t)ti * KERN_ATTN_HEADS * sc->attn_cap;
     for (int64_t i = i0; i < i1; i++) {
-        int64_t t = i / g->nh, h = i % g->nh;
+        int64_t t = i / runs, h0 = (i % runs) * hc;
         float *out = sc->att + t * qw;
         e->ops->attn(out, sc->q + t * qw, j->s->kc[j->ai], j->s->vc[j->ai], (int64_t)g->kv_row_floats,
-                     j->p0 + t + 1, g->hd, g->nh, g->nkv, scale, scores, h, h + 1);
-        kern_sigmoid_mul(out + h * g->hd, out + h * g->hd, sc->qg + t * 2 * qw + h * 2 * g->hd + g->hd, g->hd);
+                     j->p0 + t + 1, g->hd, g->nh, g->nkv, scale, scores, h0, h0 + hc);
+        for (int64_t h = h0; h < h0 + hc; h++)
+            e->ops->sigmoid_mul(out + h * g->hd, out + h * g->hd, sc->qg + t * 2 * qw + h * 2 * g->hd + g->hd, g->hd);
     }
 }
 
@@ -212,15 +281,15 @@ static void layer_attn(struct engine *e, struct seq *s, const struct model_layer
 {
     const struct engine_geom *g = &e->g;
     struct engine_scratch *sc = &e->s;
-    const struct kern_q8_block *xq = quant(e, sc->xq_a, sc->xn, T, g->H, is_q8(&L->wq) || is_q8(&L->wk) || is_q8(&L->wv));
+    struct act xq = quant(e, sc->xq_a, sc->xk_a, sc->xn, T, g->H, act_need(&L->wq) | act_need(&L->wk) | act_need(&L->wv));
     mm(e, sc->qg, L->wq.rows, &L->wq, L->wq.data, sc->xn, xq, T);
     mm(e, sc->k, L->wk.rows, &L->wk, L->wk.data, sc->xn, xq, T);
     mm(e, sc->v, L->wv.rows, &L->wv, L->wv.data, sc->xn, xq, T);
     struct attn_job j = { e, s, L, ai, p0, T };
     sys_pool_run(e->pool, T, attn_prep_fn, &j);
-    sys_pool_run(e->pool, T * g->nh, attn_fn, &j);
+    sys_pool_run(e->pool, T * (g->nh / attn_heads_per_call(g)), attn_fn, &j);
     int64_t qw = g->nh * g->hd;
-    const struct kern_q8_block *aq = quant(e, sc->xq_b, sc->att, T, qw, is_q8(&L->wo));
+    struct act aq = quant(e, sc->xq_b, sc->xk_b, sc->att, T, qw, act_need(&L->wo));
     mm(e, sc->out, g->H, &L->wo, L->wo.data, sc->att, aq, T);
 }
 
@@ -246,7 +315,7 @@ static void gdn_conv_fn(void *ctx, int64_t c0, int64_t c1, int ti)
     (void)ti;
     for (int64_t t = 0; t < j->T; t++) {
         float *x = j->e->s.qkv + t * g->C;
-        kern_conv1d_step(x, j->state, x, j->L->conv, g->C, g->kconv, c0, c1);
+        j->e->ops->conv1d_step(x, j->state, x, j->L->conv, g->C, g->kconv, c0, c1);
         for (int c = 0; c < j->n_caps; c++)
             if (j->caps[c].pos == j->p0 + t + 1)
                 for (int64_t r = 0; r < g->kconv - 1; r++)
@@ -293,7 +362,7 @@ static void gdn_step_fn(void *ctx, int64_t h0, int64_t h1, int ti)
             if (sig) {
                 /* ((o * r) * w) * sigmoid(z): the gated norm with the other activation */
                 rmsnorm_v(e->ops, y + h * g->dv, y + h * g->dv, j->L->ssm_norm, g->dv, g->eps);
-                kern_sigmoid_mul(y + h * g->dv, y + h * g->dv, z + h * g->dv, g->dv);
+                e->ops->sigmoid_mul(y + h * g->dv, y + h * g->dv, z + h * g->dv, g->dv);
             } else {
                 rmsnorm_gated_v(e->ops, y + h * g->dv, z + h * g->dv, j->L->ssm_norm, g->dv, g->eps);
             }
@@ -310,8 +379,8 @@ static void layer_gdn(struct engine *e, struct seq *s, const struct model_layer 
 {
     const struct engine_geom *g = &e->g;
     struct engine_scratch *sc = &e->s;
-    bool q8 = is_q8(&L->wqkv) || is_q8(&L->wz) || is_q8(&L->wb) || is_q8(&L->wa);
-    const struct kern_q8_block *xq = quant(e, sc->xq_a, sc->xn, T, g->H, q8);
+    int q8 = act_need(&L->wqkv) | act_need(&L->wz) | act_need(&L->wb) | act_need(&L->wa);
+    struct act xq = quant(e, sc->xq_a, sc->xk_a, sc->xn, T, g->H, q8);
     mm(e, sc->qkv, g->C, &L->wqkv, L->wqkv.data, sc->xn, xq, T);
     mm(e, sc->z, g->hv * g->dv, &L->wz, L->wz.data, sc->xn, xq, T);
     mm(e, sc->b, g->hv, &L->wb, L->wb.data, sc->xn, xq, T);
@@ -322,7 +391,7 @@ static void layer_gdn(struct engine *e, struct seq *s, const struct model_layer 
     sys_pool_run(e->pool, T, gdn_prep_fn, &j);
     sys_pool_run(e->pool, g->hv, gdn_step_fn, &j);
     int64_t vw = g->hv * g->dv;
-    const struct kern_q8_block *yq = quant(e, sc->xq_b, sc->y, T, vw, is_q8(&L->wout));
+    struct act yq = quant(e, sc->xq_b, sc->xk_b, sc->y, T, vw, act_need(&L->wout));
     mm(e, sc->out, g->H, &L->wout, L->wout.data, sc->y, yq, T);
 }
 
@@ -332,11 +401,11 @@ static void ffn_dense(struct engine *e, const struct model_layer *L, int64_t T)
 {
     const struct engine_geom *g = &e->g;
     struct engine_scratch *sc = &e->s;
-    const struct kern_q8_block *xq = quant(e, sc->xq_a, sc->xn, T, g->H, is_q8(&L->ffn_gate) || is_q8(&L->ffn_up));
+    struct act xq = quant(e, sc->xq_a, sc->xk_a, sc->xn, T, g->H, act_need(&L->ffn_gate) | act_need(&L->ffn_up));
     mm(e, sc->ffa, g->nff, &L->ffn_gate, L->ffn_gate.data, sc->xn, xq, T);
     mm(e, sc->ffb, g->nff, &L->ffn_up, L->ffn_up.data, sc->xn, xq, T);
     swiglu_par(e, sc->ffa, sc->ffb, T * g->nff);
-    const struct kern_q8_block *hq = quant(e, sc->xq_b, sc->ffa, T, g->nff, is_q8(&L->ffn_down));
+    struct act hq = quant(e, sc->xq_b, sc->xk_b, sc->ffa, T, g->nff, act_need(&L->ffn_down));
     mm(e, sc->out, g->H, &L->ffn_down, L->ffn_down.data, sc->ffa, hq, T);
     kern_add(sc->x, sc->out, T * g->H);
 }
@@ -345,17 +414,16 @@ static void ffn_moe(struct engine *e, const struct model_layer *L, int64_t T)
 {
     const struct engine_geom *g = &e->g;
     struct engine_scratch *sc = &e->s;
-    bool q8 = is_q8(&L->router) || is_q8(&L->exp_gate) || is_q8(&L->exp_up) || is_q8(&L->sh_gate) ||
-              is_q8(&L->sh_up) || is_q8(&L->sh_gate_inp);
-    const struct kern_q8_block *xq = quant(e, sc->xq_a, sc->xn, T, g->H, q8);
-    int64_t nbh = g->H / KERN_Q8_BLOCK;
+    int q8 = act_need(&L->router) | act_need(&L->exp_gate) | act_need(&L->exp_up) | act_need(&L->sh_gate) |
+              act_need(&L->sh_up) | act_need(&L->sh_gate_inp);
+    struct act xq = quant(e, sc->xq_a, sc->xk_a, sc->xn, T, g->H, q8);
     mm(e, sc->router, g->ne, &L->router, L->router.data, sc->xn, xq, T);
     bool shared = g->nff_sh > 0;
     if (shared) {
         mm(e, sc->ffa, g->nff_sh, &L->sh_gate, L->sh_gate.data, sc->xn, xq, T);
         mm(e, sc->ffb, g->nff_sh, &L->sh_up, L->sh_up.data, sc->xn, xq, T);
         swiglu_par(e, sc->ffa, sc->ffb, T * g->nff_sh);
-        const struct kern_q8_block *hq = quant(e, sc->xq_b, sc->ffa, T, g->nff_sh, is_q8(&L->sh_down));
+        struct act hq = quant(e, sc->xq_b, sc->xk_b, sc->ffa, T, g->nff_sh, act_need(&L->sh_down));
         mm(e, sc->out, g->H, &L->sh_down, L->sh_down.data, sc->ffa, hq, T);
         mm(e, sc->shg, 1, &L->sh_gate_inp, L->sh_gate_inp.data, sc->xn, xq, T);
     }
@@ -363,7 +431,7 @@ static void ffn_moe(struct engine *e, const struct model_layer *L, int64_t T)
     float *eg = sc->eh, *eu = sc->eh + g->nff_exp;
     for (int64_t t = 0; t < T; t++) {
         const float *xt = sc->xn + t * g->H;
-        const struct kern_q8_block *xqt = xq ? xq + t * nbh : NULL;
+        struct act xqt = act_row(xq, t, g->H);
         kern_moe_route(sc->eid, sc->ew, sc->probs, sc->router + t * g->ne, g->ne, g->ne_used, renorm);
         float *acc = sc->macc; /* [H] routed sum of this token */
         memset(acc, 0, (size_t)g->H * sizeof(float));
@@ -371,8 +439,8 @@ static void ffn_moe(struct engine *e, const struct model_layer *L, int64_t T)
             int32_t ex = sc->eid[k];
             mm(e, eg, g->nff_exp, &L->exp_gate, L->exp_gate.mats[ex], xt, xqt, 1);
             mm(e, eu, g->nff_exp, &L->exp_up, L->exp_up.mats[ex], xt, xqt, 1);
-            kern_swiglu(eg, eg, eu, 0, g->nff_exp);
-            const struct kern_q8_block *hq = quant(e, sc->xq_b, eg, 1, g->nff_exp, is_q8(&L->exp_down));
+            e->ops->swiglu(eg, eg, eu, 0, g->nff_exp);
+            struct act hq = quant(e, sc->xq_b, sc->xk_b, eg, 1, g->nff_exp, act_need(&L->exp_down));
             mm(e, sc->eo, g->H, &L->exp_down, L->exp_down.mats[ex], eg, hq, 1);
             kern_axpy(acc, sc->ew[k], sc->eo, g->H);
         }
@@ -457,7 +525,7 @@ int engine_forward(struct engine *e, struct seq *s, const int32_t *tokens, int64
                 kern_rmsnorm(e->s.hrow + (int64_t)(r - k0) * e->g.H, e->s.x + (rows[r] - i0) * e->g.H,
                              model_output_norm(e->m), e->g.H, e->g.eps);
             const struct model_weight *lm = model_lm_head(e->m);
-            const struct kern_q8_block *hq = quant(e, e->s.xq_a, e->s.hrow, k - k0, e->g.H, is_q8(lm));
+            struct act hq = quant(e, e->s.xq_a, e->s.xk_a, e->s.hrow, k - k0, e->g.H, act_need(lm));
             mm(e, logits + (int64_t)k0 * e->g.V, e->g.V, lm, lm->data, e->s.hrow, hq, k - k0);
         }
     }

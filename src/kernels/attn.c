@@ -7,19 +7,22 @@
 
 #include "kernels/kernels_int.h"
 
+void kern_expsub(float *x, int64_t n, float m)
+{
+    for (int64_t i = 0; i < n; i++) x[i] = kern_expf(x[i] - m);
+}
+
 float kern_attn_scores(float *scratch, const float *qj, const float *km, int64_t kv_ld,
-                       int64_t hd, int64_t n_pos, float scale, kern_dot_fn dot)
+                       int64_t hd, int64_t n_pos, float scale, kern_dot_fn dot, kern_expsub_fn expsub)
 {
     float mx = 0.0f;
     for (int64_t t = 0; t < n_pos; t++) {
         scratch[t] = dot(qj, km + t * kv_ld, hd) * scale;
         if (t == 0 || scratch[t] > mx) mx = scratch[t];
     }
+    expsub(scratch, n_pos, mx);
     float sum = 0.0f;
-    for (int64_t t = 0; t < n_pos; t++) {
-        scratch[t] = expf(scratch[t] - mx);
-        sum = sum + scratch[t];
-    }
+    for (int64_t t = 0; t < n_pos; t++) sum = sum + scratch[t];
     return sum;
 }
 
@@ -31,7 +34,7 @@ void kern_attn(float *out, const float *q, const float *kc, const float *vc, int
     for (int64_t j = h0; j < h1; j++) {
         const float *qj = q + j * hd;
         int64_t m = j / group;
-        float sum = kern_attn_scores(scratch, qj, kc + m * hd, kv_ld, hd, n_pos, scale, kern_dot);
+        float sum = kern_attn_scores(scratch, qj, kc + m * hd, kv_ld, hd, n_pos, scale, kern_dot, kern_expsub);
         float *oj = out + j * hd;
         for (int64_t d = 0; d < hd; d++) oj[d] = 0.0f;
         for (int64_t t = 0; t < n_pos; t++) {

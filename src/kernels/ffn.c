@@ -6,12 +6,12 @@
 
 #include "kernels/kernels.h"
 
-float kern_silu(float x) { return x / (1.0f + expf(-x)); }
+float kern_silu(float x) { return x / (1.0f + kern_expf(-x)); }
 
-float kern_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+float kern_sigmoid(float x) { return 1.0f / (1.0f + kern_expf(-x)); }
 
 /* log1p(exp(x)) overflows for large x, where it equals x to f32 precision anyway */
-float kern_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+float kern_softplus(float x) { return x > 20.0f ? x : log1pf(kern_expf(x)); }
 
 void kern_swiglu(float *y, const float *gate, const float *up, int64_t i0, int64_t i1)
 {
@@ -21,6 +21,11 @@ void kern_swiglu(float *y, const float *gate, const float *up, int64_t i0, int64
 void kern_sigmoid_mul(float *y, const float *x, const float *g, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) y[i] = x[i] * kern_sigmoid(g[i]);
+}
+
+void kern_gated_scale(float *y, const float *z, const float *w, float r, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] = ((y[i] * r) * w[i]) * kern_silu(z[i]);
 }
 
 void kern_add(float *y, const float *x, int64_t n)
@@ -40,7 +45,7 @@ void kern_softmax(float *y, const float *x, int64_t n)
         if (x[i] > m) m = x[i];
     float s = 0.0f;
     for (int64_t i = 0; i < n; i++) {
-        y[i] = expf(x[i] - m);
+        y[i] = kern_expf(x[i] - m);
         s = s + y[i];
     }
     for (int64_t i = 0; i < n; i++) y[i] = y[i] / s;

@@ -34,7 +34,7 @@ void kern_gdn_gates(float *alpha, float *beta, const float *a, const float *b,
     for (int64_t h = h0; h < h1; h++) {
         float g = ssm_a[h] * kern_softplus(a[h] + dt_bias[h]);
         float bh = b[h];
-        alpha[h] = expf(g);
+        alpha[h] = kern_expf(g);
         beta[h] = kern_sigmoid(bh);
     }
 }

@@ -1,5 +1,5 @@
 /*
- * kernels — the numeric kernels of the forward pass: matmul over f32/f16/bf16/Q8_0
+ * kernels — the numeric kernels of the forward pass: matmul over f32/f16/bf16/Q8_0/Q4_K/Q6_K
  * weights, norms, RoPE, attention, the GDN recurrence, conv1d, MoE routing.
  * Depends on base only. Math: reference/qwen35-architecture.md §2-§5.
  *
@@ -8,18 +8,22 @@
  *      attn.c, gdn.c, ffn.c); SIMD variants (files *_avx2.c, *_avx512.c, chosen at
  *      start-up from sys CPU detection by the engine) equal it bit for bit, or are a
  *      documented numerics variant that the bank fingerprint tells apart. To make "bit for
- *      bit" reachable, every reduction below has ONE written order, stated here.
+ *      bit" reachable, every reduction below has ONE written order, stated here. A NaN
+ *      output is NaN in every variant, but its sign and payload are not part of the
+ *      contract (IEEE 754 leaves NaN propagation open, and which operand of a commutative
+ *      multiply a compiler puts first decides it).
  *   2. Batch invariance: each output element accumulates over K in one fixed order
  *      whether the batch holds 1 or 512 rows and whatever row range is asked for;
  *      threads split output rows (or heads / channels), never a sum. Every kernel that
  *      the engine may split takes a half-open range [r0, r1) of its independent outputs.
  *   3. No -ffast-math, -ffp-contract=off; FMA only where written explicitly: every
  *      "acc = fma(a, b, acc)" below is a C fmaf() call (one rounding), every other
- *      multiply and add rounds separately. Transcendentals are libm's expf, log1pf,
- *      sqrtf (correctly rounded), and cos/sin/pow in double for RoPE angles.
- *   4. All activations, norms and states are f32. Kernels never allocate; scratch is
- *      the caller's (sizes stated per function). Outputs may alias inputs only where
- *      a function says so.
+ *      multiply and add rounds separately. exp is kern_expf (ours, written below, so
+ *      that SIMD variants can compute the same bits); log1pf and sqrtf (correctly
+ *      rounded) are libm's, and cos/sin/pow in double for RoPE angles.
+ *   4. All activations, norms and states are f32 (a bf16 matmul reads a bf16-rounded
+ *      copy, kern_bf16_round). Kernels never allocate; scratch is the caller's (sizes
+ *      stated per function). Outputs may alias inputs only where a function says so.
  *   5. Sizes are int64_t and must be >= 1 unless stated; weight matrices are row-major
  *      [rows, K] (out x in), rows packed back to back with kern_row_bytes(type, K) bytes.
  *
@@ -38,12 +42,60 @@
  * kern_q8_quantize, per block of 32 values of one token:
  *     amax = max_i |x_i|;  d = amax / 127.0f;  id = (d > 0) ? 1.0f / d : 0.0f;
  *     q_i  = nearbyintf(x_i * id)   (round half to even; clamped to [-127, 127])
- * and the activation scale is kept as f32 (not f16). For output y[t][r], block b:
+ * and the stored scale is d rounded to f16 (kern_q8_stored_scale), as llama.cpp's block_q8_0
+ * keeps it: the quants stay those of the f32 d, only the scale used in the dot changes. This
+ * one rounding is the whole difference between a numpy model of our Q8_0 logits and one of
+ * llama.cpp's (each reproduced to 2e-7); without it the two drift apart by ~5% of the
+ * largest logit as the flips it causes compound. For output y[t][r], block b:
  *     isum_b = sum_{i<32} wq_i * xq_i         (exact int32; any order gives the same)
  *     acc[b % 8] = fmaf(dw_b * dx_b, (float)isum_b, acc[b % 8])
  * with 8 partial sums starting at +0.0f, blocks in ascending order, dw_b * dx_b one
  * rounded f32 product (dw_b = hs_f16_to_f32 of the stored scale), then the halving tree
  * for h = 4, 2, 1. (float)isum_b is exact: |isum| <= 32 * 127 * 127 < 2^24.
+ *
+ * K-quant weights, Q4_K and Q6_K (llama.cpp's super-blocks of 256 values; layouts in q4k.c;
+ * K % 256 == 0). The activations are quantized once per call site with kern_q8k_quantize,
+ * per block of 256 values of one token, as llama.cpp's quantize_row_q8_K_ref does:
+ *     amax = max_i |x_i|, mx = the first x_i (ascending i) with |x_i| == amax;
+ *     amax == 0 (or NaN): d = 0, all q and bsum 0; else
+ *     iscale = -127.0f / mx;  q_i = nearbyintf(iscale * x_i) (clamped to [-127, 127]);
+ *     d = 1.0f / iscale;  bsum_g = sum_{i<16} q_{16g+i}   (g < 16)
+ * For output y[t][r], one accumulator acc = +0.0f, super-blocks b in ascending order
+ * (dw, dmin = hs_f16_to_f32 of the block's scales; dx = the activation block's d):
+ *   Q4_K: sc_s, m_s the 6-bit scale and min of sub-block s (32 values), q_i in [0, 15]
+ *     isum = sum_{s<8} sc_s * (sum_{i in s} q_i * xq_i);  msum = sum_{g<16} m_{g/2} * bsum_g
+ *     acc = fmaf(dw * dx, (float)isum, acc);  acc = fmaf(-(dmin * dx), (float)msum, acc)
+ *   Q6_K: sc_g the int8 scale of group g (16 values), q_i in [0, 63] as stored
+ *     isum = sum_{g<16} sc_g * (sum_{i in g} q_i * xq_i - 32 * bsum_g)
+ *     acc = fmaf(dw * dx, (float)isum, acc)
+ * then y[t][r] = acc. isum and msum are exact int32 sums (|isum| < 2^29), so any order
+ * of the integer work gives the same bits; dw * dx and dmin * dx are single rounded f32
+ * products and (float)isum one round-to-nearest conversion.
+ *
+ * BF16 weights as the engine computes them (kern_bf16_matmul; bf16.c). The activations
+ * are rounded once per call site with kern_bf16_round, per value (vcvtne2ps2bf16's rule):
+ *     NaN -> its top 16 bits with the quiet bit set; +-inf -> +-inf; zero or subnormal
+ *     -> a zero of its sign; else round to nearest even on the 16 dropped bits (a carry
+ *     into the exponent, up to inf, is the right answer).
+ * Two operators (vdpbf16ps's, Intel SDM: DAZ in, FTZ out, RNE, MXCSR not consulted):
+ *     D(b) = the bf16 b as f32, or a zero of b's sign when b's exponent field is 0;
+ *     F(v) = v, or a zero of v's sign when v is tiny AFTER rounding (|v| rounded to 24
+ *            bits with an unbounded exponent is < FLT_MIN).
+ * For output y[t][r] keep KERN_BF16_LANES = 16 partial sums, all +0.0f; pad K up to a
+ * multiple of 32 with w = x = +0. For each chunk c = 0, 32, 64, ... ascending and each lane
+ * l < 16, with k1 = c + 2l + 1 and k0 = c + 2l (the odd element first, as vdpbf16ps):
+ *     acc[l] = F(fmaf(D(w(r, k1)), D(x[t][k1]), acc[l]))
+ *     acc[l] = F(fmaf(D(w(r, k0)), D(x[t][k0]), acc[l]))
+ * (each step is one fma, so one rounding, of the sum). Then the halving tree for
+ * h = 8, 4, 2, 1: acc[l] = F(acc[l] + acc[l + h]); y[t][r] = acc[0]. A vdpbf16ps on a
+ * zmm of 32 weights and a zmm of 32 activations is one chunk for one output; FMA
+ * variants split odd / even elements and run under MXCSR.DAZ|FTZ (which is F and D:
+ * measured equal to vdpbf16ps on 8 x 10^7 lanes, the FLT_MIN boundary included).
+ * It is also the order of llama.cpp's bf16 GEMM on AVX512_BF16 CPUs (llamafile tinyBLAS:
+ * one vdpbf16ps accumulator per output, then _mm512_reduce_add_ps's halving tree), so
+ * most bf16 logits match llama.cpp's bit for bit (tests/golden/engine_parity.sh).
+ * kern_matmul's BF16 path (f32 activations, the 32-lane order above) is not what the
+ * engine uses for bf16 matrices.
  *
  * Other reductions (all in ascending index order unless a lane scheme is named):
  *   kern_dot:     the 32-lane scheme above on two f32 vectors (used by norms' sum of
@@ -64,6 +116,7 @@
 #define KERN_Q8_LANES 8    /* partial sums over blocks of the Q8_0 matmul */
 #define KERN_Q8_BLOCK 32   /* values per Q8_0 block */
 #define KERN_Q8_BLOCK_BYTES 34
+#define KERN_BF16_LANES 16 /* partial sums of the bf16 x bf16 matmul */
 
 /* Weight types the kernels compute with. The values equal format's enum dtype
  * (DTYPE_F32 = 0, DTYPE_F16 = 1, DTYPE_BF16 = 2, DTYPE_Q8_0 = 3), so the engine may cast;
@@ -75,11 +128,59 @@ enum kern_wtype {
     KERN_W_Q8_0 = 3,
 };
 
+/* The activation scale a Q8_0 block stores for the f32 scale d: d rounded to f16, or d itself
+ * where that is not finite (|x| past f16's range, ~8e6). */
+static inline float kern_q8_stored_scale(float d)
+{
+    float r = hs_f16_to_f32(hs_f32_to_f16(d));
+    return __builtin_isfinite(r) ? r : d;
+}
+
 /* One block of quantized activations (see the Q8_0 order above). */
 struct kern_q8_block {
     float d;                    /* scale: value = d * q */
     int8_t q[KERN_Q8_BLOCK];
 };
+
+/* K-quant weight types (q4k.c). Not members of enum kern_wtype, so switches over that enum
+ * stay complete; the values equal format's DTYPE_Q4_K and DTYPE_Q6_K, so the engine may
+ * cast a dtype to int and test it with kern_wtype_is_k. kern_row_bytes and kern_row_to_f32
+ * accept them (cast to enum kern_wtype); kern_matmul does not: use kern_ops.matmul_k. */
+#define KERN_K_Q4_K 17
+#define KERN_K_Q6_K 19
+#define KERN_QK 256        /* values per K-quant super-block and per kern_q8k_block */
+#define KERN_Q4K_BYTES 144
+#define KERN_Q6K_BYTES 210
+
+/* One block of activations for K-quant weights (llama.cpp's block_q8_K). */
+struct kern_q8k_block {
+    float d;                    /* scale: value = d * q */
+    int8_t q[KERN_QK];
+    int16_t bsum[KERN_QK / 16]; /* bsum[g] = sum of q[16 g .. 16 g + 15] */
+};
+
+bool kern_wtype_is_k(int t);
+/* Bytes of one row of k values of K-quant type t; 0 when k < 1 or k % 256 != 0. */
+size_t kern_k_row_bytes(int t, int64_t k);
+/* The 8 six-bit scales and mins of a Q4_K block from its 12 packed bytes (bytes 4..15). */
+void kern_q4k_scales(const uint8_t *s12, uint8_t sc[8], uint8_t m[8]);
+/* Quantize x [n_tok, k] (k % 256 == 0) into xq [n_tok, k / 256] (the order above). */
+void kern_q8k_quantize(struct kern_q8k_block *xq, const float *x, int64_t n_tok, int64_t k);
+/* y[t * y_ld + r] for r in [r0, r1) with K-quant weights wt (KERN_K_Q4_K / KERN_K_Q6_K),
+ * xq = kern_q8k_quantize(x). Order: the K-quant contract above, so the result is
+ * independent of n_tok, r0, r1. The scalar reference; variants through kern_ops. */
+void kern_matmul_k(float *y, int64_t y_ld, const void *w, int wt, const struct kern_q8k_block *xq,
+                   int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+void kern_matmul_k_avx2(float *y, int64_t y_ld, const void *w, int wt,
+                        const struct kern_q8k_block *xq, int64_t n_tok, int64_t k, int64_t r0,
+                        int64_t r1);
+void kern_matmul_k_avx512(float *y, int64_t y_ld, const void *w, int wt,
+                          const struct kern_q8k_block *xq, int64_t n_tok, int64_t k, int64_t r0,
+                          int64_t r1);
+/* out[0..k) = row `row` of a K-quant matrix as f32: Q4_K (d * sc) * q - dmin * m, Q6_K
+ * (d * sc) * (q - 32), each product and the difference rounded separately (llama.cpp's
+ * dequantize_row_q4_K / _q6_K expressions). */
+void kern_k_row_to_f32(float *out, const void *w, int wt, int64_t k, int64_t row);
 
 /* ---- matmul and embeddings (matmul.c) -------------------------------------------- */
 
@@ -107,6 +208,29 @@ void kern_row_to_f32(float *out, const void *w, enum kern_wtype wt, int64_t k, i
 /* The 32-lane dot product of the header (the float matmul's order with x as weights). */
 float kern_dot(const float *a, const float *b, int64_t n);
 
+/* ---- bf16 x bf16 matmul (bf16.c; the "BF16 weights" contract above) ----------------- */
+
+/* xb[i] = x[i] rounded to bf16 for i < n (the contract's rule). Done once per input, shared
+ * by every bf16 matmul reading it. */
+void kern_bf16_round(uint16_t *xb, const float *x, int64_t n);
+
+/* y[t * y_ld + r] = sum_{i<k} W[r][i] * xb[t * k + i] for t < n_tok, r in [r0, r1), with w
+ * bf16 rows of 2 k bytes (any alignment) and xb [n_tok, k] bf16 (normally from
+ * kern_bf16_round; other bits are allowed, D applies). Any k >= 1. The scalar reference;
+ * variants through kern_ops. Independent of n_tok, r0, r1. y must not alias xb. */
+void kern_bf16_matmul(float *y, int64_t y_ld, const void *w, const uint16_t *xb, int64_t n_tok,
+                      int64_t k, int64_t r0, int64_t r1);
+void kern_bf16_round_avx2(uint16_t *xb, const float *x, int64_t n);
+void kern_bf16_matmul_avx2(float *y, int64_t y_ld, const void *w, const uint16_t *xb,
+                           int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+void kern_bf16_round_avx512(uint16_t *xb, const float *x, int64_t n);
+/* vdpbf16ps (needs AVX512_BF16); _avx512f: the same bits with FMAs, for AVX-512 CPUs
+ * without BF16 (Skylake-X .. Ice Lake). */
+void kern_bf16_matmul_avx512(float *y, int64_t y_ld, const void *w, const uint16_t *xb,
+                             int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+void kern_bf16_matmul_avx512f(float *y, int64_t y_ld, const void *w, const uint16_t *xb,
+                              int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+
 /* ---- norms (norm.c) ---------------------------------------------------------------- */
 
 /* RMSNorm with a folded weight (GGUF form, or HF's 1 + w already added by the loader):
@@ -132,22 +256,58 @@ void kern_l2norm_heads(float *x, int64_t n, float eps, int64_t h0, int64_t h1);
 
 /* ---- elementwise (ffn.c) ------------------------------------------------------------ */
 
-/* silu(x) = x / (1.0f + expf(-x));  sigmoid(x) = 1.0f / (1.0f + expf(-x)). */
+/* exp(x) in f32, within one ulp, the same bits in every variant (the SIMD ones run this
+ * sequence on 8 doubles per vector). NaN -> x + x; x > 89 -> +inf; x < -104 -> +0; else
+ *     t = (double)x * 0x1.71547652b82fep0 (1/ln 2);  m = t + 0x1.8p52;  n = m - 0x1.8p52
+ *     (n = t rounded to nearest, ties to even);  g = (t - n) * 0x1.62e42fefa39efp-1 (ln 2)
+ *     p = 1/8!; then p = p * g + 1/i! for i = 7 .. 0 (each product and sum rounded)
+ *     result = (float)(p * 2^n)   (2^n built from n's bits; one rounding to f32)
+ * |g| <= 0.347, so the truncated series errs by < 2e-10 relative, and the only rounding
+ * that matters is the last. */
+static inline float kern_expf(float x)
+{
+    if (x != x) return x + x;
+    if (x > 89.0f) return __builtin_inff();
+    if (x < -104.0f) return 0.0f;
+    double t = (double)x * 0x1.71547652b82fep0;
+    double m = t + 0x1.8p52;
+    double n = m - 0x1.8p52;
+    double g = (t - n) * 0x1.62e42fefa39efp-1;
+    double p = 1.0 / 40320.0;
+    p = p * g + 1.0 / 5040.0;
+    p = p * g + 1.0 / 720.0;
+    p = p * g + 1.0 / 120.0;
+    p = p * g + 1.0 / 24.0;
+    p = p * g + 1.0 / 6.0;
+    p = p * g + 0.5;
+    p = p * g + 1.0;
+    p = p * g + 1.0;
+    uint64_t bits;
+    __builtin_memcpy(&bits, &m, sizeof bits);
+    bits = (bits + 1023u) << 52; /* m's low bits hold n (two's complement) */
+    double s;
+    __builtin_memcpy(&s, &bits, sizeof s);
+    return (float)(p * s);
+}
+
+/* silu(x) = x / (1.0f + kern_expf(-x));  sigmoid(x) = 1.0f / (1.0f + kern_expf(-x)). */
 float kern_silu(float x);
 float kern_sigmoid(float x);
-/* softplus(x) = x > 20 ? x : log1pf(expf(x))  (torch's threshold). */
+/* softplus(x) = x > 20 ? x : log1pf(kern_expf(x))  (torch's threshold). */
 float kern_softplus(float x);
 
 /* y[i] = kern_silu(gate[i]) * up[i] for i in [i0, i1). y may equal gate or up. */
 void kern_swiglu(float *y, const float *gate, const float *up, int64_t i0, int64_t i1);
 /* y[i] = x[i] * kern_sigmoid(g[i]) (attention output gate). y may equal x or g. */
 void kern_sigmoid_mul(float *y, const float *x, const float *g, int64_t n);
+/* y[i] = ((y[i] * r) * w[i]) * kern_silu(z[i]): the tail of the GDN gated norm. */
+void kern_gated_scale(float *y, const float *z, const float *w, float r, int64_t n);
 /* y[i] = y[i] + x[i] (residual). */
 void kern_add(float *y, const float *x, int64_t n);
 /* y[i] = fmaf(a, x[i], y[i]) (weighted expert sum). */
 void kern_axpy(float *y, float a, const float *x, int64_t n);
 
-/* y = softmax(x) over n: m = max (ascending scan); e_i = expf(x_i - m); s = sum e_i
+/* y = softmax(x) over n: m = max (ascending scan); e_i = kern_expf(x_i - m); s = sum e_i
  * ascending; y_i = e_i / s. y may equal x. */
 void kern_softmax(float *y, const float *x, int64_t n);
 
@@ -180,10 +340,12 @@ void kern_rope_apply(float *x, int64_t ld, int64_t n_rot, const float *cs, int64
  *   kc, vc: key/value cache, key of position t, kv-head m at kc + t * kv_ld + m * hd
  *   out: [n_head, hd], head j at out + j * hd
  *   query head j reads kv head j / (n_head / n_kv_head)   (n_head % n_kv_head == 0)
- *   scratch: n_pos floats.
+ *   scratch: KERN_ATTN_HEADS * n_pos floats (a variant may score up to that many heads of
+ *   one kv head together, sharing each key and value row's loads).
  * Per head: s_t = kern_dot(q, k_t, hd) * scale; m = max s_t (ascending);
- * e_t = expf(s_t - m); sum = sum e_t ascending; o[d] = 0, then o[d] = fmaf(e_t, v_t[d], o[d])
+ * e_t = kern_expf(s_t - m); sum = sum e_t ascending; o[d] = 0, then o[d] = fmaf(e_t, v_t[d], o[d])
  * for t ascending; out[d] = o[d] / sum. The sigmoid output gate is kern_sigmoid_mul. */
+#define KERN_ATTN_HEADS 4
 void kern_attn(float *out, const float *q, const float *kc, const float *vc, int64_t kv_ld,
                int64_t n_pos, int64_t hd, int64_t n_head, int64_t n_kv_head, float scale,
                float *scratch, int64_t h0, int64_t h1);
@@ -200,7 +362,7 @@ void kern_conv1d_step(float *out, float *state, const float *x, const float *w, 
                       int64_t k_conv, int64_t c0, int64_t c1);
 
 /* GDN gates for v-heads [h0, h1): g = ssm_a[h] * kern_softplus(a[h] + dt_bias[h]);
- * alpha[h] = expf(g) (decay, in (0, 1] for ssm_a < 0); beta[h] = kern_sigmoid(b[h]).
+ * alpha[h] = kern_expf(g) (decay, in (0, 1] for ssm_a < 0); beta[h] = kern_sigmoid(b[h]).
  * ssm_a is the GGUF form -exp(A_log). alpha/beta may equal a/b. */
 void kern_gdn_gates(float *alpha, float *beta, const float *a, const float *b,
                     const float *ssm_a, const float *dt_bias, int64_t h0, int64_t h1);
@@ -240,6 +402,20 @@ struct kern_ops {
     void (*gdn_step)(float *o, float *S, const float *q, const float *k, const float *v,
                      const float *alpha, const float *beta, int64_t n_kh, int64_t n_vh,
                      int64_t dk, int64_t dv, int64_t h0, int64_t h1);
+    /* appended ([F7], K-quants): kern_matmul_k of the variant (q4k*.c) */
+    void (*matmul_k)(float *y, int64_t y_ld, const void *w, int wt, const struct kern_q8k_block *xq,
+                     int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+    /* appended ([F7], bf16): kern_bf16_round and kern_bf16_matmul of the variant (bf16*.c) */
+    void (*bf16_round)(uint16_t *xb, const float *x, int64_t n);
+    void (*bf16_matmul)(float *y, int64_t y_ld, const void *w, const uint16_t *xb, int64_t n_tok,
+                        int64_t k, int64_t r0, int64_t r1);
+    /* appended ([F7], elementwise): kern_swiglu, kern_sigmoid_mul, kern_gated_scale and
+     * kern_conv1d_step of the variant (act_*.c) */
+    void (*swiglu)(float *y, const float *gate, const float *up, int64_t i0, int64_t i1);
+    void (*sigmoid_mul)(float *y, const float *x, const float *g, int64_t n);
+    void (*gated_scale)(float *y, const float *z, const float *w, float r, int64_t n);
+    void (*conv1d_step)(float *out, float *state, const float *x, const float *w, int64_t n_ch,
+                        int64_t k_conv, int64_t c0, int64_t c1);
 };
 
 /* The table of variant `variant` ("scalar", "avx2", "avx512"); NULL for an unknown name or
@@ -249,12 +425,22 @@ struct kern_ops {
 const struct kern_ops *kern_ops_for(const char *variant);
 
 /* The fastest variant this build has for a CPU with the given features (from sys CPU
- * detection; kernels may not include sys): avx512 = AVX-512 F, BW, VL, DQ and BF16 all
+ * detection; kernels may not include sys): avx512 = AVX-512 F, BW, VL, DQ, BF16 and VNNI all
  * present (the Makefile compiles *_avx512.c with all of them); avx2_fma_f16c = AVX2, FMA
  * and F16C all present. Returns "avx512", "avx2" or "scalar" (a static string). */
 const char *kern_best_variant(bool avx2_fma_f16c, bool avx512);
 
 /* The variants' entry points (x86 builds only); use them through kern_ops_for. */
+void kern_swiglu_avx2(float *y, const float *gate, const float *up, int64_t i0, int64_t i1);
+void kern_sigmoid_mul_avx2(float *y, const float *x, const float *g, int64_t n);
+void kern_gated_scale_avx2(float *y, const float *z, const float *w, float r, int64_t n);
+void kern_conv1d_step_avx2(float *out, float *state, const float *x, const float *w, int64_t n_ch,
+                           int64_t k_conv, int64_t c0, int64_t c1);
+void kern_swiglu_avx512(float *y, const float *gate, const float *up, int64_t i0, int64_t i1);
+void kern_sigmoid_mul_avx512(float *y, const float *x, const float *g, int64_t n);
+void kern_gated_scale_avx512(float *y, const float *z, const float *w, float r, int64_t n);
+void kern_conv1d_step_avx512(float *out, float *state, const float *x, const float *w, int64_t n_ch,
+                             int64_t k_conv, int64_t c0, int64_t c1);
 void kern_matmul_avx2(float *y, int64_t y_ld, const void *w, enum kern_wtype wt, const float *x,
                       const struct kern_q8_block *xq, int64_t n_tok, int64_t k, int64_t r0,
                       int64_t r1);

@@ -9,8 +9,14 @@ typedef float (*kern_dot_fn)(const float *a, const float *b, int64_t n);
 
 /* Scores of one query head over keys 0..n_pos-1 (key t at km + t * kv_ld), in kern_attn's
  * order: scratch[t] = dot(q, k_t) * scale, max by ascending t, then scratch[t] =
- * expf(scratch[t] - max) summed in ascending t. Returns the sum. */
+ * kern_expf(scratch[t] - max) (by expsub), summed in ascending t. Returns the sum. */
+/* x[i] = kern_expf(x[i] - m) for i < n: the variant's vector form of the exp pass. */
+typedef void (*kern_expsub_fn)(float *x, int64_t n, float m);
+void kern_expsub(float *x, int64_t n, float m);
+void kern_expsub_avx2(float *x, int64_t n, float m);
+void kern_expsub_avx512(float *x, int64_t n, float m);
+
 float kern_attn_scores(float *scratch, const float *qj, const float *km, int64_t kv_ld,
-                       int64_t hd, int64_t n_pos, float scale, kern_dot_fn dot);
+                       int64_t hd, int64_t n_pos, float scale, kern_dot_fn dot, kern_expsub_fn expsub);
 
 #endif

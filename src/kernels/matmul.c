@@ -18,6 +18,7 @@
 size_t kern_row_bytes(enum kern_wtype t, int64_t k)
 {
     if (k < 1) return 0;
+    if (kern_wtype_is_k((int)t)) return kern_k_row_bytes((int)t, k); /* q4k.c */
     switch (t) {
     case KERN_W_F32: return (size_t)k * 4;
     case KERN_W_F16:
@@ -76,7 +77,7 @@ void kern_q8_quantize(struct kern_q8_block *xq, const float *x, int64_t n_tok, i
             }
             float d = amax / 127.0f;
             float id = d > 0.0f ? 1.0f / d : 0.0f;
-            o->d = d;
+            o->d = kern_q8_stored_scale(d);
             for (int i = 0; i < KERN_Q8_BLOCK; i++) {
                 float r = nearbyintf(v[i] * id);
                 /* the clamp also keeps a NaN or inf input away from an undefined cast */
@@ -147,6 +148,10 @@ void kern_matmul(float *y, int64_t y_ld, const void *w, enum kern_wtype wt, cons
 
 void kern_row_to_f32(float *out, const void *w, enum kern_wtype wt, int64_t k, int64_t row)
 {
+    if (kern_wtype_is_k((int)wt)) {
+        kern_k_row_to_f32(out, w, (int)wt, k, row); /* q4k.c */
+        return;
+    }
     const uint8_t *p = (const uint8_t *)w + (size_t)row * kern_row_bytes(wt, k);
     if (wt != KERN_W_Q8_0) {
         load_f32(out, p, wt, 0, k);

@@ -249,7 +249,7 @@ void kern_q8_quantize_avx2(struct kern_q8_block *xq, const float *x, int64_t n_t
             float amax = _mm_cvtss_f32(_mm_max_ss(m2, _mm_movehdup_ps(m2)));
             float d = amax / 127.0f;
             float id = d > 0.0f ? 1.0f / d : 0.0f;
-            o->d = d;
+            o->d = kern_q8_stored_scale(d);
             __m256 s = _mm256_set1_ps(id);
             __m256i qi[4];
             for (int q = 0; q < 4; q++) {

@@ -9,7 +9,7 @@
  *      sums of one reduction, so each element sees exactly the scalar sequence of roundings
  *      (mul, then vfmadd = fmaf; the reductions over i stay sequential, i ascending).
  *   2. Attention: scores use kern_dot_avx2 (the 32-lane order, equal to kern_dot); max,
- *      expf and the sum stay scalar and ascending; the output o[d] = fmaf(e_t, v_t[d], o[d])
+ *      the sum stay scalar and ascending, kern_expf runs lane-wise (act_*.c); the output o[d] = fmaf(e_t, v_t[d], o[d])
  *      runs over t ascending with 8 neighbouring d per vector (independent outputs), then
  *      one IEEE division per element, as the scalar o[d] / sum.
  *   3. Tails use vmaskmov loads and stores; the lanes outside the mask compute on zeros that
@@ -128,7 +128,7 @@ void kern_attn_avx2(float *out, const float *q, const float *kc, const float *vc
     for (int64_t j = h0; j < h1; j++) {
         const float *qj = q + j * hd;
         int64_t m = j / group;
-        float sum = kern_attn_scores(scratch, qj, kc + m * hd, kv_ld, hd, n_pos, scale, kern_dot_avx2);
+        float sum = kern_attn_scores(scratch, qj, kc + m * hd, kv_ld, hd, n_pos, scale, kern_dot_avx2, kern_expsub_avx2);
         float *oj = out + j * hd;
         const float *vm = vc + m * hd;
         int64_t d0 = 0;

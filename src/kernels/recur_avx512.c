@@ -9,9 +9,13 @@
  *      sums of one reduction, so each element sees exactly the scalar sequence of roundings
  *      (mul, then vfmadd = fmaf; the reductions over i stay sequential, i ascending).
  *   2. Attention: scores use kern_dot_avx512 (the 32-lane order, equal to kern_dot); max,
- *      expf and the sum stay scalar and ascending; the output o[d] = fmaf(e_t, v_t[d], o[d])
+ *      the sum stay scalar and ascending, kern_expf runs lane-wise (act_*.c); the output o[d] = fmaf(e_t, v_t[d], o[d])
  *      runs over t ascending with 16 neighbouring d per vector (independent outputs), then
- *      one IEEE division per element, as the scalar o[d] / sum.
+ *      one IEEE division per element, as the scalar o[d] / sum. Query heads that share a kv
+ *      head (up to KERN_ATTN_HEADS in one call) are scored together (each key row loaded
+ *      once, each head's dot the 32-lane one) and their outputs accumulated together 64
+ *      dims at a time (each value row chunk loaded once); every head keeps its own
+ *      accumulators, max, sum and t order, so the bits are the per-head ones.
  *   3. Tails use masked loads and stores; the lanes outside the mask compute on zeros that
  *      are never stored.
  */
@@ -112,20 +116,125 @@ INLINE void attn_out_chunk(float *oj, const float *vc, int64_t kv_ld, const floa
     for (int c = 0; c < nv; c++) _mm512_mask_storeu_ps(oj + d0 + 16 * c, m[c], _mm512_div_ps(acc[c], s));
 }
 
+/* o[d0 .. d0 + 64) of ng heads of one kv head (e of head i at e + i * n_pos): each value row
+ * chunk is loaded once for all of them; every head keeps its own accumulators and order. */
+INLINE void attn_out_chunk_heads(float *out, int64_t hd, const float *vc, int64_t kv_ld, const float *e,
+                                 int64_t n_pos, const float *sum, int64_t d0, int ng)
+{
+    __m512 acc[KERN_ATTN_HEADS][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < ng; i++)
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) acc[i][c] = _mm512_setzero_ps();
+    for (int64_t t = 0; t < n_pos; t++) {
+        const float *vt = vc + t * kv_ld + d0;
+        __m512 v0 = _mm512_loadu_ps(vt), v1 = _mm512_loadu_ps(vt + 16);
+        __m512 v2 = _mm512_loadu_ps(vt + 32), v3 = _mm512_loadu_ps(vt + 48);
+#pragma GCC unroll 4
+        for (int i = 0; i < ng; i++) {
+            __m512 et = _mm512_set1_ps(e[i * n_pos + t]);
+            acc[i][0] = _mm512_fmadd_ps(et, v0, acc[i][0]);
+            acc[i][1] = _mm512_fmadd_ps(et, v1, acc[i][1]);
+            acc[i][2] = _mm512_fmadd_ps(et, v2, acc[i][2]);
+            acc[i][3] = _mm512_fmadd_ps(et, v3, acc[i][3]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < ng; i++) {
+        __m512 s = _mm512_set1_ps(sum[i]);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) _mm512_storeu_ps(out + i * hd + d0 + 16 * c, _mm512_div_ps(acc[i][c], s));
+    }
+}
+
+/* kern_dot_avx512's final tree (matmul_avx512.c), for the batched scores below. */
+INLINE float attn_tree32(__m512 a, __m512 b)
+{
+    __m512 s16 = _mm512_add_ps(a, b);
+    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(s16),
+                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s16), 1)));
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+/* kern_attn_scores for ng heads of one kv head at once (hd % 32 == 0): each key row is
+ * loaded once for all heads; per head the dot is kern_dot_avx512's (two 16-lane
+ * accumulators over k ascending, then its tree), the max, exp and sum as kern_attn_scores. */
+INLINE void attn_scores_heads(float *scratch, float *sum, const float *q, const float *km, int64_t kv_ld,
+                              int64_t hd, int64_t n_pos, float scale, int ng)
+{
+    float mx[KERN_ATTN_HEADS] = {0};
+    for (int64_t t = 0; t < n_pos; t++) {
+        const float *kt = km + t * kv_ld;
+        __m512 a0[KERN_ATTN_HEADS], a1[KERN_ATTN_HEADS];
+#pragma GCC unroll 4
+        for (int i = 0; i < ng; i++) a0[i] = a1[i] = _mm512_setzero_ps();
+        for (int64_t k0 = 0; k0 < hd; k0 += 32) {
+            __m512 k_lo = _mm512_loadu_ps(kt + k0), k_hi = _mm512_loadu_ps(kt + k0 + 16);
+#pragma GCC unroll 4
+            for (int i = 0; i < ng; i++) {
+                a0[i] = _mm512_fmadd_ps(_mm512_loadu_ps(q + i * hd + k0), k_lo, a0[i]);
+                a1[i] = _mm512_fmadd_ps(_mm512_loadu_ps(q + i * hd + k0 + 16), k_hi, a1[i]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < ng; i++) {
+            float st = attn_tree32(a0[i], a1[i]) * scale;
+            scratch[i * n_pos + t] = st;
+            if (t == 0 || st > mx[i]) mx[i] = st;
+        }
+    }
+    for (int i = 0; i < ng; i++) {
+        float *e = scratch + i * n_pos;
+        kern_expsub_avx512(e, n_pos, mx[i]);
+        float s = 0.0f;
+        for (int64_t t = 0; t < n_pos; t++) s = s + e[t];
+        sum[i] = s;
+    }
+}
+
 void kern_attn_avx512(float *out, const float *q, const float *kc, const float *vc, int64_t kv_ld,
                       int64_t n_pos, int64_t hd, int64_t n_head, int64_t n_kv_head, float scale,
                       float *scratch, int64_t h0, int64_t h1)
 {
     int64_t group = n_head / n_kv_head;
-    for (int64_t j = h0; j < h1; j++) {
-        const float *qj = q + j * hd;
-        int64_t m = j / group;
-        float sum = kern_attn_scores(scratch, qj, kc + m * hd, kv_ld, hd, n_pos, scale, kern_dot_avx512);
-        float *oj = out + j * hd;
+    for (int64_t j = h0; j < h1;) {
+        /* a run of heads [j, jr) sharing kv head m, at most KERN_ATTN_HEADS */
+        int64_t m = j / group, jr = j + 1;
+        while (jr < h1 && jr / group == m && jr - j < KERN_ATTN_HEADS) jr++;
+        int ng = (int)(jr - j);
+        float sum[KERN_ATTN_HEADS];
+        if (ng > 1 && hd % 32 == 0) {
+            switch (ng) {
+            case 2: attn_scores_heads(scratch, sum, q + j * hd, kc + m * hd, kv_ld, hd, n_pos, scale, 2); break;
+            case 3: attn_scores_heads(scratch, sum, q + j * hd, kc + m * hd, kv_ld, hd, n_pos, scale, 3); break;
+            default: attn_scores_heads(scratch, sum, q + j * hd, kc + m * hd, kv_ld, hd, n_pos, scale, 4); break;
+            }
+        } else {
+            for (int i = 0; i < ng; i++)
+                sum[i] = kern_attn_scores(scratch + i * n_pos, q + (j + i) * hd, kc + m * hd, kv_ld, hd, n_pos,
+                                          scale, kern_dot_avx512, kern_expsub_avx512);
+        }
         const float *vm = vc + m * hd;
         int64_t d0 = 0;
-        for (; d0 + 16 * NV <= hd; d0 += 16 * NV) attn_out_chunk(oj, vm, kv_ld, scratch, n_pos, sum, d0, NV, 0xffff);
-        for (; d0 < hd; d0 += 16) attn_out_chunk(oj, vm, kv_ld, scratch, n_pos, sum, d0, 1, tail_mask(hd - d0));
+        if (ng > 1) {
+            for (; d0 + 64 <= hd; d0 += 64) {
+                switch (ng) {
+                case 2: attn_out_chunk_heads(out + j * hd, hd, vm, kv_ld, scratch, n_pos, sum, d0, 2); break;
+                case 3: attn_out_chunk_heads(out + j * hd, hd, vm, kv_ld, scratch, n_pos, sum, d0, 3); break;
+                default: attn_out_chunk_heads(out + j * hd, hd, vm, kv_ld, scratch, n_pos, sum, d0, 4); break;
+                }
+            }
+        }
+        for (int i = 0; i < ng; i++) {
+            float *oj = out + (j + i) * hd;
+            const float *ei = scratch + i * n_pos;
+            int64_t d = d0;
+            for (; d + 16 * NV <= hd; d += 16 * NV) attn_out_chunk(oj, vm, kv_ld, ei, n_pos, sum[i], d, NV, 0xffff);
+            for (; d < hd; d += 16) attn_out_chunk(oj, vm, kv_ld, ei, n_pos, sum[i], d, 1, tail_mask(hd - d));
+        }
+        j = jr;
     }
 }
 

@@ -225,6 +225,20 @@ static int64_t vsrc(const struct binder *b, int64_t t)
     return (t % hk) * r + t / hk;
 }
 
+/* Whether a conversion keeps the tensor as matrix rows for the kernels (any computable
+ * dtype) rather than converting it to f32 values here. */
+static bool spec_is_matrix(enum spec_conv c)
+{
+    switch (c) {
+    case SPEC_CONV_NORM:
+    case SPEC_CONV_VEC:
+    case SPEC_CONV_VEC_VHEAD:
+    case SPEC_CONV_A:
+    case SPEC_CONV_CONV: return false;
+    default: return true;
+    }
+}
+
 static bool check_tensor(struct binder *b, const struct tensor_spec *s, const struct tensor_view *t,
                          const char *name)
 {
@@ -233,8 +247,15 @@ static bool check_tensor(struct binder *b, const struct tensor_spec *s, const st
     bool ok = true;
     if (!di || !di->compute) {
         problem_add(&b->pr, HS_ERR_UNSUPPORTED,
-                    "tensor '%s': dtype %s is not supported (f32, f16, bf16 and q8_0 are)",
-                    name, di ? di->name : "?");
+                    "tensor '%s': dtype %s is not supported (f32, f16, bf16 and q8_0 are; q4_k "
+                    "and q6_k for matrices)", name, di ? di->name : "?");
+        ok = false;
+    } else if ((t->dtype == DTYPE_Q4_K || t->dtype == DTYPE_Q6_K) && !spec_is_matrix(s->conv)) {
+        /* K-quants reach only the matmul and row dequantizer; vectors and conv taps are
+         * converted element by element to f32, which this file does for float and Q8_0 */
+        problem_add(&b->pr, HS_ERR_UNSUPPORTED,
+                    "tensor '%s': dtype %s is supported for matrices only (this tensor is converted "
+                    "to f32: use f32, f16, bf16 or q8_0)", name, di->name);
         ok = false;
     }
     bool shape_ok = t->n_dims == s->n_dims;

@@ -38,6 +38,17 @@
  *   3. Matrices (2-D projections, embeddings, experts, router) are stored in --dtype; 1-D
  *      tensors (norms, A_log, dt_bias), conv taps and the shared-expert gate vector stay f32.
  *      Q8_0 uses llama.cpp's block: f16 d = max|x|/127, then 32 int8 q = round(x/d).
+ *      --dtype q4_k_m (GGUF only; stored as DTYPE_Q4_K in the options) is llama.cpp's
+ *      Q4_K_M type mix, per tensor, as llama-quant.cpp chooses it for Qwen3.5 (layers sorted
+ *      by number, one attn_v-like tensor per layer): output.weight, and token_embd.weight
+ *      when tied, Q6_K; attn_v / attn_qkv and ffn_down* of layer il Q6_K when
+ *      use_more_bits(il, n_layer) (il < n/8, il >= 7n/8, or (il - n/8) % 3 == 2), else Q4_K;
+ *      every other quantized matrix Q4_K; the MoE router stays f32 (llama.cpp does not
+ *      quantize ffn_gate_inp). A row that is not whole 256-value super-blocks falls back to
+ *      Q8_0 (llama.cpp: Q6_K -> Q8_0 as here, Q4_K -> Q5_0, which our kernels lack).
+ *      The quantizers are our own round-to-nearest (mk_store_q4k / mk_store_q6k), not
+ *      llama.cpp's error-minimising search: the files are valid Q4_K_M, not bit-equal to
+ *      what llama-quantize would write from the same f32 weights.
  *   4. Every file is written atomically (temp + fsync + rename); an HF directory gets its
  *      config.json last, so an interrupted run never leaves a directory that looks complete.
  *   5. Options are validated before anything is generated; each error names the option.
@@ -314,6 +325,27 @@ static void mk_name(char *buf, const char *pattern, int il)
     snprintf(buf, MK_NAME_MAX, pattern, il);
 }
 
+/* llama.cpp's use_more_bits(i_layer, n_layers) of its Q4_K_M rule (llama-quant.cpp). */
+static bool mk_more_bits(int64_t il, int64_t n)
+{
+    return il < n / 8 || il >= 7 * n / 8 || (il - n / 8) % 3 == 2;
+}
+
+/* The Q4_K_M type of GGUF tensor `name` of layer il (-1: none) with rows of row_len values
+ * (design note, item 3). */
+static enum dtype mk_q4km_type(const struct mk_geom *g, const char *name, int64_t il, int64_t row_len)
+{
+    enum dtype t = DTYPE_Q4_K;
+    if (!strcmp(name, "output.weight") || (g->tied && !strcmp(name, "token_embd.weight")))
+        t = DTYPE_Q6_K;
+    else if (strstr(name, "ffn_gate_inp.weight"))
+        return DTYPE_F32;
+    else if ((strstr(name, "attn_v.weight") || strstr(name, "attn_qkv.weight") || strstr(name, "ffn_down")) &&
+             il >= 0 && mk_more_bits(il, g->n_layer))
+        t = DTYPE_Q6_K;
+    return row_len % 256 ? DTYPE_Q8_0 : t;
+}
+
 static int mk_put(struct mk_builder *b, enum mk_role role, int il, int e, enum mk_init init,
                   bool quant, int n_dims, const int64_t *shape, struct hs_err *err, const char *fmt,
                   ...) __attribute__((format(printf, 10, 11)));
@@ -346,6 +378,14 @@ static int mk_put(struct mk_builder *b, enum mk_role role, int il, int e, enum m
     const struct mk_geom *g = b->g;
     char name[MK_NAME_MAX], name2[MK_NAME_MAX];
     mk_name(name, ri->gguf, il);
+    enum dtype dt2 = dt;
+    if (quant && b->dtype == DTYPE_Q4_K) {
+        dt = mk_q4km_type(g, name, il, shape[n_dims - 1]);
+        if (ri->gguf2) {
+            mk_name(name2, ri->gguf2, il);
+            dt2 = mk_q4km_type(g, name2, il, shape[n_dims - 1]);
+        }
+    }
     int64_t gs[TENSOR_MAX_DIMS] = { 0 };
     int gn = n_dims;
     memcpy(gs, shape, (size_t)n_dims * sizeof(*shape));
@@ -372,13 +412,13 @@ static int mk_put(struct mk_builder *b, enum mk_role role, int il, int e, enum m
             int64_t s2[2] = { g->hv * g->dv, g->n_embd };
             dst = mk_out_add(p, name, dt, 2, s1, err);
             if (dst < 0) return dst;
-            dst2 = mk_out_add(p, name2, dt, 2, s2, err);
+            dst2 = mk_out_add(p, name2, dt2, 2, s2, err);
             if (dst2 < 0) return dst2;
         } else { /* GATE_UP: [E, 2I, H] -> 2 x [E, I, H] */
             int64_t s[3] = { shape[0], shape[1] / 2, shape[2] };
             dst = mk_out_add(p, name, dt, 3, s, err);
             if (dst < 0) return dst;
-            dst2 = mk_out_add(p, name2, dt, 3, s, err);
+            dst2 = mk_out_add(p, name2, dt2, 3, s, err);
             if (dst2 < 0) return dst2;
             p0 = s[1];
         }
@@ -592,10 +632,94 @@ static void mk_route_row(const struct mk_job *j, const struct mk_geom *g, int64_
     }
 }
 
+static void mk_put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static float mk_clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* One Q4_K super-block of 256 values (layout: kernels/q4k.c), round to nearest: per
+ * sub-block of 32 the range [min(0, lo), hi] in 15 steps (x = s * q - o, o = -min >= 0);
+ * d = max s / 63 and dmin = max o / 63 as f16; 6-bit sc = round(s / d), m = round(o / dmin);
+ * then q = round((x + dmin * m) / (d * sc)) in [0, 15] with the stored (rounded) scales. */
+static void mk_store_q4k(const float *x, uint8_t *blk)
+{
+    float s[8], o[8], smax = 0.0f, omax = 0.0f;
+    for (int j = 0; j < 8; j++) {
+        float lo = 0.0f, hi = 0.0f;
+        for (int i = 0; i < 32; i++) {
+            lo = HS_MIN(lo, x[32 * j + i]);
+            hi = HS_MAX(hi, x[32 * j + i]);
+        }
+        s[j] = (hi - lo) / 15.0f;
+        o[j] = -lo;
+        smax = HS_MAX(smax, s[j]);
+        omax = HS_MAX(omax, o[j]);
+    }
+    uint16_t dh = hs_f32_to_f16(smax / 63.0f), mh = hs_f32_to_f16(omax / 63.0f);
+    float d = hs_f16_to_f32(dh), dmin = hs_f16_to_f32(mh);
+    uint8_t sc[8], m[8];
+    for (int j = 0; j < 8; j++) {
+        sc[j] = (uint8_t)(d > 0.0f ? mk_clampf(roundf(s[j] / d), 0.0f, 63.0f) : 0.0f);
+        m[j] = (uint8_t)(dmin > 0.0f ? mk_clampf(roundf(o[j] / dmin), 0.0f, 63.0f) : 0.0f);
+    }
+    mk_put16(blk, dh);
+    mk_put16(blk + 2, mh);
+    uint8_t *s12 = blk + 4;
+    for (int j = 0; j < 4; j++) {
+        s12[j] = (uint8_t)(sc[j] | (sc[j + 4] >> 4) << 6);
+        s12[j + 4] = (uint8_t)(m[j] | (m[j + 4] >> 4) << 6);
+        s12[j + 8] = (uint8_t)((sc[j + 4] & 15) | (m[j + 4] & 15) << 4);
+    }
+    uint8_t q[256];
+    for (int i = 0; i < 256; i++) {
+        float step = d * (float)sc[i / 32], off = dmin * (float)m[i / 32];
+        q[i] = (uint8_t)(step > 0.0f ? mk_clampf(roundf((x[i] + off) / step), 0.0f, 15.0f) : 0.0f);
+    }
+    for (int j = 0; j < 4; j++)
+        for (int l = 0; l < 32; l++) blk[16 + 32 * j + l] = (uint8_t)(q[64 * j + l] | q[64 * j + 32 + l] << 4);
+}
+
+/* One Q6_K super-block (layout: kernels/q4k.c), round to nearest: per group of 16 the
+ * step s = max|x| / 31; d = max s / 127 as f16; int8 sc = round(s / d); q = round(x / (d *
+ * sc)) in [-32, 31], stored + 32. */
+static void mk_store_q6k(const float *x, uint8_t *blk)
+{
+    float s[16], smax = 0.0f;
+    for (int g = 0; g < 16; g++) {
+        float a = 0.0f;
+        for (int i = 0; i < 16; i++) a = HS_MAX(a, fabsf(x[16 * g + i]));
+        s[g] = a / 31.0f;
+        smax = HS_MAX(smax, s[g]);
+    }
+    uint16_t dh = hs_f32_to_f16(smax / 127.0f);
+    float d = hs_f16_to_f32(dh);
+    memset(blk, 0, 210);
+    int8_t *sc = (int8_t *)(blk + 192);
+    for (int g = 0; g < 16; g++) sc[g] = (int8_t)(d > 0.0f ? mk_clampf(roundf(s[g] / d), 0.0f, 127.0f) : 0.0f);
+    for (int i = 0; i < 256; i++) {
+        float step = d * (float)sc[i / 16];
+        int q = (int)(step > 0.0f ? mk_clampf(roundf(x[i] / step), -32.0f, 31.0f) : 0.0f) + 32;
+        int h = i / 128, k = (i % 128) / 32, l = i % 32;
+        uint8_t *lo = blk + 64 * h + 32 * (k & 1) + l;
+        *lo = (uint8_t)(*lo | (k < 2 ? (q & 15) : (q & 15) << 4));
+        blk[128 + 32 * h + l] = (uint8_t)(blk[128 + 32 * h + l] | (q >> 4) << (2 * k));
+    }
+    mk_put16(blk + 208, dh);
+}
+
 /* Store n f32 values as dtype at dst (little-endian). */
 static void mk_store_row(enum dtype dt, const float *x, int64_t n, uint8_t *dst)
 {
     switch (dt) {
+    case DTYPE_Q4_K:
+        for (int64_t b0 = 0; b0 < n; b0 += 256) mk_store_q4k(x + b0, dst + b0 / 256 * 144);
+        break;
+    case DTYPE_Q6_K:
+        for (int64_t b0 = 0; b0 < n; b0 += 256) mk_store_q6k(x + b0, dst + b0 / 256 * 210);
+        break;
     case DTYPE_F16:
         for (int64_t i = 0; i < n; i++) {
             uint16_t h = hs_f32_to_f16(x[i]);
@@ -795,8 +919,12 @@ static int mk_geom_init(const struct mkmodel_opts *o, const struct mk_arch *a, s
     }
     g->n_rot = g->head_dim / 4;
 
-    if (o->dtype == DTYPE_Q8_0) {
-        /* Every matrix row (the innermost dimension) must hold whole 32-value blocks. */
+    if (o->dtype == DTYPE_Q4_K && g->n_expert == 8)
+        return hs_err_set(err, HS_ERR_INVALID, "--dtype q4_k_m with --experts 8: llama.cpp's rule for "
+                          "8-expert models uses Q5_K, which is not supported");
+    if (o->dtype == DTYPE_Q8_0 || o->dtype == DTYPE_Q4_K) {
+        /* Every matrix row (the innermost dimension) must hold whole 32-value blocks (the
+         * Q8_0 fallback of q4_k_m rows that are not whole 256-value super-blocks). */
         const struct { const char *opt; int64_t v; } rows[] = {
             { "--hidden", g->n_embd }, { "--heads x --head-dim", g->n_head * g->head_dim },
             { "--gdn-v-heads x --gdn-head-dim", g->hv * g->dv }, { "--ffn", g->n_ff },
@@ -804,8 +932,9 @@ static int mk_geom_init(const struct mkmodel_opts *o, const struct mk_arch *a, s
         };
         for (size_t i = 0; i < HS_ARRAY_LEN(rows); i++)
             if (rows[i].v % 32)
-                return hs_err_set(err, HS_ERR_INVALID, "--dtype q8_0 needs %s (%lld) to be a "
-                                  "multiple of 32", rows[i].opt, (long long)rows[i].v);
+                return hs_err_set(err, HS_ERR_INVALID, "--dtype %s needs %s (%lld) to be a "
+                                  "multiple of 32", o->dtype == DTYPE_Q8_0 ? "q8_0" : "q4_k_m",
+                                  rows[i].opt, (long long)rows[i].v);
     }
     return HS_OK;
 }
@@ -914,8 +1043,8 @@ static char *mk_config_json(const struct mk_arch *a, const struct mk_geom *g, co
 static void mk_gguf_meta(struct gguf_writer *w, const struct mk_arch *a, const struct mk_geom *g,
                          const char *preset, enum dtype dt)
 {
-    /* llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_BF16 32 */
-    uint32_t ftype = dt == DTYPE_F16 ? 1 : dt == DTYPE_Q8_0 ? 7 : dt == DTYPE_BF16 ? 32 : 0;
+    /* llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_Q4_K_M 15, MOSTLY_BF16 32 */
+    uint32_t ftype = dt == DTYPE_F16 ? 1 : dt == DTYPE_Q8_0 ? 7 : dt == DTYPE_Q4_K ? 15 : dt == DTYPE_BF16 ? 32 : 0;
     char key[96], name[96];
 #define KEY(k) (snprintf(key, sizeof(key), "%s." k, a->gguf_name), key)
     gguf_writer_set_str(w, "general.architecture", a->gguf_name);
@@ -1014,12 +1143,13 @@ int mkmodel_write(const struct mkmodel_opts *o, struct hs_err *err)
     if (!o->out || !*o->out) return hs_err_set(err, HS_ERR_INVALID, "--out is required");
     if ((unsigned)o->arch >= MODEL_ARCH_COUNT)
         return hs_err_set(err, HS_ERR_INVALID, "unknown architecture %d", (int)o->arch);
-    if ((unsigned)o->dtype >= DTYPE_COUNT || !dtype_info(o->dtype)->compute)
-        return hs_err_set(err, HS_ERR_INVALID, "--dtype must be f32, f16, bf16 or q8_0");
+    if ((unsigned)o->dtype >= DTYPE_COUNT || !dtype_info(o->dtype)->compute || o->dtype == DTYPE_Q6_K)
+        return hs_err_set(err, HS_ERR_INVALID, "--dtype must be f32, f16, bf16, q8_0 or q4_k_m");
     const bool gguf = mk_is_gguf_path(o->out);
-    if (!gguf && o->dtype == DTYPE_Q8_0)
-        return hs_err_set(err, HS_ERR_INVALID, "--dtype q8_0 needs a .gguf --out (safetensors has "
-                          "no Q8_0; use f32, f16 or bf16 for a Hugging Face directory)");
+    if (!gguf && (o->dtype == DTYPE_Q8_0 || o->dtype == DTYPE_Q4_K))
+        return hs_err_set(err, HS_ERR_INVALID, "--dtype %s needs a .gguf --out (safetensors has "
+                          "no %s; use f32, f16 or bf16 for a Hugging Face directory)",
+                          o->dtype == DTYPE_Q8_0 ? "q8_0" : "q4_k_m", o->dtype == DTYPE_Q8_0 ? "Q8_0" : "K-quants");
     const struct mk_arch *a = &mk_archs[o->arch];
     struct mk_geom g;
     const struct mk_preset *preset = NULL;

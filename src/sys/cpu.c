@@ -8,7 +8,7 @@
  *
  * Invariants:
  *   1. Detection runs once (pthread_once); every caller sees the same struct.
- *   2. The flags are consistent: avx512f implies avx2, fma and f16c; avx512bw/vl/bf16 imply
+ *   2. The flags are consistent: avx512f implies avx2, fma and f16c; avx512bw/vl/bf16/vnni imply
  *      avx512f; amx implies avx512f. A CPU that breaks these (odd hypervisors) is treated
  *      as the lower level.
  *   3. amx says the tile instructions exist and XCR0 enables tile state; a kernel that uses
@@ -95,6 +95,7 @@ static void detect_x86(struct sys_cpu *c)
         c->avx512f = b & (1u << 16);
         c->avx512bw = b & (1u << 30);
         c->avx512vl = b & (1u << 31);
+        c->avx512_vnni = cx & (1u << 11);
     }
     c->amx = os_amx && (d & (1u << 24));
     if (max_sub7 >= 1 && os_avx512) {
@@ -121,7 +122,7 @@ static bool brand_string(char *dst, size_t cap)
 static void make_consistent(struct sys_cpu *c)
 {
     if (!c->avx2 || !c->fma || !c->f16c) c->avx512f = false;
-    if (!c->avx512f) c->avx512bw = c->avx512vl = c->avx512_bf16 = c->amx = false;
+    if (!c->avx512f) c->avx512bw = c->avx512vl = c->avx512_bf16 = c->avx512_vnni = c->amx = false;
 }
 
 enum cpu_level { CPU_LEVEL_SCALAR, CPU_LEVEL_AVX2, CPU_LEVEL_AVX512 };
@@ -130,7 +131,8 @@ enum cpu_level { CPU_LEVEL_SCALAR, CPU_LEVEL_AVX2, CPU_LEVEL_AVX512 };
 static void apply_level(struct sys_cpu *c, enum cpu_level level)
 {
     c->amx = false;
-    if (level < CPU_LEVEL_AVX512) c->avx512f = c->avx512bw = c->avx512vl = c->avx512_bf16 = false;
+    if (level < CPU_LEVEL_AVX512)
+        c->avx512f = c->avx512bw = c->avx512vl = c->avx512_bf16 = c->avx512_vnni = false;
     if (level < CPU_LEVEL_AVX2) c->avx2 = c->fma = c->f16c = c->neon = false;
 }
 

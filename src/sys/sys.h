@@ -133,7 +133,7 @@ void sys_pool_slice(int64_t n, int n_threads, int t, int64_t *begin, int64_t *en
 /* ---- CPU and machine ---------------------------------------------------------------- */
 
 struct sys_cpu {
-    bool avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512_bf16, amx;
+    bool avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512_bf16, avx512_vnni, amx;
     bool neon; /* arm64 */
     int n_cores; /* online logical CPUs */
     char model[64];

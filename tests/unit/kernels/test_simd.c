@@ -39,7 +39,7 @@ static bool cpu_has(const char *variant)
     if (strcmp(variant, "avx512") == 0)
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-               __builtin_cpu_supports("avx512bf16");
+               __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni");
 #endif
     return strcmp(variant, "scalar") == 0;
 }

@@ -96,21 +96,30 @@ static void rec_gdn(const char *variant)
 }
 
 /* Attention over n_pos cached keys (rows with a gap after the kv heads); outputs equal. */
+static void rec_attn_heads(const char *variant, int64_t nh, int64_t nkv);
 static void rec_attn(const char *variant)
+{
+    rec_attn_heads(variant, 4, 2);
+    rec_attn_heads(variant, 8, 2);  /* groups of 4: one batched run per kv head */
+    rec_attn_heads(variant, 6, 1);  /* a group of 6: runs of 4 and 2 */
+    rec_attn_heads(variant, 3, 3);  /* no sharing */
+}
+
+/* nh query heads over nkv kv heads; the head subrange [1, 3) too. */
+static void rec_attn_heads(const char *variant, int64_t nh, int64_t nkv)
 {
     const struct kern_ops *v = rec_variant_or_skip(variant), *s = kern_ops_for("scalar");
     cr_assert_eq(s->attn, kern_attn);
     static const int64_t hds[] = { 1, 7, 16, 19, 128, 131, 256 };
     static const int64_t nps[] = { 1, 2, 5, 40 };
-    const int64_t nh = 4, nkv = 2;
-    rec_seed(2);
+    rec_seed(2 + (uint64_t)nh);
     for (size_t a = 0; a < sizeof(hds) / sizeof(hds[0]); a++) {
         for (size_t b = 0; b < sizeof(nps) / sizeof(nps[0]); b++) {
             int64_t hd = hds[a], np = nps[b], ld = nkv * hd + 3;
             float *q = malloc((size_t)(nh * hd) * sizeof(float));
             float *kc = malloc((size_t)(np * ld) * sizeof(float)), *vc = malloc((size_t)(np * ld) * sizeof(float));
             float *o1 = malloc((size_t)(nh * hd) * sizeof(float)), *o2 = malloc((size_t)(nh * hd) * sizeof(float));
-            float sc1[40], sc2[40];
+            float sc1[KERN_ATTN_HEADS * 40], sc2[KERN_ATTN_HEADS * 40];
             rec_fill(q, nh * hd);
             rec_fill(kc, np * ld);
             rec_fill(vc, np * ld);

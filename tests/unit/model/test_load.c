@@ -1135,16 +1135,36 @@ Test(load_err, unsupported_dtypes)
     char *dir = tl_tmpdir();
     struct tl_opts o;
     tl_defaults(&o, MODEL_ARCH_QWEN35, true);
-    o.H = 256;  /* q4_k rows need 256 columns */
+    o.H = 256;  /* k-quant rows need 256 columns */
     o.retype[0] = "blk.0.attn_qkv.weight";
-    o.retype_dtype[0] = DTYPE_Q4_K;
+    o.retype_dtype[0] = DTYPE_Q5_K;
     o.retype[1] = "blk.3.attn_q.weight";
     o.retype_dtype[1] = DTYPE_I32;
     char *path = tl_write(&o, dir);
     struct hs_err err;
     cr_assert_eq(load_err(path, &err), HS_ERR_UNSUPPORTED);
-    cr_assert(strstr(err.msg, "tensor 'blk.0.attn_qkv.weight': dtype q4_k is not supported"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "tensor 'blk.0.attn_qkv.weight': dtype q5_k is not supported"), "%s", err.msg);
     cr_assert(strstr(err.msg, "tensor 'blk.3.attn_q.weight': dtype i32 is not supported"), "%s", err.msg);
+    free(path);
+    tl_rmdir(dir);
+}
+
+/* Q4_K / Q6_K are computable as matrices only: a norm vector in Q4_K is refused by name. */
+Test(load_err, k_quant_vector)
+{
+    char *dir = tl_tmpdir();
+    struct tl_opts o;
+    tl_defaults(&o, MODEL_ARCH_QWEN35, true);
+    o.H = 256;
+    o.retype[0] = "blk.1.attn_norm.weight";
+    o.retype_dtype[0] = DTYPE_Q4_K;
+    o.retype[1] = "blk.0.attn_qkv.weight";
+    o.retype_dtype[1] = DTYPE_Q6_K; /* a matrix: accepted, not in the message */
+    char *path = tl_write(&o, dir);
+    struct hs_err err;
+    cr_assert_eq(load_err(path, &err), HS_ERR_UNSUPPORTED);
+    cr_assert(strstr(err.msg, "tensor 'blk.1.attn_norm.weight': dtype q4_k is supported for matrices only"), "%s", err.msg);
+    cr_assert_null(strstr(err.msg, "attn_qkv"), "%s", err.msg);
     free(path);
     tl_rmdir(dir);
 }

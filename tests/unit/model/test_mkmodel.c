@@ -630,6 +630,88 @@ Test(mkmodel_write, q8_0_blocks_quantise_the_f32_values)
     gguf_close(gq);
 }
 
+/* q4_k_m: llama.cpp's Q4_K_M type per tensor (mkmodel.c design note, item 3) on a 256-wide
+ * 4-layer qwen35 (use_more_bits(il, 4) holds for layers 2 and 3), and our round-to-nearest
+ * blocks hold the f32 file's values within their quantization steps. */
+static float q4km_value(const struct tensor_view *q, int64_t i)
+{
+    int64_t b = i / 256, k = i % 256;
+    if (q->dtype == DTYPE_Q4_K) {
+        const uint8_t *blk = (const uint8_t *)q->data + b * 144, *s12 = blk + 4;
+        int j = (int)(k / 32);
+        int sc = j < 4 ? s12[j] & 63 : (s12[j + 4] & 15) | (s12[j - 4] >> 6) << 4;
+        int m = j < 4 ? s12[j + 4] & 63 : (s12[j + 4] >> 4) | (s12[j] >> 6) << 4;
+        uint8_t byte = blk[16 + 32 * (k / 64) + k % 32];
+        int qv = j % 2 ? byte >> 4 : byte & 15;
+        return hs_f16_to_f32(hs_rd_u16(blk)) * (float)sc * (float)qv - hs_f16_to_f32(hs_rd_u16(blk + 2)) * (float)m;
+    }
+    const uint8_t *blk = (const uint8_t *)q->data + b * 210;
+    int h = (int)(k / 128), c = (int)(k % 128) / 32, l = (int)(k % 32);
+    uint8_t byte = blk[64 * h + 32 * (c & 1) + l];
+    int lo = c < 2 ? byte & 15 : byte >> 4, hi = (blk[128 + 32 * h + l] >> (2 * c)) & 3;
+    return hs_f16_to_f32(hs_rd_u16(blk + 208)) * (float)(int8_t)blk[192 + k / 16] * (float)((lo | hi << 4) - 32);
+}
+
+Test(mkmodel_write, q4_k_m_types_and_values)
+{
+    char a[160], b[160];
+    struct mkmodel_opts o;
+    struct hs_err err;
+    const char *paths[2] = { tp(a, "k32.gguf"), tp(b, "k4m.gguf") };
+    const enum dtype dts[2] = { DTYPE_F32, DTYPE_Q4_K };
+    for (int i = 0; i < 2; i++) {
+        opts(&o, MODEL_ARCH_QWEN35, dts[i], 9, paths[i]);
+        o.n_embd = 256;
+        o.n_ff = 512;
+        o.head_dim = 64;
+        o.gdn_head_dim = 64;
+        hs_err_clear(&err);
+        cr_assert_eq(mkmodel_write(&o, &err), HS_OK, "%s", err.msg);
+    }
+    struct gguf_file *gf = NULL, *gq = NULL;
+    cr_assert_eq(gguf_open(a, &gf, &err), HS_OK, "%s", err.msg);
+    cr_assert_eq(gguf_open(b, &gq, &err), HS_OK, "%s", err.msg);
+    uint32_t ft = 0;
+    cr_assert_eq(gguf_get_u32(gq, "general.file_type", &ft, &err), HS_OK);
+    cr_assert_eq(ft, 15, "LLAMA_FTYPE_MOSTLY_Q4_K_M");
+    static const struct { const char *name; enum dtype dt; } want[] = {
+        { "token_embd.weight", DTYPE_Q6_K },     /* tied: the output's type */
+        { "blk.0.attn_qkv.weight", DTYPE_Q4_K }, { "blk.2.attn_qkv.weight", DTYPE_Q6_K },
+        { "blk.3.attn_v.weight", DTYPE_Q6_K },   { "blk.3.attn_k.weight", DTYPE_Q4_K },
+        { "blk.1.ffn_down.weight", DTYPE_Q4_K }, { "blk.2.ffn_down.weight", DTYPE_Q6_K },
+        { "blk.1.ssm_out.weight", DTYPE_Q4_K },  { "blk.1.ssm_alpha.weight", DTYPE_Q4_K },
+        { "blk.0.ssm_conv1d.weight", DTYPE_F32 }, { "blk.0.attn_norm.weight", DTYPE_F32 },
+    };
+    for (size_t t = 0; t < HS_ARRAY_LEN(want); t++) {
+        const struct tensor_view *f = tensor_set_find(gguf_tensors(gf), want[t].name);
+        const struct tensor_view *q = tensor_set_find(gguf_tensors(gq), want[t].name);
+        cr_assert(f && q, "%s missing", want[t].name);
+        cr_assert_eq(q->dtype, want[t].dt, "%s: %s", want[t].name, dtype_info(q->dtype)->name);
+        if (q->dtype == DTYPE_F32) continue;
+        /* error against the f32 value, relative to the range of its 16- or 32-value group */
+        uint64_t n = tensor_n_elems(f);
+        int gsz = q->dtype == DTYPE_Q4_K ? 32 : 16;
+        double worst = 0;
+        for (uint64_t g0 = 0; g0 < n; g0 += (uint64_t)gsz) {
+            float lo = 0, hi = 0;
+            for (int i = 0; i < gsz; i++) {
+                lo = fminf(lo, f32_at(f, (int64_t)(g0 + i)));
+                hi = fmaxf(hi, f32_at(f, (int64_t)(g0 + i)));
+            }
+            for (int i = 0; i < gsz; i++) {
+                double e = fabs((double)q4km_value(q, (int64_t)(g0 + i)) - f32_at(f, (int64_t)(g0 + i)));
+                worst = fmax(worst, e / fmax(hi - lo, 1e-30));
+            }
+        }
+        /* Q4_K: 15 steps over the range, Q6_K: 62 over twice the max; rounding of the 6-bit
+         * scales adds up to a step */
+        cr_assert_lt(worst, q->dtype == DTYPE_Q4_K ? 0.11 : 0.05, "%s: worst error %.3f of the range",
+                     want[t].name, worst);
+    }
+    gguf_close(gf);
+    gguf_close(gq);
+}
+
 /* ---- options -------------------------------------------------------------------------------- */
 
 Test(mkmodel_write, rejects_bad_options_by_name)
@@ -647,6 +729,10 @@ Test(mkmodel_write, rejects_bad_options_by_name)
         { MODEL_ARCH_QWEN35, DTYPE_F32, gg, 0, 0, 3, 4, 0, 0, 0, 0, NULL, NULL, "--gdn-v-heads 4 is not a multiple" },
         { MODEL_ARCH_QWEN35, DTYPE_Q8_0, gg, 0, 0, 0, 0, 48, 0, 0, 0, NULL, NULL, "multiple of 32" },
         { MODEL_ARCH_QWEN35, DTYPE_Q8_0, out, 0, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, "needs a .gguf" },
+        { MODEL_ARCH_QWEN35, DTYPE_Q4_K, out, 0, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, "--dtype q4_k_m needs a .gguf" },
+        { MODEL_ARCH_QWEN35, DTYPE_Q4_K, gg, 0, 0, 0, 0, 48, 0, 0, 0, NULL, NULL, "--dtype q4_k_m needs --hidden (48)" },
+        { MODEL_ARCH_QWEN35, DTYPE_Q6_K, gg, 0, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, "--dtype must be" },
+        { MODEL_ARCH_QWEN35MOE, DTYPE_Q4_K, gg, 0, 0, 0, 0, 0, 0, 8, 0, NULL, NULL, "Q5_K" },
         { MODEL_ARCH_QWEN35, DTYPE_F32, gg, 0, 0, 0, 0, 0, 0, 0, 0, "7b", NULL, "--preset '7b'" },
         { MODEL_ARCH_QWEN35MOE, DTYPE_F32, gg, 0, 0, 0, 0, 0, 256, 0, 0, NULL, NULL, "--expert-ffn" },
         { MODEL_ARCH_QWEN35, DTYPE_F32, gg, 0, 0, 0, 0, 0, 0, 8, 0, NULL, NULL, "--experts" },

@@ -75,7 +75,7 @@ static struct sys_cpu detect_in_child(const char *level)
 static void check_consistent(const struct sys_cpu *c)
 {
     if (c->avx512f) cr_assert(c->avx2 && c->fma && c->f16c, "avx512f implies avx2, fma, f16c");
-    if (c->avx512bw || c->avx512vl || c->avx512_bf16) cr_assert(c->avx512f);
+    if (c->avx512bw || c->avx512vl || c->avx512_bf16 || c->avx512_vnni) cr_assert(c->avx512f);
     if (c->amx) cr_assert(c->avx512f);
     cr_assert_geq(c->n_cores, 1);
     cr_assert_lt(strlen(c->model), sizeof c->model);
@@ -122,6 +122,7 @@ Test(sys_cpu, agrees_with_proc_cpuinfo)
     cr_assert_eq(c.avx512bw, cpuinfo_has("avx512bw"));
     cr_assert_eq(c.avx512vl, cpuinfo_has("avx512vl"));
     cr_assert_eq(c.avx512_bf16, cpuinfo_has("avx512_bf16"));
+    cr_assert_eq(c.avx512_vnni, cpuinfo_has("avx512_vnni"));
     if (c.amx) cr_assert(cpuinfo_has("amx_tile"));
 #elif defined(__aarch64__)
     cr_assert(c.neon);
@@ -132,7 +133,7 @@ Test(sys_cpu, forced_scalar_clears_simd)
 {
     struct sys_cpu all = detect_in_child(NULL), c = detect_in_child("scalar");
     cr_assert_not(c.avx2 || c.fma || c.f16c || c.avx512f || c.avx512bw || c.avx512vl ||
-                  c.avx512_bf16 || c.amx || c.neon, "scalar leaves no SIMD flag");
+                  c.avx512_bf16 || c.avx512_vnni || c.amx || c.neon, "scalar leaves no SIMD flag");
     cr_assert_eq(c.n_cores, all.n_cores);
     cr_assert_str_eq(c.model, all.model);
 }
@@ -144,13 +145,14 @@ Test(sys_cpu, forced_avx2_and_avx512_clear_only_above)
     cr_assert_eq(c.avx2, all.avx2);
     cr_assert_eq(c.fma, all.fma);
     cr_assert_eq(c.f16c, all.f16c);
-    cr_assert_not(c.avx512f || c.avx512bw || c.avx512vl || c.avx512_bf16 || c.amx);
+    cr_assert_not(c.avx512f || c.avx512bw || c.avx512vl || c.avx512_bf16 || c.avx512_vnni || c.amx);
     c = detect_in_child("avx512");
     cr_assert_eq(c.avx2, all.avx2);
     cr_assert_eq(c.avx512f, all.avx512f, "a level never raises a flag, nor lowers its own");
     cr_assert_eq(c.avx512bw, all.avx512bw);
     cr_assert_eq(c.avx512vl, all.avx512vl);
     cr_assert_eq(c.avx512_bf16, all.avx512_bf16);
+    cr_assert_eq(c.avx512_vnni, all.avx512_vnni);
     cr_assert_not(c.amx);
 }
 

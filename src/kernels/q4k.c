@@ -1,0 +1,180 @@
+/*
+ * q4k.c — scalar reference of the K-quant weight types llama.cpp's Q4_K_M files are made of
+ * (Q4_K and Q6_K): row sizes, the Q8_K-like activation quantizer, the batched matmul and the
+ * row dequantizer. The accumulation order is the contract written in kernels.h ("K-quant
+ * weights"); this file is its definition and q4k_avx2.c / q4k_avx512.c equal it bit for bit.
+ *
+ * Block layouts (llama.cpp's ggml-common.h; little-endian, 256 values per super-block):
+ *
+ *   Q4_K, 144 bytes                          Q6_K, 210 bytes
+ *   OFFSET SIZE  FIELD                       OFFSET SIZE  FIELD
+ *        0    2  d     f16 scale of scales        0  128  ql  low 4 bits of the 6-bit quants
+ *        2    2  dmin  f16 scale of mins        128   64  qh  high 2 bits, four per byte
+ *        4   12  packed 6-bit sc[8], m[8]       192   16  sc  int8 scale of each 16 values
+ *       16  128  qs: two 4-bit quants a byte    208    2  d   f16 super-block scale
+ *
+ *   Q4_K value i (sub-block s = i / 32 of 32 values; chunk j = i / 64, l = i % 32):
+ *       q = s even ? qs[32 j + l] & 15 : qs[32 j + l] >> 4
+ *       sc, m of sub-block s: s < 4: sc = S[s] & 63, m = S[s + 4] & 63;
+ *                             else:  sc = (S[s + 4] & 15) | (S[s - 4] >> 6) << 4,
+ *                                    m  = (S[s + 4] >> 4) | (S[s] >> 6) << 4     (S = bytes 4..15)
+ *       value = (d * sc) * q - dmin * m
+ *   Q6_K value i (half h = i / 128, k = (i % 128) / 32, l = i % 32; group g = i / 16):
+ *       b = ql[64 h + 32 (k & 1) + l];  lo = k < 2 ? b & 15 : b >> 4
+ *       hi = (qh[32 h + l] >> 2 k) & 3;  q = (lo | hi << 4) - 32 in [-32, 31]
+ *       value = (d * sc[g]) * q
+ */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+bool kern_wtype_is_k(int t) { return t == KERN_K_Q4_K || t == KERN_K_Q6_K; }
+
+size_t kern_k_row_bytes(int t, int64_t k)
+{
+    if (k < 1 || k % KERN_QK) return 0;
+    if (t == KERN_K_Q4_K) return (size_t)(k / KERN_QK) * KERN_Q4K_BYTES;
+    if (t == KERN_K_Q6_K) return (size_t)(k / KERN_QK) * KERN_Q6K_BYTES;
+    return 0;
+}
+
+void kern_q4k_scales(const uint8_t *s12, uint8_t sc[8], uint8_t m[8])
+{
+    for (int j = 0; j < 4; j++) {
+        sc[j] = s12[j] & 63;
+        m[j] = s12[j + 4] & 63;
+    }
+    for (int j = 4; j < 8; j++) {
+        sc[j] = (uint8_t)((s12[j + 4] & 15) | (s12[j - 4] >> 6) << 4);
+        m[j] = (uint8_t)((s12[j + 4] >> 4) | (s12[j] >> 6) << 4);
+    }
+}
+
+/* The 4-bit quant of value i of a Q4_K block's qs. */
+static int q4k_quant(const uint8_t *qs, int i)
+{
+    uint8_t b = qs[32 * (i / 64) + i % 32];
+    return (i / 32) % 2 ? b >> 4 : b & 15;
+}
+
+/* The 6-bit quant of value i of a Q6_K block, as stored (0..63; the value uses q - 32). */
+static int q6k_quant(const uint8_t *blk, int i)
+{
+    int h = i / 128, k = (i % 128) / 32, l = i % 32;
+    uint8_t b = blk[64 * h + 32 * (k & 1) + l];
+    int lo = k < 2 ? b & 15 : b >> 4;
+    int hi = (blk[128 + 32 * h + l] >> (2 * k)) & 3;
+    return lo | hi << 4;
+}
+
+void kern_q8k_quantize(struct kern_q8k_block *xq, const float *x, int64_t n_tok, int64_t k)
+{
+    int64_t nb = k / KERN_QK;
+    for (int64_t t = 0; t < n_tok; t++) {
+        for (int64_t b = 0; b < nb; b++) {
+            const float *v = x + t * k + b * KERN_QK;
+            struct kern_q8k_block *o = xq + t * nb + b;
+            float amax = 0.0f, mx = 0.0f;
+            for (int i = 0; i < KERN_QK; i++) {
+                float a = fabsf(v[i]);
+                if (a > amax) {
+                    amax = a;
+                    mx = v[i];
+                }
+            }
+            if (!(amax > 0.0f)) {
+                memset(o, 0, sizeof(*o));
+                continue;
+            }
+            float iscale = -127.0f / mx;
+            for (int i = 0; i < KERN_QK; i++) {
+                float r = nearbyintf(iscale * v[i]);
+                /* the clamp also keeps a NaN or inf input away from an undefined cast */
+                if (!(r >= -127.0f)) r = -127.0f;
+                if (!(r <= 127.0f)) r = 127.0f;
+                o->q[i] = (int8_t)r;
+            }
+            for (int g = 0; g < KERN_QK / 16; g++) {
+                int s = 0;
+                for (int i = 0; i < 16; i++) s += o->q[16 * g + i];
+                o->bsum[g] = (int16_t)s;
+            }
+            o->d = 1.0f / iscale;
+        }
+    }
+}
+
+/* One Q4_K super-block times one activation block: acc after the block (kernels.h order). */
+static float q4k_block(const uint8_t *blk, const struct kern_q8k_block *xb, float acc)
+{
+    uint8_t sc[8], m[8];
+    kern_q4k_scales(blk + 4, sc, m);
+    int32_t isum = 0, msum = 0;
+    for (int s = 0; s < 8; s++) {
+        int32_t dot = 0;
+        for (int i = 32 * s; i < 32 * s + 32; i++) dot += q4k_quant(blk + 16, i) * (int32_t)xb->q[i];
+        isum += (int32_t)sc[s] * dot;
+    }
+    for (int g = 0; g < 16; g++) msum += (int32_t)m[g / 2] * (int32_t)xb->bsum[g];
+    float dw = hs_f16_to_f32(hs_rd_u16(blk)) * xb->d;
+    float dm = hs_f16_to_f32(hs_rd_u16(blk + 2)) * xb->d;
+    acc = fmaf(dw, (float)isum, acc);
+    return fmaf(-dm, (float)msum, acc);
+}
+
+static float q6k_block(const uint8_t *blk, const struct kern_q8k_block *xb, float acc)
+{
+    const int8_t *sc = (const int8_t *)(blk + 192);
+    int32_t isum = 0;
+    for (int g = 0; g < 16; g++) {
+        int32_t dot = 0;
+        for (int i = 16 * g; i < 16 * g + 16; i++) dot += q6k_quant(blk, i) * (int32_t)xb->q[i];
+        isum += (int32_t)sc[g] * (dot - 32 * (int32_t)xb->bsum[g]);
+    }
+    float dw = hs_f16_to_f32(hs_rd_u16(blk + 208)) * xb->d;
+    return fmaf(dw, (float)isum, acc);
+}
+
+void kern_matmul_k(float *y, int64_t y_ld, const void *w, int wt, const struct kern_q8k_block *xq,
+                   int64_t n_tok, int64_t k, int64_t r0, int64_t r1)
+{
+    int64_t nb = k / KERN_QK;
+    size_t bb = wt == KERN_K_Q4_K ? KERN_Q4K_BYTES : KERN_Q6K_BYTES;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = (const uint8_t *)w + (size_t)r * (size_t)nb * bb;
+        for (int64_t t = 0; t < n_tok; t++) {
+            const struct kern_q8k_block *xt = xq + t * nb;
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++)
+                acc = wt == KERN_K_Q4_K ? q4k_block(row + b * bb, xt + b, acc)
+                                        : q6k_block(row + b * bb, xt + b, acc);
+            y[t * y_ld + r] = acc;
+        }
+    }
+}
+
+void kern_k_row_to_f32(float *out, const void *w, int wt, int64_t k, int64_t row)
+{
+    int64_t nb = k / KERN_QK;
+    const uint8_t *p = (const uint8_t *)w + (size_t)row * kern_k_row_bytes(wt, k);
+    for (int64_t b = 0; b < nb; b++) {
+        float *o = out + b * KERN_QK;
+        if (wt == KERN_K_Q4_K) {
+            const uint8_t *blk = p + b * KERN_Q4K_BYTES;
+            uint8_t sc[8], m[8];
+            kern_q4k_scales(blk + 4, sc, m);
+            float d = hs_f16_to_f32(hs_rd_u16(blk)), dmin = hs_f16_to_f32(hs_rd_u16(blk + 2));
+            for (int i = 0; i < KERN_QK; i++) {
+                float d1 = d * (float)sc[i / 32], m1 = dmin * (float)m[i / 32];
+                o[i] = d1 * (float)q4k_quant(blk + 16, i) - m1;
+            }
+        } else {
+            const uint8_t *blk = p + b * KERN_Q6K_BYTES;
+            const int8_t *sc = (const int8_t *)(blk + 192);
+            float d = hs_f16_to_f32(hs_rd_u16(blk + 208));
+            for (int i = 0; i < KERN_QK; i++)
+                o[i] = (d * (float)sc[i / 16]) * (float)(q6k_quant(blk, i) - 32);
+        }
+    }
+}

@@ -1,0 +1,284 @@
+/* Tests of the K-quant kernels (q4k.c, q4k_avx2.c, q4k_avx512.c): the Q4_K / Q6_K row
+ * dequantizer on hand-packed blocks of known values, the Q8_K activation quantizer on known
+ * inputs, the integer matmul against the dequantized float dot, every SIMD variant equal to
+ * the scalar reference bit for bit (random blocks, shapes, row ranges, strides), and batch /
+ * row-range invariance. A variant the CPU lacks is skipped, with a message saying so. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+static uint64_t qk_rng;
+static void qk_seed(uint64_t s) { qk_rng = s * 0x9E3779B97F4A7C15ull + 11; }
+static uint64_t qk_next(void)
+{
+    uint64_t z = (qk_rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static float qk_uniform(void) { return (float)((double)(qk_next() >> 11) / 9007199254740992.0) * 2.0f - 1.0f; }
+static void qk_put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+
+static bool qk_cpu_has(const char *variant)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (strcmp(variant, "avx2") == 0) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (strcmp(variant, "avx512") == 0)
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+               __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni");
+#endif
+    return strcmp(variant, "scalar") == 0;
+}
+
+/* ---- packing (the test's own inverse of the layouts in q4k.c) ----------------------------- */
+
+/* Pack 6-bit sc[8], m[8] into the 12 scale bytes of a Q4_K block. */
+static void pack_q4k_scales(uint8_t *s12, const uint8_t *sc, const uint8_t *m)
+{
+    memset(s12, 0, 12);
+    for (int j = 0; j < 4; j++) {
+        s12[j] = (uint8_t)((sc[j] & 63) | (sc[j + 4] >> 4) << 6);
+        s12[j + 4] = (uint8_t)((m[j] & 63) | (m[j + 4] >> 4) << 6);
+        s12[j + 8] = (uint8_t)((sc[j + 4] & 15) | (m[j + 4] & 15) << 4);
+    }
+}
+
+static void pack_q4k(uint8_t *blk, uint16_t d, uint16_t dmin, const uint8_t *sc, const uint8_t *m,
+                     const uint8_t *q)
+{
+    qk_put16(blk, d);
+    qk_put16(blk + 2, dmin);
+    pack_q4k_scales(blk + 4, sc, m);
+    for (int j = 0; j < 4; j++)
+        for (int l = 0; l < 32; l++)
+            blk[16 + 32 * j + l] = (uint8_t)(q[64 * j + l] | q[64 * j + 32 + l] << 4);
+}
+
+static void pack_q6k(uint8_t *blk, uint16_t d, const int8_t *sc, const uint8_t *q)
+{
+    memset(blk, 0, KERN_Q6K_BYTES);
+    for (int i = 0; i < 256; i++) {
+        int h = i / 128, k = (i % 128) / 32, l = i % 32;
+        uint8_t *lo = blk + 64 * h + 32 * (k & 1) + l;
+        *lo = (uint8_t)(*lo | (k < 2 ? (q[i] & 15) : (q[i] & 15) << 4));
+        blk[128 + 32 * h + l] = (uint8_t)(blk[128 + 32 * h + l] | (q[i] >> 4) << (2 * k));
+    }
+    memcpy(blk + 192, sc, 16);
+    qk_put16(blk + 208, d);
+}
+
+/* ---- dequantization ----------------------------------------------------------------------- */
+
+Test(kernels_q4k, row_bytes)
+{
+    cr_assert_eq(kern_row_bytes((enum kern_wtype)KERN_K_Q4_K, 512), 288);
+    cr_assert_eq(kern_row_bytes((enum kern_wtype)KERN_K_Q6_K, 768), 630);
+    cr_assert_eq(kern_row_bytes((enum kern_wtype)KERN_K_Q4_K, 100), 0);
+    cr_assert_eq(kern_row_bytes((enum kern_wtype)KERN_K_Q6_K, 0), 0);
+    cr_assert(kern_wtype_is_k(KERN_K_Q4_K) && kern_wtype_is_k(KERN_K_Q6_K));
+    cr_assert(!kern_wtype_is_k(KERN_W_Q8_0) && !kern_wtype_is_k(18));
+}
+
+Test(kernels_q4k, scales_unpack_fixed_bytes)
+{
+    /* bytes 0..11 = 0x41, 0x82, 0xC3, 0x04, 0x05, 0x46, 0x87, 0xC8, 0x9A, 0xBC, 0xDE, 0xF1 */
+    static const uint8_t s12[12] = { 0x41, 0x82, 0xC3, 0x04, 0x05, 0x46, 0x87, 0xC8, 0x9A, 0xBC, 0xDE, 0xF1 };
+    uint8_t sc[8], m[8];
+    kern_q4k_scales(s12, sc, m);
+    /* j < 4: low 6 bits; j >= 4: low nibble of byte j+4 | top 2 bits of byte j-4 (sc) or j (m) */
+    static const uint8_t want_sc[8] = { 0x01, 0x02, 0x03, 0x04, 0x1A, 0x2C, 0x3E, 0x01 };
+    static const uint8_t want_m[8] = { 0x05, 0x06, 0x07, 0x08, 0x09, 0x1B, 0x2D, 0x3F };
+    cr_assert_arr_eq(sc, want_sc, 8);
+    cr_assert_arr_eq(m, want_m, 8);
+}
+
+Test(kernels_q4k, dequant_q4k_known_values)
+{
+    uint8_t sc[8], m[8], q[256], blk[KERN_Q4K_BYTES];
+    for (int s = 0; s < 8; s++) {
+        sc[s] = (uint8_t)(7 * s + 5);  /* up to 54: high bits in use */
+        m[s] = (uint8_t)(63 - 5 * s);
+    }
+    for (int i = 0; i < 256; i++) q[i] = (uint8_t)((i * 7 + 3) % 16);
+    pack_q4k(blk, 0x3800 /* 0.5 */, 0x2C00 /* 0.0625 */, sc, m, q);
+    float out[256];
+    kern_row_to_f32(out, blk, (enum kern_wtype)KERN_K_Q4_K, 256, 0);
+    for (int i = 0; i < 256; i++) {
+        float want = (0.5f * (float)sc[i / 32]) * (float)q[i] - 0.0625f * (float)m[i / 32];
+        cr_assert_eq(out[i], want, "value %d: %g, expected %g", i, (double)out[i], (double)want);
+    }
+    /* one value spelled out: i = 70 is sub-block 2 (sc 19, m 53), q = (70*7+3)%16 = 13 */
+    cr_assert_eq(out[70], 0.5f * 19.0f * 13.0f - 0.0625f * 53.0f);
+}
+
+Test(kernels_q4k, dequant_q6k_known_values)
+{
+    int8_t sc[16];
+    uint8_t q[256], blk[2 * KERN_Q6K_BYTES];
+    for (int g = 0; g < 16; g++) sc[g] = (int8_t)(g % 2 ? -9 * g - 1 : 8 * g + 1);
+    sc[15] = -128;
+    for (int i = 0; i < 256; i++) q[i] = (uint8_t)((i * 37 + 11) % 64);
+    memset(blk, 0xA5, sizeof blk);                       /* row 0: garbage; row 1 is checked */
+    pack_q6k(blk + KERN_Q6K_BYTES, 0x3400 /* 0.25 */, sc, q);
+    float out[256];
+    kern_row_to_f32(out, blk, (enum kern_wtype)KERN_K_Q6_K, 256, 1);
+    for (int i = 0; i < 256; i++) {
+        float want = (0.25f * (float)sc[i / 16]) * (float)((int)q[i] - 32);
+        cr_assert_eq(out[i], want, "value %d: %g, expected %g", i, (double)out[i], (double)want);
+    }
+    cr_assert_eq(out[255], 0.25f * -128.0f * (float)((255 * 37 + 11) % 64 - 32));
+}
+
+/* ---- activation quantizer ----------------------------------------------------------------- */
+
+Test(kernels_q4k, q8k_quantize_known)
+{
+    float x[512];
+    for (int i = 0; i < 256; i++) x[i] = (float)(i - 100) * 0.5f; /* max |x| = 77.5 at i = 255 */
+    for (int i = 0; i < 256; i++) x[256 + i] = 0.0f;
+    x[256 + 3] = -2.0f; x[256 + 4] = 1.0f;                         /* max |x| is negative */
+    struct kern_q8k_block b[2];
+    kern_q8k_quantize(b, x, 1, 512);
+    float is0 = -127.0f / 77.5f;
+    cr_assert_eq(b[0].d, 1.0f / is0);
+    cr_assert_eq(b[0].q[255], -127);
+    cr_assert_eq(b[0].q[100], 0);
+    for (int i = 0; i < 256; i++) cr_assert_eq(b[0].q[i], (int8_t)nearbyintf(is0 * x[i]));
+    for (int g = 0; g < 16; g++) {
+        int s = 0;
+        for (int i = 0; i < 16; i++) s += b[0].q[16 * g + i];
+        cr_assert_eq(b[0].bsum[g], s);
+    }
+    cr_assert_eq(b[1].d, 1.0f / 63.5f);   /* iscale = -127 / -2 */
+    cr_assert_eq(b[1].q[3], -127);
+    cr_assert_eq(b[1].q[4], 64);          /* 63.5 rounds to even */
+    cr_assert_eq(b[1].bsum[0], -63);
+    float z[256] = {0};
+    kern_q8k_quantize(b, z, 1, 256);
+    cr_assert_eq(b[0].d, 0.0f);
+    cr_assert_eq(b[0].bsum[5], 0);
+}
+
+/* ---- matmul ------------------------------------------------------------------------------- */
+
+/* A random [rows, k] K-quant matrix; scales of both signs for Q6_K, finite f16 d / dmin. */
+static void fill_k(uint8_t *w, int wt, int64_t rows, int64_t k)
+{
+    size_t n = kern_row_bytes((enum kern_wtype)wt, k) * (size_t)rows;
+    for (size_t i = 0; i < n; i++) w[i] = (uint8_t)qk_next();
+    size_t bb = wt == KERN_K_Q4_K ? KERN_Q4K_BYTES : KERN_Q6K_BYTES;
+    for (size_t b = 0; b < n / bb; b++) {
+        uint8_t *blk = w + b * bb;
+        float d = ldexpf(qk_uniform(), -(int)(qk_next() % 10));
+        if (wt == KERN_K_Q4_K) {
+            qk_put16(blk, hs_f32_to_f16(fabsf(d)));
+            qk_put16(blk + 2, hs_f32_to_f16(fabsf(d) * 0.5f));
+        } else {
+            qk_put16(blk + 208, hs_f32_to_f16(d));
+        }
+    }
+}
+
+static void fill_x(float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) x[i] = ldexpf(qk_uniform(), (int)(qk_next() % 9) - 4);
+}
+
+Test(kernels_q4k, matmul_matches_dequantized_dot)
+{
+    qk_seed(3);
+    const int types[2] = { KERN_K_Q4_K, KERN_K_Q6_K };
+    for (int ti = 0; ti < 2; ti++) {
+        int64_t k = 768, rows = 5;
+        uint8_t *w = malloc(kern_row_bytes((enum kern_wtype)types[ti], k) * (size_t)rows);
+        float x[768], wr[768], y[5];
+        struct kern_q8k_block xq[3];
+        fill_k(w, types[ti], rows, k);
+        fill_x(x, k);
+        kern_q8k_quantize(xq, x, 1, k);
+        kern_matmul_k(y, 5, w, types[ti], xq, 1, k, 0, rows);
+        for (int64_t r = 0; r < rows; r++) {
+            kern_row_to_f32(wr, w, (enum kern_wtype)types[ti], k, r);
+            double s = 0, mag = 0;
+            for (int64_t i = 0; i < k; i++) {
+                double xv = (double)xq[i / 256].d * xq[i / 256].q[i % 256];
+                s += (double)wr[i] * xv;
+                mag += fabs((double)wr[i] * xv);
+            }
+            cr_assert(fabs((double)y[r] - s) <= 1e-5 * mag, "type %d row %lld: %g vs %g (mag %g)",
+                      types[ti], (long long)r, (double)y[r], s, mag);
+        }
+        free(w);
+    }
+}
+
+static void variant_equal(const char *variant)
+{
+    if (!qk_cpu_has(variant)) cr_skip_test("variant %s: this CPU lacks its instructions, not tested", variant);
+    const struct kern_ops *ops = kern_ops_for(variant), *ref = kern_ops_for("scalar");
+    cr_assert_not_null(ops);
+    qk_seed(17);
+    const int types[2] = { KERN_K_Q4_K, KERN_K_Q6_K };
+    const int64_t ks[3] = { 256, 512, 1280 };
+    for (int it = 0; it < 24; it++) {
+        int wt = types[it % 2];
+        int64_t k = ks[(it / 2) % 3], rows = 1 + (int64_t)(qk_next() % 19), n_tok = 1 + (int64_t)(qk_next() % 11);
+        int64_t r0 = (int64_t)(qk_next() % (uint64_t)rows), r1 = r0 + 1 + (int64_t)(qk_next() % (uint64_t)(rows - r0));
+        int64_t y_ld = rows + 3;
+        uint8_t *w = malloc(kern_row_bytes((enum kern_wtype)wt, k) * (size_t)rows);
+        float *x = malloc(sizeof(float) * (size_t)(n_tok * k));
+        struct kern_q8k_block *xq = malloc(sizeof(*xq) * (size_t)(n_tok * k / 256));
+        float *ya = malloc(sizeof(float) * (size_t)(n_tok * y_ld)), *yb = malloc(sizeof(float) * (size_t)(n_tok * y_ld));
+        fill_k(w, wt, rows, k);
+        fill_x(x, n_tok * k);
+        if (it % 5 == 4) x[7] = -x[7] * 1e6f; /* one outlier: most quants of its block become 0 */
+        kern_q8k_quantize(xq, x, n_tok, k);
+        for (int64_t i = 0; i < n_tok * y_ld; i++) ya[i] = yb[i] = -7.5f;
+        ref->matmul_k(ya, y_ld, w, wt, xq, n_tok, k, r0, r1);
+        ops->matmul_k(yb, y_ld, w, wt, xq, n_tok, k, r0, r1);
+        cr_assert(memcmp(ya, yb, sizeof(float) * (size_t)(n_tok * y_ld)) == 0,
+                  "%s type %d k %lld rows [%lld, %lld) n_tok %lld differs from scalar", variant, wt,
+                  (long long)k, (long long)r0, (long long)r1, (long long)n_tok);
+        free(w); free(x); free(xq); free(ya); free(yb);
+    }
+}
+
+Test(kernels_q4k, scalar_table_is_reference) { variant_equal("scalar"); }
+Test(kernels_q4k, avx2_equals_scalar) { variant_equal("avx2"); }
+Test(kernels_q4k, avx512_equals_scalar) { variant_equal("avx512"); }
+
+/* Batch and row-range invariance for every available variant: T tokens at once equal T
+ * single-token calls, and rows split in pieces equal one call over all rows. */
+Test(kernels_q4k, batch_and_range_invariance)
+{
+    static const char *variants[3] = { "scalar", "avx2", "avx512" };
+    qk_seed(29);
+    for (int v = 0; v < 3; v++) {
+        if (!qk_cpu_has(variants[v])) continue;
+        const struct kern_ops *ops = kern_ops_for(variants[v]);
+        for (int ti = 0; ti < 2; ti++) {
+            int wt = ti ? KERN_K_Q6_K : KERN_K_Q4_K;
+            int64_t k = 512, rows = 13, T = 9;
+            uint8_t *w = malloc(kern_row_bytes((enum kern_wtype)wt, k) * (size_t)rows);
+            float x[9 * 512], ya[9 * 13], yb[9 * 13];
+            struct kern_q8k_block xq[9 * 2], x1[2];
+            fill_k(w, wt, rows, k);
+            fill_x(x, T * k);
+            kern_q8k_quantize(xq, x, T, k);
+            ops->matmul_k(ya, rows, w, wt, xq, T, k, 0, rows);
+            for (int64_t t = 0; t < T; t++) {
+                kern_q8k_quantize(x1, x + t * k, 1, k);
+                cr_assert(memcmp(x1, xq + t * 2, sizeof x1) == 0);
+                ops->matmul_k(yb + t * rows, rows, w, wt, x1, 1, k, 0, 5);
+                ops->matmul_k(yb + t * rows, rows, w, wt, x1, 1, k, 5, 6);
+                ops->matmul_k(yb + t * rows, rows, w, wt, x1, 1, k, 6, rows);
+            }
+            cr_assert(memcmp(ya, yb, sizeof ya) == 0, "%s type %d: batch/range changed bits", variants[v], wt);
+            free(w);
+        }
+    }
+}
