@@ -1,7 +1,8 @@
 #!/bin/sh
 # engine_bench.sh — first engine benchmark ([F3]): prefill tok/s over a 512-token prompt and
 # decode tok/s over 128 greedy single-token forwards, for a `--preset 0.8b` qwen35 model in
-# bf16 and q8_0, with 2 threads; headstart (`headstart run --json`) and llama.cpp
+# bf16, q8_0 and q4_k_m (llama.cpp's Q4_K_M mix of Q4_K and Q6_K), with 2 threads;
+# headstart (`headstart run --json`) and llama.cpp
 # (bench/llama_bench.c on the npm package's prebuilt library) run alternately on the same
 # GGUF, REPS times each, best of each kept. Prints one JSON object, then a human summary.
 # The machine is shared: each run's CPU seconds (user + system, all threads, from getrusage)
@@ -10,13 +11,13 @@
 # x threads). Not part of make test (minutes, GiBs of model files).
 #
 #   sh bench/engine_bench.sh [BUILD]     env: THREADS (2), PROMPT (512), GEN (128), REPS (3),
-#                                        DTYPES ("bf16 q8_0"), KEEP=1 keeps the models,
+#                                        DTYPES ("bf16 q8_0 q4_k_m"), KEEP=1 keeps the models,
 #                                        PRESET (0.8b), IDMAX (150000: prompt ids below it)
 set -u
 build=${1:-${HEADSTART_BUILD:-build}}
 hs=$build/headstart
 threads=${THREADS:-2} n_prompt=${PROMPT:-512} n_gen=${GEN:-128} reps=${REPS:-3}
-dtypes=${DTYPES:-"bf16 q8_0"} preset=${PRESET:-0.8b} idmax=${IDMAX:-150000}
+dtypes=${DTYPES:-"bf16 q8_0 q4_k_m"} preset=${PRESET:-0.8b} idmax=${IDMAX:-150000}
 libdir=$PWD/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
 inc=$build/llama-include
 [ -d "$inc/include" ] || inc=build/llama-include

@@ -7,14 +7,22 @@
  * ratio to scalar; absolute times on a shared machine are noise, the ratios are the point.
  * Never run by `make test`.
  *
- * Build and run (no make needed; from the repository root):
- *   cc -std=c11 -D_GNU_SOURCE -O2 -ffp-contract=off -Isrc -mavx2 -mfma -mf16c \
- *      -c src/kernels/matmul_avx2.c -o /tmp/kb_avx2.o &&
- *   cc -std=c11 -D_GNU_SOURCE -O2 -ffp-contract=off -Isrc -mavx512f -mavx512bw -mavx512vl \
- *      -mavx512dq -mavx512bf16 -mfma -mf16c -c src/kernels/matmul_avx512.c -o /tmp/kb_avx512.o &&
+ * --peak: the arithmetic peak the prefill numbers of bench/run.sh are held against. The
+ * variant the engine picks (--variant, which run.sh takes from `headstart run --json`; else
+ * kern_best_variant), one large square-ish matmul per weight type (bf16 with f32
+ * activations, bf16_dp = kern_bf16_matmul when built with -DBENCH_HAVE_BF16_MATMUL, q8_0,
+ * and q4_k when the kernels have K-quants; default 4096 rows x K 4096,
+ * 256 tokens), the rows split over a sys_pool of --threads threads exactly as the engine's
+ * forward pass splits them (one pool run per matmul, sys_pool_run over the rows), the
+ * activations quantized once outside the timing (the engine shares one quantization among
+ * the matmuls reading it). Best time of the repeats; one JSON line per weight type:
+ *     {"kernel":"matmul_peak","wtype":"bf16","variant":"avx512","threads":2,"rows":4096,
+ *      "k":4096,"tokens":256,"seconds":S,"gflops":G}
+ *   kernels_bench --peak [--variant V] [--threads N] [--rows R] [--k K] [--tokens T] [--min-s S]
+ *
+ * Build and run (from the repository root, after `make`): bench/run.sh builds it as
  *   cc -std=c11 -D_GNU_SOURCE -O2 -ffp-contract=off -Isrc bench/kernels_bench.c \
- *      src/kernels/matmul.c src/kernels/dispatch.c src/base/[a-z]*.c /tmp/kb_avx2.o /tmp/kb_avx512.o \
- *      -lm -o /tmp/kernels_bench && /tmp/kernels_bench [--quick]
+ *      build/libheadstart.a -lm -lpthread -o build/kernels_bench && build/kernels_bench [--quick]
  */
 #include <math.h>
 #include <stdio.h>
@@ -23,6 +31,7 @@
 #include <time.h>
 
 #include "kernels/kernels.h"
+#include "sys/sys.h"
 
 static uint64_t bench_rng = 42;
 static float bench_val(void)
@@ -91,8 +100,149 @@ static double time_matmul(const struct kern_ops *ops, float *y, const uint8_t *w
     return best;
 }
 
+/* ---- --peak ---------------------------------------------------------------------------- */
+
+struct peak_job {
+    const struct kern_ops *ops;
+    float *y;
+    const void *w;
+    int wt;                 /* enum kern_wtype, or a K-quant type (KERN_K_*); -1: bf16_matmul */
+    const float *x;
+    const void *xq;         /* struct kern_q8_block (Q8_0) or kern_q8k_block (K-quants) */
+    int64_t rows, k, T;
+};
+
+/* One thread's slice of the rows, as the engine's mm_fn (forward.c) does it. */
+static void peak_fn(void *ctx, int64_t r0, int64_t r1, int ti)
+{
+    const struct peak_job *j = ctx;
+    (void)ti;
+#ifdef BENCH_HAVE_BF16_MATMUL
+    if (j->wt == -1) {
+        j->ops->bf16_matmul(j->y, j->rows, j->w, j->xq, j->T, j->k, r0, r1);
+        return;
+    }
+#endif
+#ifdef KERN_K_Q4_K
+    if (kern_wtype_is_k(j->wt)) {
+        j->ops->matmul_k(j->y, j->rows, j->w, j->wt, j->xq, j->T, j->k, r0, r1);
+        return;
+    }
+#endif
+    j->ops->matmul(j->y, j->rows, j->w, (enum kern_wtype)j->wt, j->x, j->xq, j->T, j->k, r0, r1);
+}
+
+static int peak_arg(const char *opt, const char *v, double *out)
+{
+    char *end;
+    double x = strtod(v, &end);
+    if (!*v || *end || !(x > 0)) {
+        fprintf(stderr, "kernels_bench: %s wants a positive number, got '%s'\n", opt, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int peak_main(int argc, char **argv)
+{
+    double threads = 2, rows_d = 4096, k_d = 4096, tok_d = 256, min_s = 1.0;
+    const char *variant = NULL;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--variant") && i + 1 < argc) { variant = argv[++i]; continue; }
+        double *dst = !strcmp(a, "--threads") ? &threads : !strcmp(a, "--rows") ? &rows_d
+                    : !strcmp(a, "--k") ? &k_d : !strcmp(a, "--tokens") ? &tok_d
+                    : !strcmp(a, "--min-s") ? &min_s : NULL;
+        if (!dst || i + 1 >= argc) { fprintf(stderr, "kernels_bench: bad option '%s'\n", a); return 2; }
+        if (peak_arg(a, argv[++i], dst)) return 2;
+    }
+    int64_t rows = (int64_t)rows_d, k = (int64_t)k_d, T = (int64_t)tok_d;
+    if (k % 256) { fprintf(stderr, "kernels_bench: --k must be a multiple of 256\n"); return 2; }
+    const struct sys_cpu *cpu = sys_cpu_get();
+    if (!variant)
+        variant = kern_best_variant(cpu->avx2 && cpu->fma && cpu->f16c,
+                                    cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512_bf16 &&
+                                        cpu->avx512_vnni);
+    const struct kern_ops *ops = kern_ops_for(variant);
+    if (!ops) { fprintf(stderr, "kernels_bench: no kernel variant '%s'\n", variant); return 2; }
+    struct sys_pool *pool = sys_pool_new((int)threads);
+
+    float *x = hs_malloc((size_t)(T * k) * sizeof(float));
+    for (int64_t i = 0; i < T * k; i++) x[i] = bench_val();
+    float *y = hs_malloc((size_t)(T * rows) * sizeof(float));
+    struct kern_q8_block *xq = hs_malloc((size_t)(T * k / 32) * sizeof(*xq));
+    kern_q8_quantize(xq, x, T, k);
+    static const char *names[] = {"bf16", "bf16_dp", "q8_0", "q4_k"};
+    for (int ti = 0; ti < 4; ti++) {
+        int wt = ti <= 1 ? KERN_W_BF16 : KERN_W_Q8_0;
+        const void *xin = ti == 2 ? (const void *)xq : NULL;
+        uint8_t *w = NULL;
+        void *xk = NULL;
+        if (ti == 1) {
+#ifdef BENCH_HAVE_BF16_MATMUL
+            /* the bf16 x bf16 path (vdpbf16ps where the variant has it), activations rounded
+             * once outside the timing as the engine rounds them once per call site */
+            w = make_weights(KERN_W_BF16, rows, k);
+            xk = hs_malloc((size_t)(T * k) * sizeof(uint16_t));
+            ops->bf16_round(xk, x, T * k);
+            xin = xk;
+            wt = -1;
+#else
+            continue;
+#endif
+        } else if (ti != 3) {
+            w = make_weights((enum kern_wtype)wt, rows, k);
+        } else {
+#ifdef KERN_K_Q4_K
+            /* random nibbles and packed scales; d and dmin small normal f16 values */
+            wt = KERN_K_Q4_K;
+            size_t n_blk = (size_t)(rows * k / KERN_QK);
+            w = hs_malloc(n_blk * KERN_Q4K_BYTES);
+            for (size_t b = 0; b < n_blk; b++) {
+                uint8_t *blk = w + b * KERN_Q4K_BYTES;
+                uint16_t d = hs_f32_to_f16(0.001f + 0.001f * fabsf(bench_val()));
+                uint16_t dm = hs_f32_to_f16(0.001f * fabsf(bench_val()));
+                memcpy(blk, &d, 2);
+                memcpy(blk + 2, &dm, 2);
+                for (int i = 4; i < KERN_Q4K_BYTES; i++) blk[i] = (uint8_t)(256.0f * fabsf(bench_val()));
+            }
+            xk = hs_malloc((size_t)(T * k / KERN_QK) * sizeof(struct kern_q8k_block));
+            kern_q8k_quantize(xk, x, T, k);
+            xin = xk;
+#else
+            continue;
+#endif
+        }
+        struct peak_job j = { ops, y, w, wt, x, xin, rows, k, T };
+        double best = 1e30, start = now_s();
+        for (int rep = 0; rep < 100; rep++) {
+            double t0 = now_s();
+            sys_pool_run(pool, rows, peak_fn, &j);
+            double dt = now_s() - t0;
+            if (dt < best) best = dt;
+            if (rep >= 2 && now_s() - start > min_s) break;
+        }
+        double gf = 2.0 * (double)rows * (double)k * (double)T / best * 1e-9;
+        printf("{\"kernel\":\"matmul_peak\",\"wtype\":\"%s\",\"variant\":\"%s\",\"threads\":%d,"
+               "\"rows\":%ld,\"k\":%ld,\"tokens\":%ld,\"seconds\":%.6g,\"gflops\":%.3f}\n",
+               names[ti], variant, (int)threads, (long)rows, (long)k, (long)T, best, gf);
+        fflush(stdout);
+        fprintf(stderr, "peak %-5s %s %d threads %ldx%ld T=%ld: %8.2f GFLOP/s\n", names[ti], variant,
+                (int)threads, (long)rows, (long)k, (long)T, gf);
+        hs_free(w);
+        hs_free(xk);
+    }
+    hs_free(x);
+    hs_free(y);
+    hs_free(xq);
+    sys_pool_free(pool);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "--peak")) return peak_main(argc, argv);
     bool quick = argc > 1 && !strcmp(argv[1], "--quick");
     static const char *variants[] = {"scalar", "avx2", "avx512"};
     static const char *tnames[] = {"f32", "f16", "bf16", "q8_0"};
