@@ -35,20 +35,15 @@
  * required / named without tools is an error.
  */
 #include "api/api.h"
+#include "api/responses_int.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#define PATH_LEN 160
+/* ---- errors (declared in responses_int.h: responses.c uses them too) ------------------ */
 
-/* ---- errors ------------------------------------------------------------------------ */
-
-static int bad(struct hs_err *err, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* HS_ERR_INVALID with "path: reason". */
-static int bad(struct hs_err *err, const char *path, const char *fmt, ...)
+int api_req_bad(struct hs_err *err, const char *path, const char *fmt, ...)
 {
     char msg[HS_ERR_MSG_MAX];
     va_list ap;
@@ -58,18 +53,15 @@ static int bad(struct hs_err *err, const char *path, const char *fmt, ...)
     return hs_err_set(err, HS_ERR_INVALID, "%s: %s", path, msg);
 }
 
-/* Build a JSON path into a PATH_LEN buffer (long paths are cut, never overrun). */
-static void path_set(char *dst, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void path_set(char *dst, const char *fmt, ...)
+void api_req_path(char *dst, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(dst, PATH_LEN, fmt, ap);
+    vsnprintf(dst, API_PATH_LEN, fmt, ap);
     va_end(ap);
 }
 
-static const char *json_kind(const json_t *v)
+const char *api_req_kind(const json_t *v)
 {
     switch (json_typeof(v)) {
     case JSON_OBJECT: return "an object";
@@ -104,7 +96,7 @@ static int opt_string(const json_t *obj, const char *key, const char *path, cons
     *s = NULL;
     if (len) *len = 0;
     if (!v || json_is_null(v)) return HS_OK;
-    if (!json_is_string(v)) return bad(err, path, "\"%s\" must be a string, not %s", key, json_kind(v));
+    if (!json_is_string(v)) return api_req_bad(err, path, "\"%s\" must be a string, not %s", key, api_req_kind(v));
     *s = json_string_value(v);
     if (len) *len = json_string_length(v);
     return HS_OK;
@@ -202,7 +194,7 @@ static int args_parse(const json_t *v, const char *path, json_t **out, struct hs
         return HS_OK;
     }
     if (!json_is_string(v))
-        return bad(err, path, "expected a JSON string holding an object, not %s", json_kind(v));
+        return api_req_bad(err, path, "expected a JSON string holding an object, not %s", api_req_kind(v));
     const char *s = json_string_value(v);
     size_t n = json_string_length(v), k = 0;
     while (k < n && (s[k] == ' ' || s[k] == '\t' || s[k] == '\n' || s[k] == '\r')) k++;
@@ -212,9 +204,9 @@ static int args_parse(const json_t *v, const char *path, json_t **out, struct hs
     }
     json_error_t je;
     json_t *a = json_loadb(s, n, JSON_DECODE_ANY, &je);
-    if (!a) return bad(err, path, "not valid JSON (%s at character %d)", je.text, je.position);
+    if (!a) return api_req_bad(err, path, "not valid JSON (%s at character %d)", je.text, je.position);
     if (!json_is_object(a)) {
-        int rc = bad(err, path, "must encode a JSON object, not %s", json_kind(a));
+        int rc = api_req_bad(err, path, "must encode a JSON object, not %s", api_req_kind(a));
         json_decref(a);
         return rc;
     }
@@ -234,23 +226,23 @@ static int oai_text(const json_t *content, const char *path, struct strbuf *out,
         return HS_OK;
     }
     if (!json_is_array(content))
-        return bad(err, path, "expected a string, null or an array of content parts, not %s",
-                   json_kind(content));
+        return api_req_bad(err, path, "expected a string, null or an array of content parts, not %s",
+                   api_req_kind(content));
     size_t i;
     const json_t *part;
     json_array_foreach(content, i, part) {
-        char p[PATH_LEN];
-        path_set(p, "%s[%zu]", path, i);
-        if (!json_is_object(part)) return bad(err, p, "expected a content part object, not %s", json_kind(part));
+        char p[API_PATH_LEN];
+        api_req_path(p, "%s[%zu]", path, i);
+        if (!json_is_object(part)) return api_req_bad(err, p, "expected a content part object, not %s", api_req_kind(part));
         const char *type = json_string_value(json_object_get(part, "type"));
-        if (!type) return bad(err, p, "\"type\" must be a string");
+        if (!type) return api_req_bad(err, p, "\"type\" must be a string");
         const char *field;
         if (strcmp(type, "text") == 0) field = "text";
         else if (strcmp(type, "refusal") == 0) field = "refusal";
-        else if (is_media(type)) return bad(err, p, "%s parts are not supported (text-only model)", type);
-        else return bad(err, p, "unknown content part type '%.40s'", type);
+        else if (is_media(type)) return api_req_bad(err, p, "%s parts are not supported (text-only model)", type);
+        else return api_req_bad(err, p, "unknown content part type '%.40s'", type);
         const json_t *t = json_object_get(part, field);
-        if (!json_is_string(t)) return bad(err, p, "\"%s\" must be a string", field);
+        if (!json_is_string(t)) return api_req_bad(err, p, "\"%s\" must be a string", field);
         sb_append_json_string(out, t);
     }
     return HS_OK;
@@ -260,21 +252,21 @@ static int oai_text(const json_t *content, const char *path, struct strbuf *out,
 static int oai_tool_call(const json_t *tc, const char *path, json_t **out, struct hs_err *err)
 {
     *out = NULL;
-    if (!json_is_object(tc)) return bad(err, path, "expected a tool call object, not %s", json_kind(tc));
+    if (!json_is_object(tc)) return api_req_bad(err, path, "expected a tool call object, not %s", api_req_kind(tc));
     const char *type, *id, *name;
     int rc = opt_string(tc, "type", path, &type, NULL, err);
     if (rc) return rc;
     if (type && strcmp(type, "function") != 0)
-        return bad(err, path, "tool call type '%.40s' is not supported (only \"function\")", type);
+        return api_req_bad(err, path, "tool call type '%.40s' is not supported (only \"function\")", type);
     if ((rc = opt_string(tc, "id", path, &id, NULL, err))) return rc;
-    char p[PATH_LEN];
-    path_set(p, "%s.function", path);
+    char p[API_PATH_LEN];
+    api_req_path(p, "%s.function", path);
     const json_t *fn = json_object_get(tc, "function");
-    if (!json_is_object(fn)) return bad(err, p, "expected an object with \"name\" and \"arguments\"");
+    if (!json_is_object(fn)) return api_req_bad(err, p, "expected an object with \"name\" and \"arguments\"");
     if ((rc = opt_string(fn, "name", p, &name, NULL, err))) return rc;
-    if (!name || !*name) return bad(err, p, "\"name\" must be a non-empty string");
-    char pa[PATH_LEN];
-    path_set(pa, "%s.arguments", p);
+    if (!name || !*name) return api_req_bad(err, p, "\"name\" must be a non-empty string");
+    char pa[API_PATH_LEN];
+    api_req_path(pa, "%s.arguments", p);
     json_t *args;
     if ((rc = args_parse(json_object_get(fn, "arguments"), pa, &args, err))) return rc;
 
@@ -302,34 +294,34 @@ static const struct {
 
 static int oai_message(struct conv *c, const json_t *m, size_t i, struct hs_err *err)
 {
-    char p[PATH_LEN], pf[PATH_LEN];
-    path_set(p, "messages[%zu]", i);
-    if (!json_is_object(m)) return bad(err, p, "expected a message object, not %s", json_kind(m));
+    char p[API_PATH_LEN], pf[API_PATH_LEN];
+    api_req_path(p, "messages[%zu]", i);
+    if (!json_is_object(m)) return api_req_bad(err, p, "expected a message object, not %s", api_req_kind(m));
     const char *api_role = json_string_value(json_object_get(m, "role"));
     const char *role = NULL;
-    path_set(pf, "%s.role", p);
-    if (!api_role) return bad(err, pf, "must be a string");
+    api_req_path(pf, "%s.role", p);
+    if (!api_role) return api_req_bad(err, pf, "must be a string");
     for (size_t k = 0; k < HS_ARRAY_LEN(oai_roles); k++)
         if (strcmp(api_role, oai_roles[k].api_role) == 0) role = oai_roles[k].role;
     if (!role)
-        return bad(err, pf, "unknown role '%.40s' (expected system, developer, user, assistant or tool)",
+        return api_req_bad(err, pf, "unknown role '%.40s' (expected system, developer, user, assistant or tool)",
                    api_role);
     const json_t *fc = json_object_get(m, "function_call");
     if (fc && !json_is_null(fc)) {
-        path_set(pf, "%s.function_call", p);
-        return bad(err, pf, "the deprecated function_call is not supported; send tool_calls");
+        api_req_path(pf, "%s.function_call", p);
+        return api_req_bad(err, pf, "the deprecated function_call is not supported; send tool_calls");
     }
     const json_t *tcs = json_object_get(m, "tool_calls");
     bool has_calls = tcs && !json_is_null(tcs);
-    path_set(pf, "%s.tool_calls", p);
+    api_req_path(pf, "%s.tool_calls", p);
     if (has_calls && strcmp(role, "assistant") != 0)
-        return bad(err, pf, "only assistant messages carry tool calls");
-    if (has_calls && !json_is_array(tcs)) return bad(err, pf, "expected an array, not %s", json_kind(tcs));
+        return api_req_bad(err, pf, "only assistant messages carry tool calls");
+    if (has_calls && !json_is_array(tcs)) return api_req_bad(err, pf, "expected an array, not %s", api_req_kind(tcs));
 
     json_t *msg = NULL;
     struct strbuf text;
     strbuf_init(&text);
-    path_set(pf, "%s.content", p);
+    api_req_path(pf, "%s.content", p);
     int rc = oai_text(json_object_get(m, "content"), pf, &text, err);
     if (rc) goto out;
     if (strcmp(role, "system") == 0) {
@@ -352,7 +344,7 @@ static int oai_message(struct conv *c, const json_t *m, size_t i, struct hs_err 
             const json_t *tc;
             json_array_foreach(tcs, k, tc) {
                 json_t *call;
-                path_set(pf, "%s.tool_calls[%zu]", p, k);
+                api_req_path(pf, "%s.tool_calls[%zu]", p, k);
                 if ((rc = oai_tool_call(tc, pf, &call, err))) goto fail;
                 json_array_append_new(calls, call);
             }
@@ -378,28 +370,28 @@ static int oai_tools(const json_t *tools, json_t **out, struct hs_err *err)
 {
     *out = NULL;
     if (!tools || json_is_null(tools)) return HS_OK;
-    if (!json_is_array(tools)) return bad(err, "tools", "expected an array, not %s", json_kind(tools));
+    if (!json_is_array(tools)) return api_req_bad(err, "tools", "expected an array, not %s", api_req_kind(tools));
     size_t i;
     const json_t *t;
     json_array_foreach(tools, i, t) {
-        char p[PATH_LEN], pf[PATH_LEN];
-        path_set(p, "tools[%zu]", i);
-        if (!json_is_object(t)) return bad(err, p, "expected a tool object, not %s", json_kind(t));
+        char p[API_PATH_LEN], pf[API_PATH_LEN];
+        api_req_path(p, "tools[%zu]", i);
+        if (!json_is_object(t)) return api_req_bad(err, p, "expected a tool object, not %s", api_req_kind(t));
         const char *type = json_string_value(json_object_get(t, "type"));
-        if (!type) return bad(err, p, "\"type\" must be a string (\"function\")");
+        if (!type) return api_req_bad(err, p, "\"type\" must be a string (\"function\")");
         if (strcmp(type, "function") != 0)
-            return bad(err, p, "tool type '%.40s' is not supported (only \"function\" tools)", type);
-        path_set(pf, "%s.function", p);
+            return api_req_bad(err, p, "tool type '%.40s' is not supported (only \"function\" tools)", type);
+        api_req_path(pf, "%s.function", p);
         const json_t *fn = json_object_get(t, "function");
-        if (!json_is_object(fn)) return bad(err, pf, "expected an object with \"name\"");
+        if (!json_is_object(fn)) return api_req_bad(err, pf, "expected an object with \"name\"");
         const char *name, *desc;
         int rc = opt_string(fn, "name", pf, &name, NULL, err);
         if (rc) return rc;
-        if (!name || !*name) return bad(err, pf, "\"name\" must be a non-empty string");
+        if (!name || !*name) return api_req_bad(err, pf, "\"name\" must be a non-empty string");
         if ((rc = opt_string(fn, "description", pf, &desc, NULL, err))) return rc;
         const json_t *params = json_object_get(fn, "parameters");
         if (params && !json_is_null(params) && !json_is_object(params))
-            return bad(err, pf, "\"parameters\" must be a JSON schema object, not %s", json_kind(params));
+            return api_req_bad(err, pf, "\"parameters\" must be a JSON schema object, not %s", api_req_kind(params));
     }
     if (json_array_size(tools)) *out = json_deep_copy(tools);
     return HS_OK;
@@ -420,23 +412,23 @@ static int stops_parse(const json_t *body, const char *key, bool allow_string, j
     } else if (json_is_array(v)) {
         if (json_array_size(v) > CHAT_STOP_MAX) {
             json_decref(arr);
-            return bad(err, key, "at most %d stop strings, got %zu", CHAT_STOP_MAX, json_array_size(v));
+            return api_req_bad(err, key, "at most %d stop strings, got %zu", CHAT_STOP_MAX, json_array_size(v));
         }
         size_t i;
         const json_t *s;
         json_array_foreach(v, i, s) {
-            char path[PATH_LEN];
-            path_set(path, "%s[%zu]", key, i);
+            char path[API_PATH_LEN];
+            api_req_path(path, "%s[%zu]", key, i);
             if (!json_is_string(s)) {
                 json_decref(arr);
-                return bad(err, path, "expected a string, not %s", json_kind(s));
+                return api_req_bad(err, path, "expected a string, not %s", api_req_kind(s));
             }
             json_array_append(arr, (json_t *)s);
         }
     } else {
         json_decref(arr);
-        return bad(err, key, allow_string ? "expected a string or an array of strings, not %s"
-                                          : "expected an array of strings, not %s", json_kind(v));
+        return api_req_bad(err, key, allow_string ? "expected a string or an array of strings, not %s"
+                                          : "expected an array of strings, not %s", api_req_kind(v));
     }
     size_t i;
     const json_t *s;
@@ -444,11 +436,11 @@ static int stops_parse(const json_t *body, const char *key, bool allow_string, j
         size_t n = json_string_length(s);
         if (n == 0 || n > CHAT_STOP_LEN_MAX) {
             json_decref(arr);
-            char path[PATH_LEN];
-            if (json_is_array(v)) path_set(path, "%s[%zu]", key, i);
-            else path_set(path, "%s", key);
-            return n ? bad(err, path, "a stop string is at most %d bytes, got %zu", CHAT_STOP_LEN_MAX, n)
-                     : bad(err, path, "a stop string must not be empty");
+            char path[API_PATH_LEN];
+            if (json_is_array(v)) api_req_path(path, "%s[%zu]", key, i);
+            else api_req_path(path, "%s", key);
+            return n ? api_req_bad(err, path, "a stop string is at most %d bytes, got %zu", CHAT_STOP_LEN_MAX, n)
+                     : api_req_bad(err, path, "a stop string must not be empty");
         }
     }
     if (json_array_size(arr)) *out = arr;
@@ -462,14 +454,14 @@ static int tool_choice_set(struct chat_request *out, enum chat_tool_choice tc, c
 {
     size_t n_tools = json_array_size(out->tools);
     if ((tc == CHAT_TOOL_REQUIRED || tc == CHAT_TOOL_NAMED) && n_tools == 0)
-        return bad(err, path, "asks for a tool call but the request has no tools");
+        return api_req_bad(err, path, "asks for a tool call but the request has no tools");
     if (tc == CHAT_TOOL_NAMED) {
         bool found = false;
         for (size_t i = 0; i < n_tools && !found; i++) {
             const char *tn = json_string_value(json_object_get(json_object_get(json_array_get(out->tools, i), "function"), "name"));
             found = tn && strcmp(tn, name) == 0;
         }
-        if (!found) return bad(err, path, "no tool named '%.100s' in tools", name);
+        if (!found) return api_req_bad(err, path, "no tool named '%.100s' in tools", name);
         out->tool_name = hs_strdup(name);
     }
     out->tool_choice = tc;
@@ -485,12 +477,12 @@ static int oai_tool_choice(const json_t *v, struct chat_request *out, struct hs_
         if (!strcmp(s, "auto")) return HS_OK;
         if (!strcmp(s, "none")) return tool_choice_set(out, CHAT_TOOL_NONE, NULL, "tool_choice", err);
         if (!strcmp(s, "required")) return tool_choice_set(out, CHAT_TOOL_REQUIRED, NULL, "tool_choice", err);
-        return bad(err, "tool_choice", "unknown value '%.40s' (expected auto, none, required or a function)", s);
+        return api_req_bad(err, "tool_choice", "unknown value '%.40s' (expected auto, none, required or a function)", s);
     }
     const char *type = json_string_value(json_object_get(v, "type"));
     const char *name = json_string_value(json_object_get(json_object_get(v, "function"), "name"));
     if (!json_is_object(v) || !type || strcmp(type, "function") || !name)
-        return bad(err, "tool_choice", "expected \"auto\", \"none\", \"required\" or "
+        return api_req_bad(err, "tool_choice", "expected \"auto\", \"none\", \"required\" or "
                                        "{\"type\": \"function\", \"function\": {\"name\": NAME}}");
     return tool_choice_set(out, CHAT_TOOL_NAMED, name, "tool_choice.function.name", err);
 }
@@ -501,16 +493,16 @@ static int ant_tool_choice(const json_t *v, struct chat_request *out, struct hs_
 {
     if (!v || json_is_null(v)) return HS_OK;
     const char *type = json_string_value(json_object_get(v, "type"));
-    if (!json_is_object(v) || !type) return bad(err, "tool_choice", "expected an object with a string \"type\"");
+    if (!json_is_object(v) || !type) return api_req_bad(err, "tool_choice", "expected an object with a string \"type\"");
     if (!strcmp(type, "auto")) return HS_OK;
     if (!strcmp(type, "none")) return tool_choice_set(out, CHAT_TOOL_NONE, NULL, "tool_choice", err);
     if (!strcmp(type, "any")) return tool_choice_set(out, CHAT_TOOL_REQUIRED, NULL, "tool_choice", err);
     if (!strcmp(type, "tool")) {
         const char *name = json_string_value(json_object_get(v, "name"));
-        if (!name) return bad(err, "tool_choice.name", "expected a string (the tool to call)");
+        if (!name) return api_req_bad(err, "tool_choice.name", "expected a string (the tool to call)");
         return tool_choice_set(out, CHAT_TOOL_NAMED, name, "tool_choice.name", err);
     }
-    return bad(err, "tool_choice.type", "unknown value '%.40s' (expected auto, any, tool or none)", type);
+    return api_req_bad(err, "tool_choice.type", "unknown value '%.40s' (expected auto, any, tool or none)", type);
 }
 
 /* Parse the controls into a delivered request; on failure free it (out zeroed again). */
@@ -532,10 +524,10 @@ int chat_from_openai(const json_t *body, struct chat_request *out, struct hs_err
 {
     memset(out, 0, sizeof *out);
     out->enable_thinking = -1;
-    if (!json_is_object(body)) return bad(err, "request", "expected a JSON object");
+    if (!json_is_object(body)) return api_req_bad(err, "request", "expected a JSON object");
     const json_t *msgs = json_object_get(body, "messages");
     if (!json_is_array(msgs) || json_array_size(msgs) == 0)
-        return bad(err, "messages", "expected a non-empty array");
+        return api_req_bad(err, "messages", "expected a non-empty array");
 
     int thinking = -1;
     const json_t *kw = json_object_get(body, "chat_template_kwargs");
@@ -543,21 +535,21 @@ int chat_from_openai(const json_t *body, struct chat_request *out, struct hs_err
     const json_t *effort = json_object_get(body, "reasoning_effort");
     if (kw && !json_is_null(kw)) {
         if (!json_is_object(kw))
-            return bad(err, "chat_template_kwargs", "expected an object, not %s", json_kind(kw));
+            return api_req_bad(err, "chat_template_kwargs", "expected an object, not %s", api_req_kind(kw));
         const json_t *v = json_object_get(kw, "enable_thinking");
         if (v && !json_is_null(v)) {
             if (!json_is_boolean(v))
-                return bad(err, "chat_template_kwargs.enable_thinking", "expected a boolean, not %s", json_kind(v));
+                return api_req_bad(err, "chat_template_kwargs.enable_thinking", "expected a boolean, not %s", api_req_kind(v));
             thinking = json_is_true(v);
         }
     }
     if (et && !json_is_null(et)) {
-        if (!json_is_boolean(et)) return bad(err, "enable_thinking", "expected a boolean, not %s", json_kind(et));
+        if (!json_is_boolean(et)) return api_req_bad(err, "enable_thinking", "expected a boolean, not %s", api_req_kind(et));
         if (thinking < 0) thinking = json_is_true(et);
     }
     if (effort && !json_is_null(effort)) {
         if (!json_is_string(effort))
-            return bad(err, "reasoning_effort", "expected a string, not %s", json_kind(effort));
+            return api_req_bad(err, "reasoning_effort", "expected a string, not %s", api_req_kind(effort));
         /* "none" asks for no reasoning; other efforts leave the template's default (on) */
         if (thinking < 0 && strcmp(json_string_value(effort), "none") == 0) thinking = 0;
     }
@@ -582,21 +574,21 @@ fail:
 
 static int ant_block_error(const char *type, const char *path, const char *where, struct hs_err *err)
 {
-    if (is_media(type)) return bad(err, path, "%s blocks are not supported (text-only model)", type);
+    if (is_media(type)) return api_req_bad(err, path, "%s blocks are not supported (text-only model)", type);
     if (strcmp(type, "tool_use") == 0 || strcmp(type, "thinking") == 0 ||
         strcmp(type, "redacted_thinking") == 0)
-        return bad(err, path, "%s blocks belong in assistant messages, not in %s", type, where);
+        return api_req_bad(err, path, "%s blocks belong in assistant messages, not in %s", type, where);
     if (strcmp(type, "tool_result") == 0)
-        return bad(err, path, "tool_result blocks belong in user messages, not in %s", where);
-    return bad(err, path, "unsupported content block type '%.40s' in %s", type, where);
+        return api_req_bad(err, path, "tool_result blocks belong in user messages, not in %s", where);
+    return api_req_bad(err, path, "unsupported content block type '%.40s' in %s", type, where);
 }
 
 /* A block's type, or an error naming the block. */
 static int ant_block_type(const json_t *b, const char *path, const char **type, struct hs_err *err)
 {
-    if (!json_is_object(b)) return bad(err, path, "expected a content block object, not %s", json_kind(b));
+    if (!json_is_object(b)) return api_req_bad(err, path, "expected a content block object, not %s", api_req_kind(b));
     *type = json_string_value(json_object_get(b, "type"));
-    if (!*type) return bad(err, path, "\"type\" must be a string");
+    if (!*type) return api_req_bad(err, path, "\"type\" must be a string");
     return HS_OK;
 }
 
@@ -606,7 +598,7 @@ static int ant_block_text(const json_t *b, const char *path, const char *field, 
     const json_t *t = json_object_get(b, field);
     *s = NULL;
     *len = 0;
-    if (!json_is_string(t)) return bad(err, path, "\"%s\" must be a string", field);
+    if (!json_is_string(t)) return api_req_bad(err, path, "\"%s\" must be a string", field);
     *s = json_string_value(t);
     *len = json_string_length(t);
     return HS_OK;
@@ -623,14 +615,14 @@ static int ant_text(const json_t *content, const char *path, const char *where, 
         return HS_OK;
     }
     if (!json_is_array(content))
-        return bad(err, path, "expected a string or an array of text blocks, not %s", json_kind(content));
+        return api_req_bad(err, path, "expected a string or an array of text blocks, not %s", api_req_kind(content));
     size_t i;
     const json_t *b;
     json_array_foreach(content, i, b) {
-        char p[PATH_LEN];
+        char p[API_PATH_LEN];
         const char *type, *s;
         size_t len;
-        path_set(p, "%s[%zu]", path, i);
+        api_req_path(p, "%s[%zu]", path, i);
         int rc = ant_block_type(b, p, &type, err);
         if (rc) return rc;
         if (strcmp(type, "text") != 0) return ant_block_error(type, p, where, err);
@@ -664,14 +656,14 @@ static int ant_system(struct conv *c, const json_t *sys, struct hs_err *err)
         return HS_OK;
     }
     if (!json_is_array(sys))
-        return bad(err, "system", "expected a string or an array of text blocks, not %s", json_kind(sys));
+        return api_req_bad(err, "system", "expected a string or an array of text blocks, not %s", api_req_kind(sys));
     size_t i;
     const json_t *b;
     json_array_foreach(sys, i, b) {
-        char p[PATH_LEN];
+        char p[API_PATH_LEN];
         const char *type, *s;
         size_t len;
-        path_set(p, "system[%zu]", i);
+        api_req_path(p, "system[%zu]", i);
         int rc = ant_block_type(b, p, &type, err);
         if (rc) return rc;
         if (strcmp(type, "text") != 0) return ant_block_error(type, p, "the system prompt", err);
@@ -691,9 +683,9 @@ static int ant_tool_result(const json_t *b, const char *path, json_t **out, stru
     if (rc) return rc;
     const json_t *ie = json_object_get(b, "is_error");
     if (ie && !json_is_null(ie) && !json_is_boolean(ie))
-        return bad(err, path, "\"is_error\" must be a boolean, not %s", json_kind(ie));
-    char p[PATH_LEN];
-    path_set(p, "%s.content", path);
+        return api_req_bad(err, path, "\"is_error\" must be a boolean, not %s", api_req_kind(ie));
+    char p[API_PATH_LEN];
+    api_req_path(p, "%s.content", path);
     struct strbuf text;
     strbuf_init(&text);
     if ((rc = ant_text(json_object_get(b, "content"), p, "a tool result", &text, err))) {
@@ -718,10 +710,10 @@ static int ant_user_blocks(struct conv *c, const json_t *content, const char *pa
     size_t i;
     const json_t *b;
     json_array_foreach(content, i, b) {
-        char p[PATH_LEN];
+        char p[API_PATH_LEN];
         const char *type, *s;
         size_t len;
-        path_set(p, "%s[%zu]", path, i);
+        api_req_path(p, "%s[%zu]", path, i);
         if ((rc = ant_block_type(b, p, &type, err))) goto out;
         if (strcmp(type, "text") == 0) {
             if ((rc = ant_block_text(b, p, "text", &s, &len, err))) goto out;
@@ -755,10 +747,10 @@ static int ant_tool_use(const json_t *b, const char *path, json_t **out, struct 
     int rc = opt_string(b, "id", path, &id, NULL, err);
     if (rc) return rc;
     if ((rc = opt_string(b, "name", path, &name, NULL, err))) return rc;
-    if (!name || !*name) return bad(err, path, "\"name\" must be a non-empty string");
+    if (!name || !*name) return api_req_bad(err, path, "\"name\" must be a non-empty string");
     const json_t *input = json_object_get(b, "input");
     if (input && !json_is_null(input) && !json_is_object(input))
-        return bad(err, path, "\"input\" must be an object, not %s", json_kind(input));
+        return api_req_bad(err, path, "\"input\" must be an object, not %s", api_req_kind(input));
     json_t *f = json_object();
     json_object_set_new(f, "name", json_string(name));
     json_object_set_new(f, "arguments", json_is_object(input) ? json_deep_copy(input) : json_object());
@@ -782,10 +774,10 @@ static int ant_assistant_blocks(struct conv *c, const json_t *content, const cha
     size_t i;
     const json_t *b;
     json_array_foreach(content, i, b) {
-        char p[PATH_LEN];
+        char p[API_PATH_LEN];
         const char *type, *s;
         size_t len;
-        path_set(p, "%s[%zu]", path, i);
+        api_req_path(p, "%s[%zu]", path, i);
         if ((rc = ant_block_type(b, p, &type, err))) goto out;
         if (strcmp(type, "text") == 0) {
             if ((rc = ant_block_text(b, p, "text", &s, &len, err))) goto out;
@@ -818,16 +810,16 @@ out:
 
 static int ant_message(struct conv *c, const json_t *m, size_t i, struct hs_err *err)
 {
-    char p[PATH_LEN], pf[PATH_LEN];
-    path_set(p, "messages[%zu]", i);
-    if (!json_is_object(m)) return bad(err, p, "expected a message object, not %s", json_kind(m));
+    char p[API_PATH_LEN], pf[API_PATH_LEN];
+    api_req_path(p, "messages[%zu]", i);
+    if (!json_is_object(m)) return api_req_bad(err, p, "expected a message object, not %s", api_req_kind(m));
     const char *role = json_string_value(json_object_get(m, "role"));
-    path_set(pf, "%s.role", p);
-    if (!role) return bad(err, pf, "must be a string");
+    api_req_path(pf, "%s.role", p);
+    if (!role) return api_req_bad(err, pf, "must be a string");
     if (strcmp(role, "user") != 0 && strcmp(role, "assistant") != 0 && strcmp(role, "system") != 0)
-        return bad(err, pf, "unknown role '%.40s' (expected user, assistant or system)", role);
+        return api_req_bad(err, pf, "unknown role '%.40s' (expected user, assistant or system)", role);
     const json_t *content = json_object_get(m, "content");
-    path_set(pf, "%s.content", p);
+    api_req_path(pf, "%s.content", p);
     bool is_user = strcmp(role, "user") == 0;
     if (strcmp(role, "system") == 0) {
         /* Claude Code's environment note after the user turn: rule 2 */
@@ -847,7 +839,7 @@ static int ant_message(struct conv *c, const json_t *m, size_t i, struct hs_err 
         return HS_OK;
     }
     if (!json_is_array(content))
-        return bad(err, pf, "expected a string or an array of content blocks, not %s", json_kind(content));
+        return api_req_bad(err, pf, "expected a string or an array of content blocks, not %s", api_req_kind(content));
     return is_user ? ant_user_blocks(c, content, pf, err) : ant_assistant_blocks(c, content, pf, err);
 }
 
@@ -857,29 +849,29 @@ static int ant_tools(const json_t *tools, json_t **out, struct hs_err *err)
 {
     *out = NULL;
     if (!tools || json_is_null(tools)) return HS_OK;
-    if (!json_is_array(tools)) return bad(err, "tools", "expected an array, not %s", json_kind(tools));
+    if (!json_is_array(tools)) return api_req_bad(err, "tools", "expected an array, not %s", api_req_kind(tools));
     if (json_array_size(tools) == 0) return HS_OK;
     json_t *arr = json_array();
     size_t i;
     const json_t *t;
     json_array_foreach(tools, i, t) {
-        char p[PATH_LEN];
-        path_set(p, "tools[%zu]", i);
+        char p[API_PATH_LEN];
+        api_req_path(p, "tools[%zu]", i);
         if (!json_is_object(t)) {
             json_decref(arr);
-            return bad(err, p, "expected a tool object, not %s", json_kind(t));
+            return api_req_bad(err, p, "expected a tool object, not %s", api_req_kind(t));
         }
         const char *type, *name, *desc;
         int rc = opt_string(t, "type", p, &type, NULL, err);
         if (!rc) rc = opt_string(t, "name", p, &name, NULL, err);
         if (!rc && type && strcmp(type, "custom") != 0)
-            rc = bad(err, p, "server tool '%.60s' (type '%.60s') is not supported; only custom tools "
+            rc = api_req_bad(err, p, "server tool '%.60s' (type '%.60s') is not supported; only custom tools "
                      "with an input_schema", name ? name : "?", type);
-        if (!rc && (!name || !*name)) rc = bad(err, p, "\"name\" must be a non-empty string");
+        if (!rc && (!name || !*name)) rc = api_req_bad(err, p, "\"name\" must be a non-empty string");
         if (!rc) rc = opt_string(t, "description", p, &desc, NULL, err);
         const json_t *schema = json_object_get(t, "input_schema");
         if (!rc && schema && !json_is_null(schema) && !json_is_object(schema))
-            rc = bad(err, p, "\"input_schema\" must be a JSON schema object, not %s", json_kind(schema));
+            rc = api_req_bad(err, p, "\"input_schema\" must be a JSON schema object, not %s", api_req_kind(schema));
         if (rc) {
             json_decref(arr);
             return rc;
@@ -910,21 +902,21 @@ int chat_from_anthropic(const json_t *body, struct chat_request *out, struct hs_
 {
     memset(out, 0, sizeof *out);
     out->enable_thinking = -1;
-    if (!json_is_object(body)) return bad(err, "request", "expected a JSON object");
+    if (!json_is_object(body)) return api_req_bad(err, "request", "expected a JSON object");
     const json_t *msgs = json_object_get(body, "messages");
     if (!json_is_array(msgs) || json_array_size(msgs) == 0)
-        return bad(err, "messages", "expected a non-empty array");
+        return api_req_bad(err, "messages", "expected a non-empty array");
 
     int thinking = -1;
     const json_t *th = json_object_get(body, "thinking");
     if (th && !json_is_null(th)) {
         const char *type = json_string_value(json_object_get(th, "type"));
         if (!json_is_object(th) || !type)
-            return bad(err, "thinking", "expected an object with a string \"type\"");
+            return api_req_bad(err, "thinking", "expected an object with a string \"type\"");
         for (size_t k = 0; k < HS_ARRAY_LEN(ant_thinking_types); k++)
             if (strcmp(type, ant_thinking_types[k].type) == 0) thinking = ant_thinking_types[k].enable;
         if (thinking < 0)
-            return bad(err, "thinking.type", "unknown value '%.40s' (expected enabled, adaptive or disabled)", type);
+            return api_req_bad(err, "thinking.type", "unknown value '%.40s' (expected enabled, adaptive or disabled)", type);
     }
 
     struct conv c;

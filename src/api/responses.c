@@ -84,47 +84,8 @@
 #include <string.h>
 
 #define RS_JSON_FLAGS (JSON_COMPACT | JSON_PRESERVE_ORDER)
-#define RS_PATH_LEN 160
 
 /* ==== request: input items → the neutral conversation ===================================== */
-
-static int rs_bad(struct hs_err *err, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-/* HS_ERR_INVALID with "path: reason". */
-static int rs_bad(struct hs_err *err, const char *path, const char *fmt, ...)
-{
-    char msg[HS_ERR_MSG_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return hs_err_set(err, HS_ERR_INVALID, "%s: %s", path, msg);
-}
-
-static void rs_path(char *dst, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* A JSON path into an RS_PATH_LEN buffer (a long path is cut, never overrun). */
-static void rs_path(char *dst, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(dst, RS_PATH_LEN, fmt, ap);
-    va_end(ap);
-}
-
-static const char *rs_kind(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER:
-    case JSON_REAL: return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    default: return "null";
-    }
-}
 
 /* Content part types and the field that holds their text; media types are errors. */
 static const struct {
@@ -203,24 +164,24 @@ static int rs_text(const json_t *content, const char *path, struct strbuf *out, 
         return HS_OK;
     }
     if (!json_is_array(content))
-        return rs_bad(err, path, "expected a string or an array of content parts, not %s", rs_kind(content));
+        return api_req_bad(err, path, "expected a string or an array of content parts, not %s", api_req_kind(content));
     size_t i;
     const json_t *part;
     json_array_foreach(content, i, part) {
-        char p[RS_PATH_LEN];
-        rs_path(p, "%s[%zu]", path, i);
-        if (!json_is_object(part)) return rs_bad(err, p, "expected a content part object, not %s", rs_kind(part));
+        char p[API_PATH_LEN];
+        api_req_path(p, "%s[%zu]", path, i);
+        if (!json_is_object(part)) return api_req_bad(err, p, "expected a content part object, not %s", api_req_kind(part));
         const char *type = json_string_value(json_object_get(part, "type"));
-        if (!type) return rs_bad(err, p, "\"type\" must be a string");
+        if (!type) return api_req_bad(err, p, "\"type\" must be a string");
         const char *field = NULL;
         for (size_t k = 0; k < HS_ARRAY_LEN(rs_text_parts); k++)
             if (!strcmp(type, rs_text_parts[k].type)) field = rs_text_parts[k].field;
         for (size_t k = 0; !field && k < HS_ARRAY_LEN(rs_media_parts); k++)
             if (!strcmp(type, rs_media_parts[k]))
-                return rs_bad(err, p, "%s parts are not supported (text-only model)", type);
-        if (!field) return rs_bad(err, p, "unknown content part type '%.40s'", type);
+                return api_req_bad(err, p, "%s parts are not supported (text-only model)", type);
+        if (!field) return api_req_bad(err, p, "unknown content part type '%.40s'", type);
         const json_t *t = json_object_get(part, field);
-        if (!json_is_string(t)) return rs_bad(err, p, "\"%s\" must be a string", field);
+        if (!json_is_string(t)) return api_req_bad(err, p, "\"%s\" must be a string", field);
         strbuf_append(out, json_string_value(t), json_string_length(t));
     }
     return HS_OK;
@@ -231,7 +192,7 @@ static int rs_req_string(const json_t *obj, const char *key, const char *path, c
 {
     const json_t *v = json_object_get(obj, key);
     *s = json_string_value(v);
-    if (!*s || !**s) return rs_bad(err, path, "\"%s\" must be a non-empty string", key);
+    if (!*s || !**s) return api_req_bad(err, path, "\"%s\" must be a non-empty string", key);
     return HS_OK;
 }
 
@@ -247,7 +208,7 @@ static int rs_args(const json_t *v, const char *path, json_t **out, struct hs_er
         *out = json_deep_copy(v);
         return HS_OK;
     }
-    if (!json_is_string(v)) return rs_bad(err, path, "expected a JSON string holding an object, not %s", rs_kind(v));
+    if (!json_is_string(v)) return api_req_bad(err, path, "expected a JSON string holding an object, not %s", api_req_kind(v));
     const char *s = json_string_value(v);
     size_t n = json_string_length(v), k = 0;
     while (k < n && (s[k] == ' ' || s[k] == '\t' || s[k] == '\n' || s[k] == '\r')) k++;
@@ -257,10 +218,10 @@ static int rs_args(const json_t *v, const char *path, json_t **out, struct hs_er
     }
     json_error_t je;
     json_t *a = json_loadb(s, n, JSON_DECODE_ANY, &je);
-    if (!a) return rs_bad(err, path, "not valid JSON (%s at character %d)", je.text, je.position);
+    if (!a) return api_req_bad(err, path, "not valid JSON (%s at character %d)", je.text, je.position);
     if (!json_is_object(a)) {
         json_decref(a);
-        return rs_bad(err, path, "must encode a JSON object");
+        return api_req_bad(err, path, "must encode a JSON object");
     }
     *out = a;
     return HS_OK;
@@ -268,16 +229,16 @@ static int rs_args(const json_t *v, const char *path, json_t **out, struct hs_er
 
 static int rs_item_message(struct rconv *c, const json_t *it, const char *p, struct hs_err *err)
 {
-    char pf[RS_PATH_LEN];
-    rs_path(pf, "%s.role", p);
+    char pf[API_PATH_LEN];
+    api_req_path(pf, "%s.role", p);
     const char *role = json_string_value(json_object_get(it, "role"));
-    if (!role) return rs_bad(err, pf, "must be a string");
+    if (!role) return api_req_bad(err, pf, "must be a string");
     bool sys = !strcmp(role, "system") || !strcmp(role, "developer");
     if (!sys && strcmp(role, "user") && strcmp(role, "assistant"))
-        return rs_bad(err, pf, "unknown role '%.40s' (expected system, developer, user or assistant)", role);
+        return api_req_bad(err, pf, "unknown role '%.40s' (expected system, developer, user or assistant)", role);
     struct strbuf text;
     strbuf_init(&text);
-    rs_path(pf, "%s.content", p);
+    api_req_path(pf, "%s.content", p);
     int rc = rs_text(json_object_get(it, "content"), pf, &text, err);
     if (rc == HS_OK) {
         if (sys) {
@@ -301,14 +262,14 @@ static int rs_item_call(struct rconv *c, const json_t *it, const char *p, bool c
     if (!rc) rc = rs_req_string(it, "name", p, &name, err);
     if (rc) return rc;
     json_t *args;
-    char pa[RS_PATH_LEN];
+    char pa[API_PATH_LEN];
     if (custom) {
         const json_t *in = json_object_get(it, "input");
-        if (in && !json_is_null(in) && !json_is_string(in)) return rs_bad(err, p, "\"input\" must be a string");
+        if (in && !json_is_null(in) && !json_is_string(in)) return api_req_bad(err, p, "\"input\" must be a string");
         args = json_object();
         json_object_set_new(args, "input", json_string(json_is_string(in) ? json_string_value(in) : ""));
     } else {
-        rs_path(pa, "%s.arguments", p);
+        api_req_path(pa, "%s.arguments", p);
         if ((rc = rs_args(json_object_get(it, "arguments"), pa, &args, err))) return rc;
     }
     json_t *fn = json_object();
@@ -335,8 +296,8 @@ static int rs_item_output(struct rconv *c, const json_t *it, const char *p, stru
     if (rc) return rc;
     struct strbuf text;
     strbuf_init(&text);
-    char pf[RS_PATH_LEN];
-    rs_path(pf, "%s.output", p);
+    char pf[API_PATH_LEN];
+    api_req_path(pf, "%s.output", p);
     rc = rs_text(json_object_get(it, "output"), pf, &text, err);
     if (rc == HS_OK) {
         rconv_turn_break(c);
@@ -352,22 +313,22 @@ static int rs_item_reasoning(struct rconv *c, const json_t *it, const char *p, s
 {
     struct strbuf text;
     strbuf_init(&text);
-    char pf[RS_PATH_LEN];
-    rs_path(pf, "%s.content", p);
+    char pf[API_PATH_LEN];
+    api_req_path(pf, "%s.content", p);
     int rc = rs_text(json_object_get(it, "content"), pf, &text, err);
     const json_t *summary = json_object_get(it, "summary");
     if (rc == HS_OK && text.len == 0 && summary && !json_is_null(summary)) {
-        rs_path(pf, "%s.summary", p);
-        if (!json_is_array(summary)) rc = rs_bad(err, pf, "expected an array, not %s", rs_kind(summary));
+        api_req_path(pf, "%s.summary", p);
+        if (!json_is_array(summary)) rc = api_req_bad(err, pf, "expected an array, not %s", api_req_kind(summary));
         size_t i;
         const json_t *s;
         json_array_foreach(summary, i, s) {
             if (rc) break;
-            char ps[RS_PATH_LEN];
-            rs_path(ps, "%s[%zu]", pf, i);
+            char ps[API_PATH_LEN];
+            api_req_path(ps, "%s[%zu]", pf, i);
             const json_t *t = json_object_get(s, "text");
             if (!json_is_string(t)) {
-                rc = rs_bad(err, ps, "expected a summary_text part with a string \"text\"");
+                rc = api_req_bad(err, ps, "expected a summary_text part with a string \"text\"");
                 break;
             }
             if (text.len) strbuf_append(&text, "\n\n", 2);
@@ -384,11 +345,11 @@ static int rs_item_reasoning(struct rconv *c, const json_t *it, const char *p, s
 
 static int rs_item(struct rconv *c, const json_t *it, size_t i, struct hs_err *err)
 {
-    char p[RS_PATH_LEN];
-    rs_path(p, "input[%zu]", i);
-    if (!json_is_object(it)) return rs_bad(err, p, "expected an input item object, not %s", rs_kind(it));
+    char p[API_PATH_LEN];
+    api_req_path(p, "input[%zu]", i);
+    if (!json_is_object(it)) return api_req_bad(err, p, "expected an input item object, not %s", api_req_kind(it));
     const json_t *tv = json_object_get(it, "type");
-    if (tv && !json_is_null(tv) && !json_is_string(tv)) return rs_bad(err, p, "\"type\" must be a string");
+    if (tv && !json_is_null(tv) && !json_is_string(tv)) return api_req_bad(err, p, "\"type\" must be a string");
     const char *type = json_string_value(tv);
     if (!type || !strcmp(type, "message")) return rs_item_message(c, it, p, err);
     if (!strcmp(type, "function_call")) return rs_item_call(c, it, p, false, err);
@@ -397,8 +358,8 @@ static int rs_item(struct rconv *c, const json_t *it, size_t i, struct hs_err *e
         return rs_item_output(c, it, p, err);
     if (!strcmp(type, "reasoning")) return rs_item_reasoning(c, it, p, err);
     if (!strcmp(type, "item_reference"))
-        return rs_bad(err, p, "item_reference is not supported: headstart does not store responses; send the items");
-    return rs_bad(err, p, "input item type '%.40s' is not supported (message, function_call, function_call_output, "
+        return api_req_bad(err, p, "item_reference is not supported: headstart does not store responses; send the items");
+    return api_req_bad(err, p, "input item type '%.40s' is not supported (message, function_call, function_call_output, "
                           "custom_tool_call, custom_tool_call_output, reasoning)", type);
 }
 
@@ -407,17 +368,17 @@ static int rs_tools(const json_t *tools, json_t **out, struct hs_err *err)
 {
     *out = NULL;
     if (!tools || json_is_null(tools)) return HS_OK;
-    if (!json_is_array(tools)) return rs_bad(err, "tools", "expected an array, not %s", rs_kind(tools));
+    if (!json_is_array(tools)) return api_req_bad(err, "tools", "expected an array, not %s", api_req_kind(tools));
     json_t *arr = json_array();
     size_t i;
     const json_t *t;
     json_array_foreach(tools, i, t) {
-        char p[RS_PATH_LEN];
-        rs_path(p, "tools[%zu]", i);
+        char p[API_PATH_LEN];
+        api_req_path(p, "tools[%zu]", i);
         int rc = HS_OK;
         const char *type = json_string_value(json_object_get(t, "type"));
-        if (!json_is_object(t)) rc = rs_bad(err, p, "expected a tool object, not %s", rs_kind(t));
-        else if (!type) rc = rs_bad(err, p, "\"type\" must be a string");
+        if (!json_is_object(t)) rc = api_req_bad(err, p, "expected a tool object, not %s", api_req_kind(t));
+        else if (!type) rc = api_req_bad(err, p, "\"type\" must be a string");
         if (rc) {
             json_decref(arr);
             return rc;
@@ -426,10 +387,10 @@ static int rs_tools(const json_t *tools, json_t **out, struct hs_err *err)
         const char *name = json_string_value(json_object_get(t, "name"));
         const json_t *desc = json_object_get(t, "description");
         const json_t *params = json_object_get(t, "parameters");
-        if (!name || !*name) rc = rs_bad(err, p, "\"name\" must be a non-empty string");
-        else if (desc && !json_is_null(desc) && !json_is_string(desc)) rc = rs_bad(err, p, "\"description\" must be a string");
+        if (!name || !*name) rc = api_req_bad(err, p, "\"name\" must be a non-empty string");
+        else if (desc && !json_is_null(desc) && !json_is_string(desc)) rc = api_req_bad(err, p, "\"description\" must be a string");
         else if (params && !json_is_null(params) && !json_is_object(params))
-            rc = rs_bad(err, p, "\"parameters\" must be a JSON schema object, not %s", rs_kind(params));
+            rc = api_req_bad(err, p, "\"parameters\" must be a JSON schema object, not %s", api_req_kind(params));
         if (rc) {
             json_decref(arr);
             return rc;
@@ -462,28 +423,28 @@ static int rs_tool_choice(const json_t *v, const json_t *tools, struct chat_requ
         if (!strcmp(s, "none")) tc = CHAT_TOOL_NONE;
         else if (!strcmp(s, "required")) tc = CHAT_TOOL_REQUIRED;
         else if (strcmp(s, "auto"))
-            return rs_bad(err, "tool_choice", "unknown value '%.40s' (expected auto, none, required or an object)", s);
+            return api_req_bad(err, "tool_choice", "unknown value '%.40s' (expected auto, none, required or an object)", s);
     } else if (json_is_object(v)) {
         const char *type = json_string_value(json_object_get(v, "type"));
-        if (!type) return rs_bad(err, "tool_choice", "\"type\" must be a string");
+        if (!type) return api_req_bad(err, "tool_choice", "\"type\" must be a string");
         if (!strcmp(type, "function")) {
             name = json_string_value(json_object_get(v, "name"));
-            if (!name) return rs_bad(err, "tool_choice.name", "expected a string (the function to call)");
+            if (!name) return api_req_bad(err, "tool_choice.name", "expected a string (the function to call)");
             tc = CHAT_TOOL_NAMED;
         }
     } else {
-        return rs_bad(err, "tool_choice", "expected a string or an object, not %s", rs_kind(v));
+        return api_req_bad(err, "tool_choice", "expected a string or an object, not %s", api_req_kind(v));
     }
     size_t n_tools = json_array_size(tools);
     if ((tc == CHAT_TOOL_REQUIRED || tc == CHAT_TOOL_NAMED) && n_tools == 0)
-        return rs_bad(err, "tool_choice", "asks for a tool call but the request has no function tools");
+        return api_req_bad(err, "tool_choice", "asks for a tool call but the request has no function tools");
     if (tc == CHAT_TOOL_NAMED) {
         bool found = false;
         for (size_t i = 0; i < n_tools && !found; i++) {
             const char *tn = json_string_value(json_object_get(json_object_get(json_array_get(tools, i), "function"), "name"));
             found = tn && !strcmp(tn, name);
         }
-        if (!found) return rs_bad(err, "tool_choice.name", "no function tool named '%.100s' in tools", name);
+        if (!found) return api_req_bad(err, "tool_choice.name", "no function tool named '%.100s' in tools", name);
         out->tool_name = hs_strdup(name);
     }
     out->tool_choice = tc;
@@ -501,17 +462,17 @@ static int rs_stop(const json_t *v, json_t **out, struct hs_err *err)
     else if (json_is_array(v)) json_array_extend(arr, (json_t *)v);
     int rc = HS_OK;
     if (!json_is_string(v) && !json_is_array(v))
-        rc = rs_bad(err, "stop", "expected a string or an array of strings, not %s", rs_kind(v));
+        rc = api_req_bad(err, "stop", "expected a string or an array of strings, not %s", api_req_kind(v));
     else if (json_array_size(arr) > CHAT_STOP_MAX)
-        rc = rs_bad(err, "stop", "at most %d stop strings, got %zu", CHAT_STOP_MAX, json_array_size(arr));
+        rc = api_req_bad(err, "stop", "at most %d stop strings, got %zu", CHAT_STOP_MAX, json_array_size(arr));
     size_t i;
     const json_t *s;
     json_array_foreach(arr, i, s) {
         if (rc) break;
-        if (!json_is_string(s)) rc = rs_bad(err, "stop", "item %zu: expected a string, not %s", i, rs_kind(s));
-        else if (json_string_length(s) == 0) rc = rs_bad(err, "stop", "item %zu: a stop string must not be empty", i);
+        if (!json_is_string(s)) rc = api_req_bad(err, "stop", "item %zu: expected a string, not %s", i, api_req_kind(s));
+        else if (json_string_length(s) == 0) rc = api_req_bad(err, "stop", "item %zu: a stop string must not be empty", i);
         else if (json_string_length(s) > CHAT_STOP_LEN_MAX)
-            rc = rs_bad(err, "stop", "item %zu: a stop string is at most %d bytes", i, CHAT_STOP_LEN_MAX);
+            rc = api_req_bad(err, "stop", "item %zu: a stop string is at most %d bytes", i, CHAT_STOP_LEN_MAX);
     }
     if (rc || json_array_size(arr) == 0) json_decref(arr);
     else *out = arr;
@@ -533,23 +494,23 @@ static int rs_options(const json_t *body, int *thinking, struct hs_err *err)
 {
     for (size_t k = 0; k < HS_ARRAY_LEN(rs_stateful); k++) {
         const json_t *v = json_object_get(body, rs_stateful[k].key);
-        if (v && !json_is_null(v) && !json_is_false(v)) return rs_bad(err, rs_stateful[k].key, "%s", rs_stateful[k].why);
+        if (v && !json_is_null(v) && !json_is_false(v)) return api_req_bad(err, rs_stateful[k].key, "%s", rs_stateful[k].why);
     }
     const json_t *r = json_object_get(body, "reasoning");
     if (r && !json_is_null(r)) {
-        if (!json_is_object(r)) return rs_bad(err, "reasoning", "expected an object, not %s", rs_kind(r));
+        if (!json_is_object(r)) return api_req_bad(err, "reasoning", "expected an object, not %s", api_req_kind(r));
         const json_t *effort = json_object_get(r, "effort");
         if (effort && !json_is_null(effort) && !json_is_string(effort))
-            return rs_bad(err, "reasoning.effort", "expected a string, not %s", rs_kind(effort));
+            return api_req_bad(err, "reasoning.effort", "expected a string, not %s", api_req_kind(effort));
         if (json_is_string(effort) && !strcmp(json_string_value(effort), "none")) *thinking = 0;
     }
     const json_t *kw = json_object_get(body, "chat_template_kwargs");
     if (kw && !json_is_null(kw)) {
-        if (!json_is_object(kw)) return rs_bad(err, "chat_template_kwargs", "expected an object, not %s", rs_kind(kw));
+        if (!json_is_object(kw)) return api_req_bad(err, "chat_template_kwargs", "expected an object, not %s", api_req_kind(kw));
         const json_t *v = json_object_get(kw, "enable_thinking");
         if (v && !json_is_null(v)) {
             if (!json_is_boolean(v))
-                return rs_bad(err, "chat_template_kwargs.enable_thinking", "expected a boolean, not %s", rs_kind(v));
+                return api_req_bad(err, "chat_template_kwargs.enable_thinking", "expected a boolean, not %s", api_req_kind(v));
             *thinking = json_is_true(v);
         }
     }
@@ -560,16 +521,16 @@ int chat_from_responses(const json_t *body, struct chat_request *out, struct hs_
 {
     memset(out, 0, sizeof *out);
     out->enable_thinking = -1;
-    if (!json_is_object(body)) return rs_bad(err, "request", "expected a JSON object");
+    if (!json_is_object(body)) return api_req_bad(err, "request", "expected a JSON object");
     int thinking = -1;
     int rc = rs_options(body, &thinking, err);
     if (rc) return rc;
     const json_t *input = json_object_get(body, "input");
     if (!(json_is_string(input) || (json_is_array(input) && json_array_size(input) > 0)))
-        return rs_bad(err, "input", "expected a string or a non-empty array of input items");
+        return api_req_bad(err, "input", "expected a string or a non-empty array of input items");
     const json_t *instr = json_object_get(body, "instructions");
     if (instr && !json_is_null(instr) && !json_is_string(instr))
-        return rs_bad(err, "instructions", "expected a string, not %s", rs_kind(instr));
+        return api_req_bad(err, "instructions", "expected a string, not %s", api_req_kind(instr));
 
     struct rconv c = { .msgs = json_array() };
     strbuf_init(&c.system);

@@ -1,6 +1,6 @@
 /*
- * responses_int.h — private to src/api: the Responses API writer (responses.c) behind the
- * api_response_* calls. respond.c makes one for API_KIND_OPENAI_RESPONSES and forwards
+ * responses_int.h — private to src/api: the request-parsing helpers messages.c shares with
+ * responses.c, and the Responses API writer (responses.c) behind the api_response_* calls. respond.c makes one for API_KIND_OPENAI_RESPONSES and forwards
  * every lifecycle call to it; the semantics are those of the api_response_* functions of
  * the same name (api.h).
  */
@@ -8,6 +8,15 @@
 #define HS_API_RESPONSES_INT_H
 
 #include "api/api.h"
+
+/* Request-parsing helpers shared with messages.c (defined there). */
+#define API_PATH_LEN 160 /* a JSON path in an error message, e.g. "messages[3].content[0]" */
+/* hs_err_set(err, HS_ERR_INVALID, "PATH: FMT ...") */
+int api_req_bad(struct hs_err *err, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A JSON path into an API_PATH_LEN buffer (a long path is cut, never overrun). */
+void api_req_path(char *dst, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "an object", "a string", ... for error messages. */
+const char *api_req_kind(const json_t *v);
 
 struct responses_writer;
 
