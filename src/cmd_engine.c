@@ -290,7 +290,9 @@ int cmd_run(int argc, char **argv)
     int64_t V = model_hparams(m)->n_vocab;
     struct sampler *smp = sampler_new(&so, V);
     if (!smp) {
-        fprintf(stderr, "headstart run: invalid sampling options\n");
+        struct hs_err serr = {0};
+        sampler_opts_check(&so, &serr);
+        fprintf(stderr, "headstart run: %s\n", serr.msg[0] ? serr.msg : "invalid sampling options");
         model_text_free(&mt);
         hs_free(ids);
         engine_free(e);

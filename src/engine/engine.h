@@ -113,6 +113,9 @@ struct sampler_opts {
 struct sampler;
 
 void sampler_opts_default(struct sampler_opts *o);
+/* HS_OK, or HS_ERR_INVALID naming the first option out of range and its value. */
+int sampler_opts_check(const struct sampler_opts *o, struct hs_err *err);
+/* NULL when sampler_opts_check fails or n_vocab is not in [1, INT32_MAX]. */
 struct sampler *sampler_new(const struct sampler_opts *o, int64_t n_vocab);
 void sampler_free(struct sampler *s);
 /* Record a token as part of the context the penalties see (prompt and generated). */

@@ -194,6 +194,27 @@ static bool opts_valid(const struct sampler_opts *o)
            o->penalty_last_n >= -1;
 }
 
+int sampler_opts_check(const struct sampler_opts *o, struct hs_err *err)
+{
+    if (opts_valid(o)) return HS_OK;
+    /* the same tests as opts_valid, one by one, for the message */
+    if (!(o->temperature >= 0.0f && isfinite(o->temperature)))
+        return hs_err_set(err, HS_ERR_INVALID, "sampling: temperature %g is not a finite value >= 0", (double)o->temperature);
+    if (o->top_k < 0) return hs_err_set(err, HS_ERR_INVALID, "sampling: top_k %d is negative", (int)o->top_k);
+    if (!(o->top_p >= 0.0f && o->top_p <= 1.0f))
+        return hs_err_set(err, HS_ERR_INVALID, "sampling: top_p %g is not in [0, 1]", (double)o->top_p);
+    if (!(o->min_p >= 0.0f && o->min_p <= 1.0f))
+        return hs_err_set(err, HS_ERR_INVALID, "sampling: min_p %g is not in [0, 1]", (double)o->min_p);
+    if (!(o->repetition_penalty > 0.0f && isfinite(o->repetition_penalty)))
+        return hs_err_set(err, HS_ERR_INVALID, "sampling: repetition_penalty %g is not a finite value > 0",
+                          (double)o->repetition_penalty);
+    if (!isfinite(o->presence_penalty))
+        return hs_err_set(err, HS_ERR_INVALID, "sampling: presence_penalty is not finite");
+    if (!isfinite(o->frequency_penalty))
+        return hs_err_set(err, HS_ERR_INVALID, "sampling: frequency_penalty is not finite");
+    return hs_err_set(err, HS_ERR_INVALID, "sampling: penalty_last_n %lld is below -1", (long long)o->penalty_last_n);
+}
+
 /* ---- lifecycle ------------------------------------------------------------------------- */
 
 struct sampler *sampler_new(const struct sampler_opts *o, int64_t n_vocab)

@@ -745,3 +745,33 @@ Test(sample_large, vocab_248320)
     sampler_free(s);
     free(l);
 }
+
+Test(sample_opts, check_names_the_bad_option)
+{
+    struct sampler_opts good, o;
+    sampler_opts_default(&good);
+    struct hs_err err = {0};
+    cr_assert_eq(sampler_opts_check(&good, &err), HS_OK);
+    static const struct { const char *name; int field; float v; } cases[] = {
+        { "temperature", 0, -1.0f }, { "top_k", 1, -3.0f }, { "top_p", 2, 2.0f }, { "min_p", 3, NAN },
+        { "repetition_penalty", 4, 0.0f }, { "presence_penalty", 5, INFINITY }, { "frequency_penalty", 6, NAN },
+        { "penalty_last_n", 7, -2.0f },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        o = good;
+        switch (cases[i].field) {
+        case 0: o.temperature = cases[i].v; break;
+        case 1: o.top_k = (int)cases[i].v; break;
+        case 2: o.top_p = cases[i].v; break;
+        case 3: o.min_p = cases[i].v; break;
+        case 4: o.repetition_penalty = cases[i].v; break;
+        case 5: o.presence_penalty = cases[i].v; break;
+        case 6: o.frequency_penalty = cases[i].v; break;
+        default: o.penalty_last_n = (int64_t)cases[i].v; break;
+        }
+        struct hs_err e = {0};
+        cr_assert_eq(sampler_opts_check(&o, &e), HS_ERR_INVALID, "%s", cases[i].name);
+        cr_assert(strstr(e.msg, cases[i].name) != NULL, "message for %s: %s", cases[i].name, e.msg);
+        cr_assert_null(sampler_new(&o, 10));
+    }
+}
