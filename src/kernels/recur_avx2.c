@@ -53,8 +53,8 @@ INLINE void gdn_chunk(float *oh, float *Sh, const float *kk, const float *qq, co
         __m256 ki = _mm256_set1_ps(kk[i]);
 #pragma GCC unroll 8
         for (int c = 0; c < nv; c++) {
+            /* S * alpha is formed again in the second pass (same bits): fewer stores */
             __m256 s = _mm256_mul_ps(ld(m[c], Si + 8 * c), alv);
-            st(Si + 8 * c, m[c], s);
             u[c] = _mm256_fmadd_ps(s, ki, u[c]);
         }
     }
@@ -70,7 +70,7 @@ INLINE void gdn_chunk(float *oh, float *Sh, const float *kk, const float *qq, co
         __m256 qi = _mm256_set1_ps(qq[i] * sc);
 #pragma GCC unroll 8
         for (int c = 0; c < nv; c++) {
-            __m256 s = _mm256_fmadd_ps(ki, u[c], ld(m[c], Si + 8 * c));
+            __m256 s = _mm256_fmadd_ps(ki, u[c], _mm256_mul_ps(ld(m[c], Si + 8 * c), alv));
             st(Si + 8 * c, m[c], s);
             o[c] = _mm256_fmadd_ps(s, qi, o[c]);
         }

@@ -49,8 +49,9 @@ INLINE void gdn_chunk(float *oh, float *Sh, const float *kk, const float *qq, co
         __m512 ki = _mm512_set1_ps(kk[i]);
 #pragma GCC unroll 8
         for (int c = 0; c < nv; c++) {
+            /* S * alpha is not stored here: the second pass forms the same product again
+             * (same bits), which halves the stores of a store-bound step */
             __m512 s = _mm512_mul_ps(_mm512_maskz_loadu_ps(m[c], Si + 16 * c), alv);
-            _mm512_mask_storeu_ps(Si + 16 * c, m[c], s);
             u[c] = _mm512_fmadd_ps(s, ki, u[c]);
         }
     }
@@ -66,7 +67,8 @@ INLINE void gdn_chunk(float *oh, float *Sh, const float *kk, const float *qq, co
         __m512 qi = _mm512_set1_ps(qq[i] * sc);
 #pragma GCC unroll 8
         for (int c = 0; c < nv; c++) {
-            __m512 s = _mm512_fmadd_ps(ki, u[c], _mm512_maskz_loadu_ps(m[c], Si + 16 * c));
+            __m512 sa = _mm512_mul_ps(_mm512_maskz_loadu_ps(m[c], Si + 16 * c), alv);
+            __m512 s = _mm512_fmadd_ps(ki, u[c], sa);
             _mm512_mask_storeu_ps(Si + 16 * c, m[c], s);
             o[c] = _mm512_fmadd_ps(s, qi, o[c]);
         }
