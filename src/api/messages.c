@@ -5,7 +5,7 @@
  * starts with the JSON path of the offending value ("messages[3].content[1]: ...").
  * On failure `out` is left zeroed (enable_thinking -1) and nothing leaks.
  *
- * Rules shared by both APIs (struct conv below):
+ * Rules shared by both APIs (struct api_conv below):
  *   1. System text that comes before the first user/assistant/tool message (Anthropic's
  *      top-level `system`, OpenAI system/developer messages, leading role "system"
  *      messages) is merged into one system message at index 0, pieces joined with
@@ -114,27 +114,22 @@ static json_t *sb_to_json(const struct strbuf *sb)
 
 /* ---- the conversation being built ------------------------------------------------ */
 
-struct conv {
-    json_t *msgs;          /* everything but the leading system message */
-    struct strbuf system;  /* leading system text, pieces joined with "\n\n" */
-    bool started;          /* a non-system message has been added */
-};
 
-static void conv_init(struct conv *c)
+void api_conv_init(struct api_conv *c)
 {
     c->msgs = json_array();
     strbuf_init(&c->system);
     c->started = false;
 }
 
-static void conv_free(struct conv *c)
+void api_conv_free(struct api_conv *c)
 {
     json_decref(c->msgs);
     c->msgs = NULL;
     strbuf_free(&c->system);
 }
 
-static json_t *msg_new(const char *role, const char *text, size_t len)
+json_t *api_msg_new(const char *role, const char *text, size_t len)
 {
     json_t *m = json_object();
     json_object_set_new(m, "role", json_string(role));
@@ -143,14 +138,14 @@ static json_t *msg_new(const char *role, const char *text, size_t len)
 }
 
 /* Add a message (ownership transferred). */
-static void conv_add(struct conv *c, json_t *msg)
+void api_conv_add(struct api_conv *c, json_t *msg)
 {
     json_array_append_new(c->msgs, msg);
     c->started = true;
 }
 
 /* System text: merged into the head while no other message came, a user turn after. */
-static void conv_system(struct conv *c, const char *text, size_t len)
+void api_conv_system(struct api_conv *c, const char *text, size_t len)
 {
     if (len == 0) return;
     if (!c->started) {
@@ -158,21 +153,21 @@ static void conv_system(struct conv *c, const char *text, size_t len)
         strbuf_append(&c->system, text, len);
         return;
     }
-    json_array_append_new(c->msgs, msg_new("user", text, len));
+    json_array_append_new(c->msgs, api_msg_new("user", text, len));
 }
 
 /* Move the conversation into out (messages, with the merged system message first). */
-static void conv_finish(struct conv *c, struct chat_request *out)
+static void conv_finish(struct api_conv *c, struct chat_request *out)
 {
     if (c->system.len)
-        json_array_insert_new(c->msgs, 0, msg_new("system", c->system.buf, c->system.len));
+        json_array_insert_new(c->msgs, 0, api_msg_new("system", c->system.buf, c->system.len));
     out->messages = c->msgs;
     c->msgs = NULL;
     strbuf_free(&c->system);
 }
 
 /* Hand the built conversation, the tools and the thinking flag to the caller (both APIs). */
-static void conv_deliver(struct conv *c, struct chat_request *out, json_t *tools, int thinking)
+void api_conv_deliver(struct api_conv *c, struct chat_request *out, json_t *tools, int thinking)
 {
     conv_finish(c, out);
     out->tools = tools;
@@ -182,7 +177,7 @@ static void conv_deliver(struct conv *c, struct chat_request *out, json_t *tools
 
 /* Parse a tool call's arguments: a JSON string holding an object (OpenAI), an object
  * (some clients), or nothing ("", null, absent: no arguments). Returns a new object. */
-static int args_parse(const json_t *v, const char *path, json_t **out, struct hs_err *err)
+int api_args_parse(const json_t *v, const char *path, json_t **out, struct hs_err *err)
 {
     *out = NULL;
     if (!v || json_is_null(v)) {
@@ -268,7 +263,7 @@ static int oai_tool_call(const json_t *tc, const char *path, json_t **out, struc
     char pa[API_PATH_LEN];
     api_req_path(pa, "%s.arguments", p);
     json_t *args;
-    if ((rc = args_parse(json_object_get(fn, "arguments"), pa, &args, err))) return rc;
+    if ((rc = api_args_parse(json_object_get(fn, "arguments"), pa, &args, err))) return rc;
 
     json_t *f = json_object();
     json_object_set_new(f, "name", json_string(name));
@@ -292,7 +287,7 @@ static const struct {
     { "tool", "tool" },
 };
 
-static int oai_message(struct conv *c, const json_t *m, size_t i, struct hs_err *err)
+static int oai_message(struct api_conv *c, const json_t *m, size_t i, struct hs_err *err)
 {
     char p[API_PATH_LEN], pf[API_PATH_LEN];
     api_req_path(p, "messages[%zu]", i);
@@ -325,11 +320,11 @@ static int oai_message(struct conv *c, const json_t *m, size_t i, struct hs_err 
     int rc = oai_text(json_object_get(m, "content"), pf, &text, err);
     if (rc) goto out;
     if (strcmp(role, "system") == 0) {
-        conv_system(c, text.buf, text.len);
+        api_conv_system(c, text.buf, text.len);
         goto out;
     }
 
-    msg = msg_new(role, text.buf, text.len);
+    msg = api_msg_new(role, text.buf, text.len);
     const char *s;
     size_t len;
     if (strcmp(role, "assistant") == 0) {
@@ -356,7 +351,7 @@ static int oai_message(struct conv *c, const json_t *m, size_t i, struct hs_err 
     }
     if ((rc = opt_string(m, "name", p, &s, &len, err))) goto fail;
     if (s) json_object_set_new(msg, "name", json_stringn(s, len));
-    conv_add(c, msg);
+    api_conv_add(c, msg);
     goto out;
 fail:
     json_decref(msg);
@@ -554,8 +549,8 @@ int chat_from_openai(const json_t *body, struct chat_request *out, struct hs_err
         if (thinking < 0 && strcmp(json_string_value(effort), "none") == 0) thinking = 0;
     }
 
-    struct conv c;
-    conv_init(&c);
+    struct api_conv c;
+    api_conv_init(&c);
     json_t *tools = NULL;
     int rc;
     size_t i;
@@ -563,10 +558,10 @@ int chat_from_openai(const json_t *body, struct chat_request *out, struct hs_err
     json_array_foreach(msgs, i, m)
         if ((rc = oai_message(&c, m, i, err))) goto fail;
     if ((rc = oai_tools(json_object_get(body, "tools"), &tools, err))) goto fail;
-    conv_deliver(&c, out, tools, thinking);
+    api_conv_deliver(&c, out, tools, thinking);
     return controls_parse(body, true, out, err);
 fail:
-    conv_free(&c);
+    api_conv_free(&c);
     return rc;
 }
 
@@ -635,7 +630,7 @@ static int ant_text(const json_t *content, const char *path, const char *where, 
 #define BILLING_PREFIX "x-anthropic-billing-header:"
 
 /* One piece of the top-level system: the billing line removed, then merged (rule 1). */
-static void ant_system_piece(struct conv *c, const char *s, size_t len)
+static void ant_system_piece(struct api_conv *c, const char *s, size_t len)
 {
     size_t pl = strlen(BILLING_PREFIX);
     if (len >= pl && memcmp(s, BILLING_PREFIX, pl) == 0) {
@@ -644,11 +639,11 @@ static void ant_system_piece(struct conv *c, const char *s, size_t len)
         s += skip;
         len -= skip;
     }
-    conv_system(c, s, len);
+    api_conv_system(c, s, len);
 }
 
 /* Top-level `system`: a string or text blocks, each block a separate "\n\n"-joined piece. */
-static int ant_system(struct conv *c, const json_t *sys, struct hs_err *err)
+static int ant_system(struct api_conv *c, const json_t *sys, struct hs_err *err)
 {
     if (!sys || json_is_null(sys)) return HS_OK;
     if (json_is_string(sys)) {
@@ -692,7 +687,7 @@ static int ant_tool_result(const json_t *b, const char *path, json_t **out, stru
         strbuf_free(&text);
         return rc;
     }
-    json_t *msg = msg_new("tool", text.buf, text.len);
+    json_t *msg = api_msg_new("tool", text.buf, text.len);
     strbuf_free(&text);
     if (id) json_object_set_new(msg, "tool_call_id", json_string(id));
     *out = msg;
@@ -701,7 +696,7 @@ static int ant_tool_result(const json_t *b, const char *path, json_t **out, stru
 
 /* A user message's blocks: runs of text blocks become user messages, each tool_result a
  * tool message, in the order they came. */
-static int ant_user_blocks(struct conv *c, const json_t *content, const char *path, struct hs_err *err)
+static int ant_user_blocks(struct api_conv *c, const json_t *content, const char *path, struct hs_err *err)
 {
     struct strbuf text;
     strbuf_init(&text);
@@ -722,10 +717,10 @@ static int ant_user_blocks(struct conv *c, const json_t *content, const char *pa
         } else if (strcmp(type, "tool_result") == 0) {
             json_t *msg;
             if ((rc = ant_tool_result(b, p, &msg, err))) goto out;
-            if (in_text) conv_add(c, msg_new("user", text.buf, text.len));
+            if (in_text) api_conv_add(c, api_msg_new("user", text.buf, text.len));
             strbuf_reset(&text);
             in_text = false;
-            conv_add(c, msg);
+            api_conv_add(c, msg);
             any_result = true;
         } else {
             rc = ant_block_error(type, p, "user messages", err);
@@ -733,7 +728,7 @@ static int ant_user_blocks(struct conv *c, const json_t *content, const char *pa
         }
     }
     /* a message of text only (even none: []) is one user message */
-    if (in_text || !any_result) conv_add(c, msg_new("user", text.buf, text.len));
+    if (in_text || !any_result) api_conv_add(c, api_msg_new("user", text.buf, text.len));
 out:
     strbuf_free(&text);
     return rc;
@@ -763,7 +758,7 @@ static int ant_tool_use(const json_t *b, const char *path, json_t **out, struct 
 }
 
 /* An assistant message's blocks → one assistant message. */
-static int ant_assistant_blocks(struct conv *c, const json_t *content, const char *path, struct hs_err *err)
+static int ant_assistant_blocks(struct api_conv *c, const json_t *content, const char *path, struct hs_err *err)
 {
     struct strbuf text, reasoning;
     strbuf_init(&text);
@@ -797,10 +792,10 @@ static int ant_assistant_blocks(struct conv *c, const json_t *content, const cha
             goto out;
         }
     }
-    json_t *msg = msg_new("assistant", text.buf, text.len);
+    json_t *msg = api_msg_new("assistant", text.buf, text.len);
     if (has_reasoning) json_object_set_new(msg, "reasoning_content", sb_to_json(&reasoning));
     if (json_array_size(calls)) json_object_set(msg, "tool_calls", calls);
-    conv_add(c, msg);
+    api_conv_add(c, msg);
 out:
     json_decref(calls);
     strbuf_free(&text);
@@ -808,7 +803,7 @@ out:
     return rc;
 }
 
-static int ant_message(struct conv *c, const json_t *m, size_t i, struct hs_err *err)
+static int ant_message(struct api_conv *c, const json_t *m, size_t i, struct hs_err *err)
 {
     char p[API_PATH_LEN], pf[API_PATH_LEN];
     api_req_path(p, "messages[%zu]", i);
@@ -826,16 +821,16 @@ static int ant_message(struct conv *c, const json_t *m, size_t i, struct hs_err 
         struct strbuf text;
         strbuf_init(&text);
         int rc = ant_text(content, pf, "system messages", &text, err);
-        if (!rc) conv_system(c, text.buf, text.len);
+        if (!rc) api_conv_system(c, text.buf, text.len);
         strbuf_free(&text);
         return rc;
     }
     if (!content || json_is_null(content)) {
-        conv_add(c, msg_new(role, "", 0));
+        api_conv_add(c, api_msg_new(role, "", 0));
         return HS_OK;
     }
     if (json_is_string(content)) {
-        conv_add(c, msg_new(role, json_string_value(content), json_string_length(content)));
+        api_conv_add(c, api_msg_new(role, json_string_value(content), json_string_length(content)));
         return HS_OK;
     }
     if (!json_is_array(content))
@@ -919,8 +914,8 @@ int chat_from_anthropic(const json_t *body, struct chat_request *out, struct hs_
             return api_req_bad(err, "thinking.type", "unknown value '%.40s' (expected enabled, adaptive or disabled)", type);
     }
 
-    struct conv c;
-    conv_init(&c);
+    struct api_conv c;
+    api_conv_init(&c);
     json_t *tools = NULL;
     int rc = ant_system(&c, json_object_get(body, "system"), err);
     if (rc) goto fail;
@@ -929,10 +924,10 @@ int chat_from_anthropic(const json_t *body, struct chat_request *out, struct hs_
     json_array_foreach(msgs, i, m)
         if ((rc = ant_message(&c, m, i, err))) goto fail;
     if ((rc = ant_tools(json_object_get(body, "tools"), &tools, err))) goto fail;
-    conv_deliver(&c, out, tools, thinking);
+    api_conv_deliver(&c, out, tools, thinking);
     return controls_parse(body, false, out, err);
 fail:
-    conv_free(&c);
+    api_conv_free(&c);
     return rc;
 }
 

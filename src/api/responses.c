@@ -99,52 +99,25 @@ static const struct {
 static const char *const rs_media_parts[] = { "input_image", "input_file", "input_audio", "image_url", "image", "file" };
 
 struct rconv {
-    json_t *msgs;          /* everything but the leading system message */
-    struct strbuf system;  /* leading system text, pieces joined with "\n\n" */
-    bool started;          /* a non-system message has been added */
+    struct api_conv b;       /* the conversation, as messages.c builds it */
     struct strbuf reasoning; /* a reasoning item's text waiting for its assistant message */
     bool have_reasoning;
 };
-
-static json_t *rs_msg(const char *role, const char *text, size_t len)
-{
-    json_t *m = json_object();
-    json_object_set_new(m, "role", json_string(role));
-    json_object_set_new(m, "content", json_stringn(text ? text : "", len));
-    return m;
-}
-
-static void rconv_add(struct rconv *c, json_t *msg)
-{
-    json_array_append_new(c->msgs, msg);
-    c->started = true;
-}
-
-static void rconv_system(struct rconv *c, const char *text, size_t len)
-{
-    if (len == 0) return;
-    if (!c->started) {
-        if (c->system.len) strbuf_append(&c->system, "\n\n", 2);
-        strbuf_append(&c->system, text, len);
-        return;
-    }
-    json_array_append_new(c->msgs, rs_msg("user", text, len));
-}
 
 /* The assistant message a tool call attaches to: the last message when it is an assistant
  * turn with no pending reasoning for a new one, else a new empty assistant message. */
 static json_t *rconv_assistant(struct rconv *c, bool for_call)
 {
-    size_t n = json_array_size(c->msgs);
-    json_t *last = n ? json_array_get(c->msgs, n - 1) : NULL;
+    size_t n = json_array_size(c->b.msgs);
+    json_t *last = n ? json_array_get(c->b.msgs, n - 1) : NULL;
     const char *role = last ? json_string_value(json_object_get(last, "role")) : NULL;
     if (for_call && role && !strcmp(role, "assistant") && !c->have_reasoning) return last;
-    json_t *m = rs_msg("assistant", "", 0);
+    json_t *m = api_msg_new("assistant", "", 0);
     if (c->have_reasoning)
         json_object_set_new(m, "reasoning_content", json_stringn(c->reasoning.buf ? c->reasoning.buf : "", c->reasoning.len));
     strbuf_reset(&c->reasoning);
     c->have_reasoning = false;
-    rconv_add(c, m);
+    api_conv_add(&c->b, m);
     return m;
 }
 
@@ -196,37 +169,6 @@ static int rs_req_string(const json_t *obj, const char *key, const char *path, c
     return HS_OK;
 }
 
-/* function_call.arguments: a JSON text of an object ("" / null / absent: none). */
-static int rs_args(const json_t *v, const char *path, json_t **out, struct hs_err *err)
-{
-    *out = NULL;
-    if (!v || json_is_null(v)) {
-        *out = json_object();
-        return HS_OK;
-    }
-    if (json_is_object(v)) {
-        *out = json_deep_copy(v);
-        return HS_OK;
-    }
-    if (!json_is_string(v)) return api_req_bad(err, path, "expected a JSON string holding an object, not %s", api_req_kind(v));
-    const char *s = json_string_value(v);
-    size_t n = json_string_length(v), k = 0;
-    while (k < n && (s[k] == ' ' || s[k] == '\t' || s[k] == '\n' || s[k] == '\r')) k++;
-    if (k == n) {
-        *out = json_object();
-        return HS_OK;
-    }
-    json_error_t je;
-    json_t *a = json_loadb(s, n, JSON_DECODE_ANY, &je);
-    if (!a) return api_req_bad(err, path, "not valid JSON (%s at character %d)", je.text, je.position);
-    if (!json_is_object(a)) {
-        json_decref(a);
-        return api_req_bad(err, path, "must encode a JSON object");
-    }
-    *out = a;
-    return HS_OK;
-}
-
 static int rs_item_message(struct rconv *c, const json_t *it, const char *p, struct hs_err *err)
 {
     char pf[API_PATH_LEN];
@@ -242,10 +184,10 @@ static int rs_item_message(struct rconv *c, const json_t *it, const char *p, str
     int rc = rs_text(json_object_get(it, "content"), pf, &text, err);
     if (rc == HS_OK) {
         if (sys) {
-            rconv_system(c, text.buf, text.len);
+            api_conv_system(&c->b, text.buf, text.len);
         } else if (!strcmp(role, "user")) {
             rconv_turn_break(c);
-            rconv_add(c, rs_msg("user", text.buf, text.len));
+            api_conv_add(&c->b, api_msg_new("user", text.buf, text.len));
         } else {
             json_t *m = rconv_assistant(c, false);
             json_object_set_new(m, "content", json_stringn(text.buf ? text.buf : "", text.len));
@@ -270,7 +212,7 @@ static int rs_item_call(struct rconv *c, const json_t *it, const char *p, bool c
         json_object_set_new(args, "input", json_string(json_is_string(in) ? json_string_value(in) : ""));
     } else {
         api_req_path(pa, "%s.arguments", p);
-        if ((rc = rs_args(json_object_get(it, "arguments"), pa, &args, err))) return rc;
+        if ((rc = api_args_parse(json_object_get(it, "arguments"), pa, &args, err))) return rc;
     }
     json_t *fn = json_object();
     json_object_set_new(fn, "name", json_string(name));
@@ -301,9 +243,9 @@ static int rs_item_output(struct rconv *c, const json_t *it, const char *p, stru
     rc = rs_text(json_object_get(it, "output"), pf, &text, err);
     if (rc == HS_OK) {
         rconv_turn_break(c);
-        json_t *m = rs_msg("tool", text.buf, text.len);
+        json_t *m = api_msg_new("tool", text.buf, text.len);
         json_object_set_new(m, "tool_call_id", json_string(call_id));
-        rconv_add(c, m);
+        api_conv_add(&c->b, m);
     }
     strbuf_free(&text);
     return rc;
@@ -532,13 +474,13 @@ int chat_from_responses(const json_t *body, struct chat_request *out, struct hs_
     if (instr && !json_is_null(instr) && !json_is_string(instr))
         return api_req_bad(err, "instructions", "expected a string, not %s", api_req_kind(instr));
 
-    struct rconv c = { .msgs = json_array() };
-    strbuf_init(&c.system);
+    struct rconv c = { .have_reasoning = false };
+    api_conv_init(&c.b);
     strbuf_init(&c.reasoning);
     json_t *tools = NULL;
-    if (json_is_string(instr)) rconv_system(&c, json_string_value(instr), json_string_length(instr));
+    if (json_is_string(instr)) api_conv_system(&c.b, json_string_value(instr), json_string_length(instr));
     if (json_is_string(input)) {
-        rconv_add(&c, rs_msg("user", json_string_value(input), json_string_length(input)));
+        api_conv_add(&c.b, api_msg_new("user", json_string_value(input), json_string_length(input)));
     } else {
         size_t i;
         const json_t *it;
@@ -550,21 +492,15 @@ int chat_from_responses(const json_t *body, struct chat_request *out, struct hs_
     if (!rc) rc = rs_stop(json_object_get(body, "stop"), &out->stop, err);
     strbuf_free(&c.reasoning);
     if (rc) {
-        json_decref(c.msgs);
+        api_conv_free(&c.b);
         json_decref(tools);
-        strbuf_free(&c.system);
         hs_free(out->tool_name);
         json_decref(out->stop);
         memset(out, 0, sizeof *out);
         out->enable_thinking = -1;
         return rc;
     }
-    if (c.system.len) json_array_insert_new(c.msgs, 0, rs_msg("system", c.system.buf, c.system.len));
-    strbuf_free(&c.system);
-    out->messages = c.msgs;
-    out->tools = tools;
-    out->enable_thinking = thinking;
-    out->add_generation_prompt = true;
+    api_conv_deliver(&c.b, out, tools, thinking);
     return HS_OK;
 }
 

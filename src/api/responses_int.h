@@ -18,6 +18,24 @@ void api_req_path(char *dst, const char *fmt, ...) __attribute__((format(printf,
 /* "an object", "a string", ... for error messages. */
 const char *api_req_kind(const json_t *v);
 
+/* The conversation both request parsers build (messages.c): system pieces merge into one
+ * leading system message until another message comes, a user turn after that. */
+struct api_conv {
+    json_t *msgs;          /* everything but the leading system message */
+    struct strbuf system;  /* leading system text, pieces joined with "\n\n" */
+    bool started;          /* a non-system message has been added */
+};
+void api_conv_init(struct api_conv *c);
+void api_conv_free(struct api_conv *c);
+json_t *api_msg_new(const char *role, const char *text, size_t len); /* {role, content} */
+void api_conv_add(struct api_conv *c, json_t *msg);                   /* takes msg */
+void api_conv_system(struct api_conv *c, const char *text, size_t len);
+/* Move the conversation (system message first), tools and thinking flag into out. */
+void api_conv_deliver(struct api_conv *c, struct chat_request *out, json_t *tools, int thinking);
+/* A tool call's arguments: a JSON string holding an object, an object, or nothing ("", null,
+ * absent: no arguments). *out is a new object. */
+int api_args_parse(const json_t *v, const char *path, json_t **out, struct hs_err *err);
+
 struct responses_writer;
 
 struct responses_writer *responses_writer_new(const struct api_response_opts *o);
