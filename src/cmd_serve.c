@@ -13,7 +13,7 @@ static const char serve_help[] =
     "usage: headstart serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY]\n"
     "         [--threads N] [--ctx N] [--max-queue N] [--max-body SIZE] [--model-name NAME]\n"
     "         [--bank-ram SIZE] [--no-bank] [--no-head-anchor] [--bank-dir DIR]\n"
-    "         [--bank-disk SIZE] [--no-bank-disk]\n"
+    "         [--bank-disk SIZE] [--no-bank-disk] [--keepalive SECONDS]\n"
     "\n"
     "Serves the model over HTTP: POST /v1/chat/completions and /v1/responses (OpenAI), POST\n"
     "/v1/messages and /v1/messages/count_tokens (Anthropic), GET /v1/models, /health,\n"
@@ -21,8 +21,9 @@ static const char serve_help[] =
     "wait while one runs (0: a request is accepted only when the engine is idle), more get\n"
     "429. --port 0 picks a free port (printed on the start line). --ctx defaults to the\n"
     "model's context, at most 32768. --api-key KEY (or HEADSTART_API_KEY) is then required\n"
-    "as 'Authorization: Bearer KEY' or 'x-api-key: KEY'. --max-body defaults to 32M. Stops\n"
-    "on SIGINT or SIGTERM.\n"
+    "as 'Authorization: Bearer KEY' or 'x-api-key: KEY'. --max-body defaults to 32M. A\n"
+    "stream quiet for --keepalive seconds (default 1) while its prompt is prefilled gets a\n"
+    "keep-alive (': keepalive' / Anthropic ping). Stops on SIGINT or SIGTERM.\n"
     "\n"
     "The session bank keeps prompt state between requests so a shared head (system + tools)\n"
     "or a continued conversation is restored instead of computed (usage reports it as\n"
@@ -62,6 +63,14 @@ int cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "--max-queue")) {
             if (cmd_parse_i64("serve", a, s, &v) || v > 65536) { fprintf(stderr, "headstart serve: --max-queue wants 0..65536\n"); return 2; }
             o.max_queue = (int)v;
+        } else if (!strcmp(a, "--keepalive")) {
+            char *end;
+            double d = strtod(s, &end);
+            if (end == s || *end || !(d >= 0.01 && d <= 3600.0)) {
+                fprintf(stderr, "headstart serve: --keepalive wants seconds in [0.01, 3600], got '%s'\n", s);
+                return 2;
+            }
+            o.keepalive_s = d;
         } else if (!strcmp(a, "--max-body")) {
             o.max_body = hs_parse_size(s);
             if (o.max_body <= 0) { fprintf(stderr, "headstart serve: --max-body wants a size like 32M, got '%s'\n", s); return 2; }

@@ -530,6 +530,7 @@ void server_opts_default(struct server_opts *o)
     o->max_queue = 16;
     o->max_body = 32 << 20;
     o->bank_ram = -1;
+    o->keepalive_s = 1.0;
 }
 
 /* Free space where the disk tier lives (its nearest existing ancestor while it does not

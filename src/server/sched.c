@@ -143,9 +143,6 @@ size_t job_take(struct job *j, char *buf, size_t max, bool *eof)
 
 /* A cancelled job still ends with an answer: nobody reads it when the client is gone, and
  * a client waiting while the server stops gets a 503 it can retry. */
-/* A stream gets a keep-alive when this long passed without bytes during a prefill
- * (checked between prefill chunks of about SESSION_PREFILL_CHUNK_S). */
-#define SCHED_KEEPALIVE_S 1.0
 
 static const char cancelled_msg[] = "the request was cancelled: the client went away or the server is stopping";
 
@@ -441,7 +438,8 @@ static void job_count_tokens(struct server *srv, struct job *j)
  * its start hook (before the prefill) opens the response with the prompt and cached token
  * counts and whether the generation prompt opened <think>; its text callback turns text into
  * the API's bytes; its prefill hook (between prefill chunks) sends a keep-alive to a stream
- * that has been quiet for SCHED_KEEPALIVE_S. All three return false once the job is
+ * that has been quiet for --keepalive seconds (server_opts.keepalive_s, checked between
+ * prefill chunks of about SESSION_PREFILL_CHUNK_S). All three return false once the job is
  * cancelled, so a client that goes away stops its generation within one token, its prefill
  * within one chunk (and before the prefill when it left while queued). */
 
@@ -483,14 +481,14 @@ static bool session_on_start(void *ctx, const struct session_start *st)
     return !job_cancelled(j);
 }
 
-/* Between prefill chunks: a keep-alive once SCHED_KEEPALIVE_S passed without bytes, so a
+/* Between prefill chunks: a keep-alive once keepalive_s passed without bytes, so a
  * long prompt does not look like a dead connection to the client; false once cancelled. */
 static bool session_on_prefill(void *ctx, int64_t done, int64_t total)
 {
     struct session_ctx *c = ctx;
     (void)done; (void)total;
     if (job_cancelled(c->j)) return false;
-    if (c->j->stream && c->r && sys_time_sec() - c->t_emit >= SCHED_KEEPALIVE_S) {
+    if (c->j->stream && c->r && sys_time_sec() - c->t_emit >= c->srv->opts.keepalive_s) {
         api_response_keepalive(c->r, &c->out);
         session_flush(c);
     }

@@ -68,6 +68,8 @@ struct server_opts {
     int64_t bank_disk;            /* the disk tier's cap in bytes; 0: 20% of the free space
                                      there, at most 64 GiB */
     bool no_bank_disk;            /* --no-bank-disk: RAM only */
+    double keepalive_s;           /* --keepalive: a stream quiet this long during a prefill
+                                     gets a keep-alive; default 1.0 */
 };
 
 void server_opts_default(struct server_opts *o);

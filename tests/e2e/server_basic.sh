@@ -288,7 +288,13 @@ st=$(code POST /v1/chat/completions "$tmp/tc4" -d '{"messages":[{"role":"user","
     && pass "tool_choice named: the answer starts with the forced call" || fail "tool_choice named: $st $(cat "$tmp/tc4")"
 
 # keep-alive while a long prompt is prefilled: comment lines (OpenAI) / pings (Anthropic)
-# arrive after the stream's head and before the first token
+# arrive after the stream's head and before the first token. A server of its own with a
+# short --keepalive, so that the ~7k-token prompt spans several intervals however fast the
+# machine prefills it.
+kpid_main=$pid kbase=$base
+start_server "$tmp/k.log" --ctx 16384 --keepalive 0.02 || { fail "keep-alive server: $(cat "$tmp/k.log")"; finish; }
+kpid=$pid
+base=http://127.0.0.1:$port
 $py -c 'import json; print(json.dumps({"model":"m","max_tokens":2,"stream":True,"messages":[{"role":"user","content":" ".join("k%d" % (i*7919 % 10007) for i in range(1200))}]}))' > "$tmp/ka.json"
 curl -s -N -o "$tmp/ka1" --data-binary "@$tmp/ka.json" "$base/v1/chat/completions"
 $py - "$tmp/ka1" <<'EOF' && pass "keep-alive comments during a long prefill (OpenAI)" || fail "keep-alive openai: $(head -c 800 "$tmp/ka1")"
@@ -308,6 +314,9 @@ first = names.index("event: content_block_start")
 assert names[0] == "event: message_start" and names[1:first].count("event: ping") >= 2, names[:8]
 assert names[-1] == "event: message_stop"
 EOF
+kill "$kpid" 2>/dev/null
+wait "$kpid" 2>/dev/null
+pid=$kpid_main base=$kbase
 
 # a client that goes away during a long prefill cancels it within one chunk: the engine is
 # free again long before the prefill (~12k tokens: 8 s of CPU on the tiny model) would end
