@@ -375,7 +375,8 @@ def report(res, jpath):
     if capture:
         print(f"capture cost: {capture['model']} {capture['dtype']} prefill {capture['tokens']} tokens, "
               f"{capture['captures']} captures vs none: {capture['cost_best_pct']:+.2f}% (best wall), "
-              f"{capture['cost_median_pct']:+.2f}% (median wall), {capture['cost_cpu_pct']:+.2f}% (CPU s); "
+              f"{capture['cost_median_pct']:+.2f}% (median wall), {capture['cost_cpu_pct']:+.2f}% (CPU s), "
+              f"{capture['cost_copy_pct']:.3f}% (the copies alone, {capture['copy_s'] * 1e3:.1f} ms); "
               f"none {capture['none']['best_s']:.2f} s, with {capture['caps']['best_s']:.2f} s")
     print(f"load average (1 min) during the runs: min {la['min']:.2f}, mean {la['mean']:.2f}, max {la['max']:.2f} "
           f"on {mach['logical_cpus']} CPUs; elapsed {res['elapsed_s'] / 60:.1f} min")

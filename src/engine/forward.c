@@ -20,7 +20,8 @@
  * Then, for the requested rows only: final norm and the lm_head.
  *
  * Exactness (DESIGN.md §4): every matmul is kern_matmul, batch-invariant, threads split
- * its output rows; every other operation is per token (or per head / channel of one
+ * its output rows (matrices that read the same activation — q/k/v, qkv/z/b/a, gate/up,
+ * router and shared expert — run as one pool job over their rows end to end, mm_n); every other operation is per token (or per head / channel of one
  * token) and written once, so its result does not depend on T, the chunking or the
  * thread count. The GDN recurrence runs token by token (per head; heads and channels are
  * independent, so the head-major loop order computes the same bits). MoE experts run as
@@ -57,35 +58,79 @@ struct act {
 #define ACT_QK 2
 #define ACT_BF16 4
 
-struct mm_job {
-    const struct kern_ops *ops;
+/* One matrix of a matmul job: y[t * y_ld + r] = (W x_t)[r] for the rows of w. */
+struct mm_part {
     float *y;
     int64_t y_ld;
     const void *w;
     enum kern_wtype wt;
+    int64_t rows;
+};
+
+/* Up to MM_PARTS matrices that read the same activation x (same K), computed in one pool
+ * run over their rows laid end to end: a decode step then pays one hand-off per group
+ * instead of one per matrix, and each thread moves from one matrix's stream straight into
+ * the next. Every row is still one kernel call's row with the same inputs, so how the rows
+ * are grouped or split never changes a bit (the kernels are split-invariant). */
+#define MM_PARTS 4
+struct mm_job {
+    const struct kern_ops *ops;
     const float *x;
     struct act xa;
     int64_t T, K;
+    int n;
+    struct mm_part p[MM_PARTS];
 };
 
+static void mm_part_run(const struct mm_job *j, const struct mm_part *p, int64_t r0, int64_t r1)
+{
+    if (kern_wtype_is_k((int)p->wt))
+        j->ops->matmul_k(p->y, p->y_ld, p->w, (int)p->wt, j->xa.qk, j->T, j->K, r0, r1);
+    else if (p->wt == KERN_W_BF16) /* bf16 x bf16 (kernels.h "BF16 weights"), not kern_matmul's */
+        j->ops->bf16_matmul(p->y, p->y_ld, p->w, j->xa.bf, j->T, j->K, r0, r1);
+    else
+        j->ops->matmul(p->y, p->y_ld, p->w, p->wt, j->x, j->xa.q8, j->T, j->K, r0, r1);
+}
+
+/* Rows [r0, r1) of the parts laid end to end. */
 static void mm_fn(void *ctx, int64_t r0, int64_t r1, int ti)
 {
     const struct mm_job *j = ctx;
     (void)ti;
-    if (kern_wtype_is_k((int)j->wt))
-        j->ops->matmul_k(j->y, j->y_ld, j->w, (int)j->wt, j->xa.qk, j->T, j->K, r0, r1);
-    else if (j->wt == KERN_W_BF16) /* bf16 x bf16 (kernels.h "BF16 weights"), not kern_matmul's */
-        j->ops->bf16_matmul(j->y, j->y_ld, j->w, j->xa.bf, j->T, j->K, r0, r1);
-    else
-        j->ops->matmul(j->y, j->y_ld, j->w, j->wt, j->x, j->xa.q8, j->T, j->K, r0, r1);
+    int64_t base = 0;
+    for (int i = 0; i < j->n && r0 < r1; i++) {
+        const struct mm_part *p = &j->p[i];
+        int64_t a = HS_MAX(r0, base), b = HS_MIN(r1, base + p->rows);
+        if (a < b) mm_part_run(j, p, a - base, b - base);
+        base += p->rows;
+    }
+}
+
+static struct mm_part part(float *y, int64_t y_ld, const struct model_weight *w, const void *mat)
+{
+    struct mm_part p = { y, y_ld, mat, (enum kern_wtype)w->dtype, w->rows };
+    return p;
+}
+
+/* The parts p[0..n) (all with w->cols == K) applied to x / xa, in one pool run. */
+static void mm_n(struct engine *e, const float *x, struct act xa, int64_t T, int64_t K, int n,
+                 const struct mm_part *p)
+{
+    struct mm_job j = { e->ops, x, xa, T, K, n, { { 0 } } };
+    int64_t rows = 0;
+    for (int i = 0; i < n; i++) {
+        j.p[i] = p[i];
+        rows += p[i].rows;
+    }
+    sys_pool_run(e->pool, rows, mm_fn, &j);
 }
 
 /* y[t * y_ld + r] = (W x_t)[r] over all rows of one matrix w (data = mat). */
 static void mm(struct engine *e, float *y, int64_t y_ld, const struct model_weight *w,
                const void *mat, const float *x, struct act xa, int64_t T)
 {
-    struct mm_job j = { e->ops, y, y_ld, mat, (enum kern_wtype)w->dtype, x, xa, T, w->cols };
-    sys_pool_run(e->pool, w->rows, mm_fn, &j);
+    struct mm_part p = part(y, y_ld, w, mat);
+    mm_n(e, x, xa, T, w->cols, 1, &p);
 }
 
 /* kern_bf16_round of tokens [t0, t1) (a per-value rule: any split gives the same bits). */
@@ -282,9 +327,9 @@ static void layer_attn(struct engine *e, struct seq *s, const struct model_layer
     const struct engine_geom *g = &e->g;
     struct engine_scratch *sc = &e->s;
     struct act xq = quant(e, sc->xq_a, sc->xk_a, sc->xn, T, g->H, act_need(&L->wq) | act_need(&L->wk) | act_need(&L->wv));
-    mm(e, sc->qg, L->wq.rows, &L->wq, L->wq.data, sc->xn, xq, T);
-    mm(e, sc->k, L->wk.rows, &L->wk, L->wk.data, sc->xn, xq, T);
-    mm(e, sc->v, L->wv.rows, &L->wv, L->wv.data, sc->xn, xq, T);
+    struct mm_part qkv[3] = { part(sc->qg, L->wq.rows, &L->wq, L->wq.data), part(sc->k, L->wk.rows, &L->wk, L->wk.data),
+                              part(sc->v, L->wv.rows, &L->wv, L->wv.data) };
+    mm_n(e, sc->xn, xq, T, g->H, 3, qkv);
     struct attn_job j = { e, s, L, ai, p0, T };
     sys_pool_run(e->pool, T, attn_prep_fn, &j);
     sys_pool_run(e->pool, T * (g->nh / attn_heads_per_call(g)), attn_fn, &j);
@@ -381,10 +426,9 @@ static void layer_gdn(struct engine *e, struct seq *s, const struct model_layer 
     struct engine_scratch *sc = &e->s;
     int q8 = act_need(&L->wqkv) | act_need(&L->wz) | act_need(&L->wb) | act_need(&L->wa);
     struct act xq = quant(e, sc->xq_a, sc->xk_a, sc->xn, T, g->H, q8);
-    mm(e, sc->qkv, g->C, &L->wqkv, L->wqkv.data, sc->xn, xq, T);
-    mm(e, sc->z, g->hv * g->dv, &L->wz, L->wz.data, sc->xn, xq, T);
-    mm(e, sc->b, g->hv, &L->wb, L->wb.data, sc->xn, xq, T);
-    mm(e, sc->a, g->hv, &L->wa, L->wa.data, sc->xn, xq, T);
+    struct mm_part in[4] = { part(sc->qkv, g->C, &L->wqkv, L->wqkv.data), part(sc->z, g->hv * g->dv, &L->wz, L->wz.data),
+                             part(sc->b, g->hv, &L->wb, L->wb.data), part(sc->a, g->hv, &L->wa, L->wa.data) };
+    mm_n(e, sc->xn, xq, T, g->H, 4, in);
     uint64_t off = engine_gdn_offset(e, gi);
     struct gdn_job j = { e, L, s->gdn + off, off, p0, T, caps, n_caps };
     sys_pool_run(e->pool, g->C, gdn_conv_fn, &j);
@@ -402,8 +446,9 @@ static void ffn_dense(struct engine *e, const struct model_layer *L, int64_t T)
     const struct engine_geom *g = &e->g;
     struct engine_scratch *sc = &e->s;
     struct act xq = quant(e, sc->xq_a, sc->xk_a, sc->xn, T, g->H, act_need(&L->ffn_gate) | act_need(&L->ffn_up));
-    mm(e, sc->ffa, g->nff, &L->ffn_gate, L->ffn_gate.data, sc->xn, xq, T);
-    mm(e, sc->ffb, g->nff, &L->ffn_up, L->ffn_up.data, sc->xn, xq, T);
+    struct mm_part gu[2] = { part(sc->ffa, g->nff, &L->ffn_gate, L->ffn_gate.data),
+                             part(sc->ffb, g->nff, &L->ffn_up, L->ffn_up.data) };
+    mm_n(e, sc->xn, xq, T, g->H, 2, gu);
     swiglu_par(e, sc->ffa, sc->ffb, T * g->nff);
     struct act hq = quant(e, sc->xq_b, sc->xk_b, sc->ffa, T, g->nff, act_need(&L->ffn_down));
     mm(e, sc->out, g->H, &L->ffn_down, L->ffn_down.data, sc->ffa, hq, T);
@@ -417,15 +462,19 @@ static void ffn_moe(struct engine *e, const struct model_layer *L, int64_t T)
     int q8 = act_need(&L->router) | act_need(&L->exp_gate) | act_need(&L->exp_up) | act_need(&L->sh_gate) |
               act_need(&L->sh_up) | act_need(&L->sh_gate_inp);
     struct act xq = quant(e, sc->xq_a, sc->xk_a, sc->xn, T, g->H, q8);
-    mm(e, sc->router, g->ne, &L->router, L->router.data, sc->xn, xq, T);
     bool shared = g->nff_sh > 0;
+    /* the router and the shared expert's gate, up and gate input all read xn */
+    struct mm_part in[4] = { part(sc->router, g->ne, &L->router, L->router.data) };
     if (shared) {
-        mm(e, sc->ffa, g->nff_sh, &L->sh_gate, L->sh_gate.data, sc->xn, xq, T);
-        mm(e, sc->ffb, g->nff_sh, &L->sh_up, L->sh_up.data, sc->xn, xq, T);
+        in[1] = part(sc->ffa, g->nff_sh, &L->sh_gate, L->sh_gate.data);
+        in[2] = part(sc->ffb, g->nff_sh, &L->sh_up, L->sh_up.data);
+        in[3] = part(sc->shg, 1, &L->sh_gate_inp, L->sh_gate_inp.data);
+    }
+    mm_n(e, sc->xn, xq, T, g->H, shared ? 4 : 1, in);
+    if (shared) {
         swiglu_par(e, sc->ffa, sc->ffb, T * g->nff_sh);
         struct act hq = quant(e, sc->xq_b, sc->xk_b, sc->ffa, T, g->nff_sh, act_need(&L->sh_down));
         mm(e, sc->out, g->H, &L->sh_down, L->sh_down.data, sc->ffa, hq, T);
-        mm(e, sc->shg, 1, &L->sh_gate_inp, L->sh_gate_inp.data, sc->xn, xq, T);
     }
     bool renorm = model_hparams(e->m)->norm_topk_prob || model_hparams(e->m)->arch == MODEL_ARCH_QWEN35MOE;
     float *eg = sc->eh, *eu = sc->eh + g->nff_exp;
@@ -437,8 +486,9 @@ static void ffn_moe(struct engine *e, const struct model_layer *L, int64_t T)
         memset(acc, 0, (size_t)g->H * sizeof(float));
         for (int64_t k = 0; k < g->ne_used; k++) {
             int32_t ex = sc->eid[k];
-            mm(e, eg, g->nff_exp, &L->exp_gate, L->exp_gate.mats[ex], xt, xqt, 1);
-            mm(e, eu, g->nff_exp, &L->exp_up, L->exp_up.mats[ex], xt, xqt, 1);
+            struct mm_part egu[2] = { part(eg, g->nff_exp, &L->exp_gate, L->exp_gate.mats[ex]),
+                                      part(eu, g->nff_exp, &L->exp_up, L->exp_up.mats[ex]) };
+            mm_n(e, xt, xqt, 1, g->H, 2, egu);
             e->ops->swiglu(eg, eg, eu, 0, g->nff_exp);
             struct act hq = quant(e, sc->xq_b, sc->xk_b, eg, 1, g->nff_exp, act_need(&L->exp_down));
             mm(e, sc->eo, g->H, &L->exp_down, L->exp_down.mats[ex], eg, hq, 1);
