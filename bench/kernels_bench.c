@@ -55,10 +55,11 @@ static bool cpu_has(const char *v)
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     if (!strcmp(v, "avx2")) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (!strcmp(v, "avx512"))
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-               __builtin_cpu_supports("avx512bf16");
+    bool vnni = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                __builtin_cpu_supports("avx512vnni");
+    if (!strcmp(v, "avx512vnni")) return vnni;
+    if (!strcmp(v, "avx512")) return vnni && __builtin_cpu_supports("avx512bf16");
 #endif
     return !strcmp(v, "scalar");
 }
@@ -162,8 +163,8 @@ static int peak_main(int argc, char **argv)
     const struct sys_cpu *cpu = sys_cpu_get();
     if (!variant)
         variant = kern_best_variant(cpu->avx2 && cpu->fma && cpu->f16c,
-                                    cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512_bf16 &&
-                                        cpu->avx512_vnni);
+                                    cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512_vnni,
+                                    cpu->avx512_bf16);
     const struct kern_ops *ops = kern_ops_for(variant);
     if (!ops) { fprintf(stderr, "kernels_bench: no kernel variant '%s'\n", variant); return 2; }
     struct sys_pool *pool = sys_pool_new((int)threads);

@@ -228,6 +228,16 @@ static uint64_t hash_file_ends(uint64_t h, const char *path, uint64_t size)
     return h;
 }
 
+/* The best kernel variant for this CPU. sys_cpu has no AVX-512 DQ flag: every CPU with
+ * AVX-512 F+BW+VL and VNNI has DQ (Cascade Lake, Ice Lake, Sapphire Rapids and later,
+ * Zen 4 and later). */
+static const char *best_variant(void)
+{
+    const struct sys_cpu *cpu = sys_cpu_get();
+    bool vnni = cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512_vnni;
+    return kern_best_variant(cpu->avx2 && cpu->fma && cpu->f16c, vnni, vnni && cpu->avx512_bf16);
+}
+
 static uint64_t fingerprint(const struct engine *e)
 {
     const struct engine_geom *g = &e->g;
@@ -348,13 +358,9 @@ int engine_new(const struct model *m, const struct engine_opts *o, struct engine
     e->m = m;
     e->n_threads = o->n_threads;
     e->n_batch = o->n_batch;
-    /* The variant: the best the CPU has (HEADSTART_CPU=scalar|avx2|avx512 lowers it).
-     * sys_cpu has no AVX-512 DQ flag; every CPU with F+BW+VL+BF16 has DQ, and VNNI
-     * (Cooper Lake, Sapphire Rapids and later, Zen 4 and later). */
-    const struct sys_cpu *cpu = sys_cpu_get();
-    e->variant = kern_best_variant(cpu->avx2 && cpu->fma && cpu->f16c,
-                                   cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512_bf16 &&
-                                       cpu->avx512_vnni);
+    /* The variant: the best the CPU has (HEADSTART_CPU=scalar|avx2|avx512vnni|avx512
+     * lowers it). */
+    e->variant = best_variant();
     e->ops = kern_ops_for(e->variant);
     if (!e->ops) e->ops = kern_ops_for(e->variant = "scalar");
     int rc = geom_init(m, &e->g, err);
@@ -381,13 +387,10 @@ void engine_free(struct engine *e)
 
 int engine_force_variant(struct engine *e, const char *name, struct hs_err *err)
 {
-    static const char *const order[] = { "scalar", "avx2", "avx512" };
+    static const char *const order[] = { "scalar", "avx2", "avx512vnni", "avx512" };
     int want = -1, best = 0;
-    const struct sys_cpu *cpu = sys_cpu_get();
-    const char *b = kern_best_variant(cpu->avx2 && cpu->fma && cpu->f16c,
-                                      cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512_bf16 &&
-                                       cpu->avx512_vnni);
-    for (int i = 0; i < 3; i++) {
+    const char *b = best_variant();
+    for (int i = 0; i < (int)HS_ARRAY_LEN(order); i++) {
         if (!strcmp(order[i], name)) want = i;
         if (!strcmp(order[i], b)) best = i;
     }

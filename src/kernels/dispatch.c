@@ -28,6 +28,11 @@ static const struct kern_ops ops_table[] = {
     {"avx2", kern_matmul_avx2, kern_q8_quantize_avx2, kern_dot_avx2, kern_attn_avx2, kern_gdn_step_avx2,
      kern_matmul_k_avx2, kern_bf16_round_avx2, kern_bf16_matmul_avx2, kern_swiglu_avx2, kern_sigmoid_mul_avx2,
      kern_gated_scale_avx2, kern_conv1d_step_avx2},
+    /* AVX-512 without AVX512_BF16: everything of "avx512" but the two bf16 entries, which
+     * take the FMA forms of the same contract (bf16_avx512.c note 2, bf16_avx2.c) */
+    {"avx512vnni", kern_matmul_avx512, kern_q8_quantize_avx512, kern_dot_avx512, kern_attn_avx512,
+     kern_gdn_step_avx512, kern_matmul_k_avx512, kern_bf16_round_avx2, kern_bf16_matmul_avx512f,
+     kern_swiglu_avx512, kern_sigmoid_mul_avx512, kern_gated_scale_avx512, kern_conv1d_step_avx512},
     {"avx512", kern_matmul_avx512, kern_q8_quantize_avx512, kern_dot_avx512, kern_attn_avx512,
      kern_gdn_step_avx512, kern_matmul_k_avx512, kern_bf16_round_avx512, kern_bf16_matmul_avx512,
      kern_swiglu_avx512, kern_sigmoid_mul_avx512, kern_gated_scale_avx512, kern_conv1d_step_avx512},
@@ -42,12 +47,13 @@ const struct kern_ops *kern_ops_for(const char *variant)
     return NULL;
 }
 
-const char *kern_best_variant(bool avx2_fma_f16c, bool avx512)
+const char *kern_best_variant(bool avx2_fma_f16c, bool avx512_vnni, bool avx512_bf16)
 {
     if (!KERN_HAVE_X86) return "scalar";
-    /* the AVX-512 file also uses F16C-class conversions and FMA, which every AVX-512
+    /* the AVX-512 files also use F16C-class conversions and FMA, which every AVX-512
      * CPU has; a CPU reporting AVX-512 without AVX2 is not a real machine */
-    if (avx512) return "avx512";
+    if (avx512_vnni && avx512_bf16) return "avx512";
+    if (avx512_vnni) return "avx512vnni";
     if (avx2_fma_f16c) return "avx2";
     return "scalar";
 }

@@ -418,17 +418,20 @@ struct kern_ops {
                         int64_t k_conv, int64_t c0, int64_t c1);
 };
 
-/* The table of variant `variant` ("scalar", "avx2", "avx512"); NULL for an unknown name or
- * NULL, and for "avx2"/"avx512" in a build for a CPU family without them (not x86). The
+/* The table of variant `variant` ("scalar", "avx2", "avx512vnni", "avx512"); NULL for an
+ * unknown name or NULL, and for the x86 ones in a build for another CPU family. The
  * caller must know the CPU has the variant's instructions: kern_best_variant. Static
  * storage, never freed. */
 const struct kern_ops *kern_ops_for(const char *variant);
 
 /* The fastest variant this build has for a CPU with the given features (from sys CPU
- * detection; kernels may not include sys): avx512 = AVX-512 F, BW, VL, DQ, BF16 and VNNI all
- * present (the Makefile compiles *_avx512.c with all of them); avx2_fma_f16c = AVX2, FMA
- * and F16C all present. Returns "avx512", "avx2" or "scalar" (a static string). */
-const char *kern_best_variant(bool avx2_fma_f16c, bool avx512);
+ * detection; kernels may not include sys): avx2_fma_f16c = AVX2, FMA and F16C all present;
+ * avx512_vnni = AVX-512 F, BW, VL, DQ and VNNI all present (Cascade Lake, Ice Lake and
+ * later, Zen 4 and later); avx512_bf16 = those and AVX512_BF16 too (Cooper Lake, Sapphire
+ * Rapids and later, Zen 4 and later). Returns "avx512" (all of them), "avx512vnni" (the
+ * same kernels, except that bf16 weights multiply with FMAs in place of vdpbf16ps: same
+ * bits, kernels.h "BF16 weights"), "avx2" or "scalar" (a static string). */
+const char *kern_best_variant(bool avx2_fma_f16c, bool avx512_vnni, bool avx512_bf16);
 
 /* The variants' entry points (x86 builds only); use them through kern_ops_for. */
 void kern_swiglu_avx2(float *y, const float *gate, const float *up, int64_t i0, int64_t i1);

@@ -3,8 +3,9 @@
  *
  * A feature counts only when the CPU has it AND the OS saves its register state on a
  * context switch (XCR0 via XGETBV): a CPU with AVX-512 under an OS or hypervisor that does
- * not enable the ZMM state must run the AVX2 kernels. HEADSTART_CPU=scalar|avx2|avx512
- * then lowers the level for tests and comparisons; it never raises it.
+ * not enable the ZMM state must run the AVX2 kernels. HEADSTART_CPU=scalar|avx2|avx512vnni|
+ * avx512 then lowers the level for tests and comparisons (avx512vnni clears AVX512_BF16);
+ * it never raises it.
  *
  * Invariants:
  *   1. Detection runs once (pthread_once); every caller sees the same struct.
@@ -125,13 +126,14 @@ static void make_consistent(struct sys_cpu *c)
     if (!c->avx512f) c->avx512bw = c->avx512vl = c->avx512_bf16 = c->avx512_vnni = c->amx = false;
 }
 
-enum cpu_level { CPU_LEVEL_SCALAR, CPU_LEVEL_AVX2, CPU_LEVEL_AVX512 };
+enum cpu_level { CPU_LEVEL_SCALAR, CPU_LEVEL_AVX2, CPU_LEVEL_AVX512VNNI, CPU_LEVEL_AVX512 };
 
 /* Clear every flag above `level`. AMX kernels sit above every level one can force. */
 static void apply_level(struct sys_cpu *c, enum cpu_level level)
 {
     c->amx = false;
-    if (level < CPU_LEVEL_AVX512)
+    if (level < CPU_LEVEL_AVX512) c->avx512_bf16 = false;
+    if (level < CPU_LEVEL_AVX512VNNI)
         c->avx512f = c->avx512bw = c->avx512vl = c->avx512_bf16 = c->avx512_vnni = false;
     if (level < CPU_LEVEL_AVX2) c->avx2 = c->fma = c->f16c = c->neon = false;
 }
@@ -159,12 +161,12 @@ static void detect(void)
     if (force && *force) {
         static const struct { const char *name; enum cpu_level level; } levels[] = {
             { "scalar", CPU_LEVEL_SCALAR }, { "avx2", CPU_LEVEL_AVX2 },
-            { "avx512", CPU_LEVEL_AVX512 },
+            { "avx512vnni", CPU_LEVEL_AVX512VNNI }, { "avx512", CPU_LEVEL_AVX512 },
         };
         size_t i = 0;
         while (i < HS_ARRAY_LEN(levels) && strcmp(force, levels[i].name) != 0) i++;
         if (i < HS_ARRAY_LEN(levels)) apply_level(c, levels[i].level);
-        else log_warn("HEADSTART_CPU=%s: unknown level (scalar, avx2 or avx512); ignored", force);
+        else log_warn("HEADSTART_CPU=%s: unknown level (scalar, avx2, avx512vnni or avx512); ignored", force);
     }
 }
 

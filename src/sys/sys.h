@@ -140,7 +140,7 @@ struct sys_cpu {
 };
 
 const struct sys_cpu *sys_cpu_get(void); /* detected once, cached */
-/* Honour HEADSTART_CPU=scalar|avx2|avx512 to force a lower kernel level (tests). */
+/* Honour HEADSTART_CPU=scalar|avx2|avx512vnni|avx512 to force a lower kernel level (tests). */
 uint64_t sys_mem_total_bytes(void);
 uint64_t sys_disk_free_bytes(const char *path); /* 0 when unknown */
 

@@ -279,7 +279,7 @@ Test(forward_exact, variants_equal_scalar)
                                        { MODEL_ARCH_QWEN35MOE, DTYPE_BF16, false, 0, 0, 12 },
                                        { MODEL_ARCH_QWEN3NEXT, DTYPE_F32, true, 0, 0, 13 },
                                        { MODEL_ARCH_QWEN35MOE, DTYPE_Q4_K, true, 0, 0, 18 } };
-    static const char *const names[] = { "avx2", "avx512" };
+    static const char *const names[] = { "avx2", "avx512vnni", "avx512" };
     for (size_t k = 0; k < sizeof(sps) / sizeof(sps[0]); k++) {
         char nm[16];
         snprintf(nm, sizeof(nm), "v%zu", k);
@@ -296,7 +296,7 @@ Test(forward_exact, variants_equal_scalar)
         float *ref = malloc((size_t)(n * V) * sizeof(float)), *l = malloc((size_t)(n * V) * sizeof(float));
         struct seq *s = seq_new(es, n);
         run_chunks(es, s, ids, n, 7, ref);
-        for (size_t v = 0; v < 2; v++) {
+        for (size_t v = 0; v < HS_ARRAY_LEN(names); v++) {
             struct engine *ev = make_engine(m, 2, 512);
             hs_err_clear(&err);
             if (engine_force_variant(ev, names[v], &err)) { engine_free(ev); continue; } /* not on this CPU */

@@ -214,15 +214,23 @@ Test(kern_simd_dispatch, table_names)
 Test(kern_simd_dispatch, best_variant)
 {
 #if defined(__x86_64__) || defined(__i386__)
-    cr_assert_str_eq(kern_best_variant(false, false), "scalar");
-    cr_assert_str_eq(kern_best_variant(true, false), "avx2");
-    cr_assert_str_eq(kern_best_variant(true, true), "avx512");
+    cr_assert_str_eq(kern_best_variant(false, false, false), "scalar");
+    cr_assert_str_eq(kern_best_variant(true, false, false), "avx2");
+    cr_assert_str_eq(kern_best_variant(true, true, false), "avx512vnni");
+    cr_assert_str_eq(kern_best_variant(true, true, true), "avx512");
+    /* BF16 without the rest of the set does not make an AVX-512 variant */
+    cr_assert_str_eq(kern_best_variant(true, false, true), "avx2");
+    /* the BF16-less table differs from "avx512" in the two bf16 entries only */
+    const struct kern_ops *a = kern_ops_for("avx512"), *v = kern_ops_for("avx512vnni");
+    cr_assert(v->matmul == a->matmul && v->q8_quantize == a->q8_quantize && v->matmul_k == a->matmul_k);
+    cr_assert(v->bf16_matmul == kern_bf16_matmul_avx512f && v->bf16_round == kern_bf16_round_avx2);
 #else
-    cr_assert_str_eq(kern_best_variant(true, true), "scalar");
+    cr_assert_str_eq(kern_best_variant(true, true, true), "scalar");
 #endif
     /* every answer names a table */
-    cr_assert_not_null(kern_ops_for(kern_best_variant(true, true)));
-    cr_assert_not_null(kern_ops_for(kern_best_variant(true, false)));
+    cr_assert_not_null(kern_ops_for(kern_best_variant(true, true, true)));
+    cr_assert_not_null(kern_ops_for(kern_best_variant(true, true, false)));
+    cr_assert_not_null(kern_ops_for(kern_best_variant(true, false, false)));
 }
 
 /* The test data can tell accumulation orders apart: a plain sequential sum over k differs

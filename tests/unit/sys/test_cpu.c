@@ -154,6 +154,12 @@ Test(sys_cpu, forced_avx2_and_avx512_clear_only_above)
     cr_assert_eq(c.avx512_bf16, all.avx512_bf16);
     cr_assert_eq(c.avx512_vnni, all.avx512_vnni);
     cr_assert_not(c.amx);
+    c = detect_in_child("avx512vnni");
+    cr_assert_eq(c.avx512f, all.avx512f);
+    cr_assert_eq(c.avx512bw, all.avx512bw);
+    cr_assert_eq(c.avx512vl, all.avx512vl);
+    cr_assert_eq(c.avx512_vnni, all.avx512_vnni);
+    cr_assert_not(c.avx512_bf16 || c.amx, "avx512vnni clears AVX512_BF16 and AMX");
 }
 
 Test(sys_cpu, unknown_level_is_ignored)
