@@ -11,7 +11,10 @@
  * object holds a third while it streams. The engine side only appends bytes and signals; it
  * never waits for a reader, so a slow or dead client cannot stall other requests. A client
  * that goes away is noticed by its connection thread (socket hang-up) which sets
- * `cancelled`; the engine checks it before every token and stops there.
+ * `cancelled`; the engine checks it before every token and between prefill chunks and stops
+ * there. /metrics counts each cancel once, by where it stopped (metrics_cancel: in the queue,
+ * in the prefill, with the prompt tokens it left, or in generation), so a test can see that a
+ * prefill was cut rather than infer it from timing.
  *
  * Invariants:
  *   1. Exactly one thread ever touches the engine, its sequences and the tokenizer.
@@ -180,8 +183,12 @@ static void *sched_main(void *arg)
         s->running = 1;
         s->current = j;
         pthread_mutex_unlock(&s->mu);
-        if (job_cancelled(j)) job_fail(j, NULL, API_ERR_OVERLOADED, cancelled_msg);
-        else s->fn(s->srv, j);
+        if (job_cancelled(j)) {
+            if (s->srv) metrics_cancel(&s->srv->metrics, NULL);
+            job_fail(j, NULL, API_ERR_OVERLOADED, cancelled_msg);
+        } else {
+            s->fn(s->srv, j);
+        }
         pthread_mutex_lock(&s->mu);
         s->running = 0;
         s->current = NULL;
@@ -291,6 +298,27 @@ void metrics_tokens(struct metrics *m, int64_t prompt, int64_t cached, int64_t g
     pthread_mutex_unlock(&m->mu);
 }
 
+void metrics_cancel(struct metrics *m, const struct session_report *r)
+{
+    if (r && (!r->stop_reason || strcmp(r->stop_reason, "cancelled"))) return;
+    enum metrics_cancel_stage stage = METRICS_CANCEL_QUEUE;
+    int64_t left = 0;
+    if (r) {
+        /* the prefill computes [cached, prompt); a cut one stopped between its chunks */
+        int64_t want = r->prompt_tokens - r->cached_tokens;
+        if (r->n_output > 0 || (want > 0 && r->prefilled_tokens >= want)) {
+            stage = METRICS_CANCEL_GENERATION;
+        } else if (r->prefilled_tokens > 0) {
+            stage = METRICS_CANCEL_PREFILL;
+            left = want - r->prefilled_tokens;
+        }
+    }
+    pthread_mutex_lock(&m->mu);
+    m->cancelled[stage]++;
+    m->cancelled_prefill_tokens += left;
+    pthread_mutex_unlock(&m->mu);
+}
+
 /* The bank's numbers as of the last request (the engine thread copies them after each). */
 static void metrics_write_bank(const struct bank_stats *b, struct strbuf *out)
 {
@@ -389,6 +417,19 @@ void metrics_write(struct metrics *m, const char *const *route_names, int n_rout
     strbuf_printf(out, "headstart_ttft_seconds_bucket{le=\"+Inf\"} %lld\nheadstart_ttft_seconds_sum %.6f\n"
                        "headstart_ttft_seconds_count %lld\n",
                   (long long)cum, m->ttft_sum, (long long)m->ttft_n);
+    static const char *const stage_names[METRICS_CANCEL_COUNT] = { "queue", "prefill", "generation" };
+    strbuf_puts(out, "# HELP headstart_cancelled_requests_total Requests cancelled (the client went away or the "
+                     "server was stopping), by where they stopped.\n"
+                     "# TYPE headstart_cancelled_requests_total counter\n");
+    for (int st = 0; st < METRICS_CANCEL_COUNT; st++)
+        strbuf_printf(out, "headstart_cancelled_requests_total{stage=\"%s\"} %lld\n", stage_names[st],
+                      (long long)m->cancelled[st]);
+    strbuf_printf(out,
+                  "# HELP headstart_cancelled_prefill_tokens_total Prompt tokens left uncomputed by prefills a "
+                  "cancel cut part-way.\n"
+                  "# TYPE headstart_cancelled_prefill_tokens_total counter\n"
+                  "headstart_cancelled_prefill_tokens_total %lld\n",
+                  (long long)m->cancelled_prefill_tokens);
     if (m->have_bank) metrics_write_bank(&m->bank, out);
     if (m->have_disk) metrics_write_disk(&m->disk, out);
     pthread_mutex_unlock(&m->mu);
@@ -545,6 +586,7 @@ void sched_job_session(struct server *srv, struct job *j)
         job_fail(j, c.r, c.r ? API_ERR_INTERNAL : rc, err.msg);
     } else {
         if (!strcmp(rep.stop_reason, "cancelled")) {
+            metrics_cancel(&srv->metrics, &rep);
             job_fail(j, c.r, API_ERR_OVERLOADED, cancelled_msg);
         } else {
             c.usage.completion_tokens = rep.n_output;

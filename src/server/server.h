@@ -141,6 +141,10 @@ struct session_report {
     int64_t user_start;            /* position of the last <|im_start|>user; -1 = none */
     int64_t genprompt_start;       /* position of the last <|im_start|>; -1 = none */
     int n_captures;                /* snapshots taken during the prefill */
+    int64_t prefilled_tokens;      /* prompt tokens the prefill computed, from cached_tokens
+                                      on: prompt - cached when it ran to the end, fewer when
+                                      a cancel stopped it between chunks, 0 when it never
+                                      began (an error or a cancel from the start hook) */
     bool banked;                   /* the path went into the bank (a failed insert is
                                       logged, never fails the request) */
     const char *cache_source;      /* "ram", "disk" or "none" (static string) */

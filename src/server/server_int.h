@@ -119,6 +119,14 @@ void sched_job_session(struct server *srv, struct job *j);
 
 #define METRICS_TTFT_BUCKETS 10
 
+/* Where a cancelled request stopped (its client went away, or the server was stopping). */
+enum metrics_cancel_stage {
+    METRICS_CANCEL_QUEUE = 0,     /* before its prefill began: waiting, or while rendered / restored */
+    METRICS_CANCEL_PREFILL,       /* between prefill chunks: the prefill was cut part-way */
+    METRICS_CANCEL_GENERATION,    /* after the prefill: during generation */
+    METRICS_CANCEL_COUNT
+};
+
 struct metrics {
     pthread_mutex_t mu;
     int64_t requests[16][6];      /* [route][status class 0..5: 1xx..5xx, 0 other] */
@@ -127,6 +135,8 @@ struct metrics {
     int64_t ttft_counts[METRICS_TTFT_BUCKETS + 1];
     double ttft_sum;
     int64_t ttft_n;
+    int64_t cancelled[METRICS_CANCEL_COUNT];
+    int64_t cancelled_prefill_tokens; /* prompt tokens the cut prefills left uncomputed */
     /* the bank's numbers, copied by the engine thread (the bank's owner) after each job */
     bool have_bank, have_disk;
     struct bank_stats bank;
@@ -136,6 +146,11 @@ struct metrics {
 void metrics_request(struct metrics *m, int route, int status);
 void metrics_tokens(struct metrics *m, int64_t prompt, int64_t cached, int64_t generated,
                     double prefill_s, double decode_s, double ttft_s);
+/* Count a cancelled request: r NULL, one skipped before it ran; otherwise session_run's
+ * report, counted only when its stop_reason is "cancelled", at the stage its numbers show
+ * (tokens generated: generation; a prefill cut short: prefill, with the tokens it left;
+ * no prefill: queue). */
+void metrics_cancel(struct metrics *m, const struct session_report *r);
 /* Prometheus text exposition; route_names has n_routes entries. */
 void metrics_write(struct metrics *m, const char *const *route_names, int n_routes,
                    int queue_depth, struct strbuf *out);

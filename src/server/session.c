@@ -31,7 +31,8 @@
  *   6. A cancel stops within one generated token (the text callback runs once per token)
  *      or one prefill chunk (with a prefill hook); a cancel from the start hook or the
  *      prefill hook leaves the bank untouched, one during generation banks the prompt and
- *      what was generated (the path is as valid as a finished one).
+ *      what was generated (the path is as valid as a finished one). The report says where
+ *      it stopped: prefilled_tokens below prompt - cached is a prefill cut part-way.
  *   7. Stop strings (the request's `stop` / `stop_sequences`) are matched on the generated
  *      text by chat_stop (parse.c: answer text only, never inside <think> or a tool call);
  *      text that may still become one is held back, so the text callback never sees any
@@ -117,14 +118,18 @@ static void forced_call_text(const struct model_text *mt, bool thinking, const c
 /* Prefill ids[s, n) into sq: one forward, or (with a hook) chunks of about
  * SESSION_PREFILL_CHUNK_S seconds, sized from the last chunk's rate and growing from 64
  * tokens at most twofold per chunk, the hook called between them. Logits of the last prompt token go to `logits`. *go = false: the hook
- * stopped it (the sequence is then part-way; the caller banks nothing). */
+ * stopped it (the sequence is then part-way; the caller banks nothing). *done: the tokens
+ * computed so far (n - s when it ran to the end). */
 static int prefill(struct engine *e, struct seq *sq, const int32_t *ids, int64_t s, int64_t n,
                    struct engine_capture *caps, int n_caps, const struct session_opts *o, void *ctx, float *logits,
-                   bool *go, struct hs_err *err)
+                   bool *go, int64_t *done, struct hs_err *err)
 {
+    *done = 0;
     if (!o->on_prefill) {
         int64_t last = n - s - 1;
-        return engine_forward(e, sq, ids + s, n - s, caps, n_caps, &last, 1, logits, err);
+        int rc = engine_forward(e, sq, ids + s, n - s, caps, n_caps, &last, 1, logits, err);
+        if (rc == HS_OK) *done = n - s;
+        return rc;
     }
     int64_t at = s, chunk = 64;
     while (at < n) {
@@ -136,6 +141,7 @@ static int prefill(struct engine *e, struct seq *sq, const int32_t *ids, int64_t
                                 final ? logits : NULL, err);
         if (rc != HS_OK) return rc;
         at += k;
+        *done = at - s;
         if (final) break;
         /* the next chunk: what the last one's rate does in the target time, but at most
          * twice the last (a token costs more the further it is: attention) */
@@ -307,7 +313,7 @@ int session_run(struct engine *e, const struct model_text *mt, struct bank *bank
     bool prefilled = false;
     if (rc == HS_OK && go) {
         for (int64_t i = 0; i < n; i++) sampler_accept(smp, ids.v[i]);
-        rc = prefill(e, sq, ids.v, s, n, caps, n_caps, o, ctx, logits, &go, err);
+        rc = prefill(e, sq, ids.v, s, n, caps, n_caps, o, ctx, logits, &go, &out->prefilled_tokens, err);
         prefilled = go;
         if (!go) out->stop_reason = "cancelled";
         out->prefill_ms = (sys_time_sec() - t_pre) * 1e3;

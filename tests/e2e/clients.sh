@@ -31,10 +31,7 @@ build=${HEADSTART_BUILD:-build}
 repo=$(pwd)
 hs=$repo/$build/headstart
 case $build in /*) hs=$build/headstart ;; esac
-passed=0 failed=0
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
-pass() { echo "ok: $*"; passed=$((passed + 1)); }
-finish() { echo "RESULT: $passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
+. "$(dirname "$0")/lib/server.sh"
 
 codex_bin=$repo/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex
 claude_bin=$repo/node_modules/@anthropic-ai/claude-code-linux-x64/claude
@@ -55,8 +52,7 @@ if [ "${1:-}" != --inner ]; then
     # the real Qwen vocabulary keeps the clients' heads at their real token counts (the
     # default byte-level tokenizer makes them ~4x longer: past the context, and slow)
     [ -f "$qwen_tok" ] || { echo "SKIP: no $qwen_tok (make deps): no client ran"; finish; }
-    tmp=$(mktemp -d /tmp/hs-clients.XXXXXX)
-    trap 'rm -rf "$tmp"' EXIT INT TERM
+    e2e_tmp clients
     # the whole run is bounded; the inner part kills what it started on its way out
     bound=720
     [ "${HS_CLIENTS_FULL:-0}" = 1 ] && bound=1000
@@ -72,7 +68,7 @@ tmp=$2
 ip link set lo up || { fail "ip link set lo up"; echo "$passed $failed" > "$tmp/counts"; exit 1; }
 pids=""
 counts() { echo "$passed $failed" > "$tmp/counts"; }
-cleanup() { for p in $pids; do kill "$p" 2>/dev/null; done; counts; }
+cleanup() { for p in $pids; do kill "$p" 2>/dev/null; done; e2e_cleanup; counts; }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 mkdir -p "$tmp/home" "$tmp/work" "$tmp/codex"
@@ -81,16 +77,8 @@ echo "a small project" > README.md
 
 "$hs" mkmodel --arch qwen35 --preset tiny --seed 3 --tokenizer "$qwen_tok" --out "$tmp/m" >/dev/null 2>&1 ||
     { fail "mkmodel"; exit 1; }
-"$hs" serve -m "$tmp/m" --host 127.0.0.1 --port 0 --threads 2 --ctx 32768 --no-bank-disk \
-    --model-name tiny >"$tmp/server.log" 2>&1 &
-pids="$pids $!"
-port= i=0
-while [ $i -lt 150 ] && [ -z "$port" ]; do
-    port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/server.log") 2>/dev/null
-    [ -n "$port" ] || sleep 0.1
-    i=$((i + 1))
-done
-[ -n "$port" ] || { cat "$tmp/server.log"; fail "server start"; exit 1; }
+E2E_START_S=15 e2e_serve "$tmp/server.log" -m "$tmp/m" --threads 2 --ctx 32768 --no-bank-disk --model-name tiny \
+    || { cat "$tmp/server.log"; fail "server start"; exit 1; }
 
 cat > "$tmp/proxy.mjs" <<'EOF'
 // The recording proxy: forwards to the server, appends one JSON line per request to
@@ -285,8 +273,5 @@ node -e 'const fs = require("fs");
     console.log(`${r.client} ${r.method} ${r.url} -> ${r.status}` + (r.usage ? ` prompt ${r.usage.prompt} cached ${r.usage.cached} stop ${r.usage.stop}` : "") +
       (r.sent ? `\n    ${JSON.stringify(r.sent)}` : "") + (r.error ? `\n    error ${r.error}` : ""));
   }' "$tmp/requests.jsonl" 2>/dev/null
-if grep -q -E 'Sanitizer|runtime error' "$tmp/server.log"; then
-    grep -A30 -E 'Sanitizer|runtime error' "$tmp/server.log" | head -60
-    fail "sanitizer report in the server log"
-fi
+e2e_sanitizer "$tmp/server.log" && fail "sanitizer report in the server log"
 [ "$failed" -eq 0 ]

@@ -12,28 +12,12 @@
 # test is written to the temp dir and imports the SDK from this checkout's node_modules.
 # Ends with "RESULT: N passed, N failed" (node's own counts).
 set -u
-build=${HEADSTART_BUILD:-build}
-hs=$build/headstart
 repo=$(pwd)
-result() { echo "RESULT: $1 passed, $2 failed"; [ "$2" -eq 0 ]; exit $?; }
-[ -x "$hs" ] || { echo "no $hs"; result 0 1; }
-command -v node >/dev/null || { echo "no node"; result 0 1; }
-[ -f node_modules/openai/index.mjs ] || { echo "no openai SDK in node_modules (make deps)"; result 0 1; }
-
-tmp=$(mktemp -d /tmp/hs-sdk-resp.XXXXXX)
-pid=
-trap '[ -n "$pid" ] && kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT INT TERM
-"$hs" mkmodel --arch qwen35 --preset tiny --out "$tmp/m" >/dev/null 2>&1 || { echo "mkmodel failed"; result 0 1; }
+. "$(dirname "$0")/lib/server.sh"
+[ -f node_modules/openai/index.mjs ] || { fail "no openai SDK in node_modules (make deps)"; finish; }
+e2e_setup sdk-resp node
 key=sdk-key-$$
-"$hs" serve -m "$tmp/m" --host 127.0.0.1 --port 0 --threads 1 --ctx 8192 --no-bank-disk --api-key "$key" >"$tmp/log" 2>&1 &
-pid=$!
-port= i=0
-while [ $i -lt 100 ] && [ -z "$port" ]; do
-    port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/log" 2>/dev/null)
-    [ -n "$port" ] || sleep 0.1
-    i=$((i + 1))
-done
-[ -n "$port" ] || { cat "$tmp/log"; result 0 1; }
+e2e_start "$tmp/log" --ctx 8192 --no-bank-disk --api-key "$key"
 
 # the head (instructions + the function tools of tests/golden/data/bank/head.json, flat as the
 # Responses API sends them) in a Responses body, and its length in tokens
@@ -42,7 +26,7 @@ const tools = h.tools.map((t) => ({ type: "function", name: t.function.name, des
   parameters: t.function.parameters }));
 fs.writeFileSync(process.argv[1], JSON.stringify({ instructions: h.system, tools, input: "x" }));' "$tmp/head.json"
 head_len=$("$hs" render -m "$tmp/m" --api responses --request "$tmp/head.json" --head 2>/dev/null)
-[ "${head_len:-0}" -gt 0 ] || { echo "render --head failed"; result 0 1; }
+[ "${head_len:-0}" -gt 0 ] || { fail "render --head failed"; finish; }
 
 cat > "$tmp/responses.test.mjs" <<'EOF'
 import { test } from 'node:test';
@@ -190,17 +174,7 @@ EOF
 
 REPO=$repo HEADSTART_URL=http://127.0.0.1:$port HEADSTART_KEY=$key HEADSTART_HEAD=$head_len HEAD_BODY=$tmp/head.json \
     timeout 150 node --test --test-reporter=tap "$tmp/responses.test.mjs" >"$tmp/tap" 2>&1
-rc=$?
-grep -E '^(not )?ok |^# (pass|fail)' "$tmp/tap"
-[ $rc -eq 0 ] || head -80 "$tmp/tap"
-p=$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$tmp/tap")
-f=$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$tmp/tap")
-[ -n "$p" ] || p=0
-[ -n "$f" ] || f=1
-[ $rc -eq 0 ] || [ "$f" -gt 0 ] || f=1
-kill -TERM "$pid" 2>/dev/null
-i=0
-while [ $i -lt 50 ] && kill -0 "$pid" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
-pid=
-if grep -q -E 'Sanitizer|runtime error' "$tmp/log"; then grep -A30 -E 'Sanitizer|runtime error' "$tmp/log" | head -60; f=$((f + 1)); fi
+e2e_tap "$tmp/tap" $?
+e2e_stop "$pid"
+e2e_sanitizer "$tmp/log" && f=$((f + 1))
 result "$p" "$f"

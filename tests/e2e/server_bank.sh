@@ -18,48 +18,12 @@
 # Servers listen on 127.0.0.1 --port 0; never the user's cache (always --bank-dir or
 # --no-bank). Ends with "RESULT: N passed, N failed".
 set -u
-build=${HEADSTART_BUILD:-build}
-hs=$build/headstart
 py=/usr/bin/python3
-passed=0 failed=0
-pids=""
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
-pass() { echo "ok: $*"; passed=$((passed + 1)); }
-finish() {
-    for p in $pids; do kill "$p" 2>/dev/null; done
-    echo "RESULT: $passed passed, $failed failed"
-    [ "$failed" -eq 0 ]
-    exit $?
-}
-[ -x "$hs" ] || { fail "no $hs"; finish; }
-command -v curl >/dev/null || { fail "no curl"; finish; }
+. "$(dirname "$0")/lib/server.sh"
+e2e_setup server-bank curl
 
-tmp=$(mktemp -d /tmp/hs-server-bank.XXXXXX)
-trap 'for p in $pids; do kill $p 2>/dev/null; done; rm -rf "$tmp"' EXIT INT TERM
-"$hs" mkmodel --arch qwen35 --preset tiny --out "$tmp/m" >/dev/null 2>&1 || { fail "mkmodel"; finish; }
-
-# start_server LOG ARGS... — sets $port and $pid, or fails
-start_server() {
-    log=$1; shift
-    "$hs" serve -m "$tmp/m" --host 127.0.0.1 --port 0 --threads 1 "$@" >"$log" 2>&1 &
-    pid=$!
-    pids="$pids $pid"
-    port=
-    i=0
-    while [ $i -lt 100 ] && [ -z "$port" ]; do
-        port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" 2>/dev/null)
-        [ -n "$port" ] || sleep 0.1
-        i=$((i + 1))
-    done
-    [ -n "$port" ] || { fail "server did not start: $(cat "$log")"; finish; }
-}
-# stop_server PID — SIGTERM, wait (bounded); 0 when it exited 0
-stop_server() {
-    kill -TERM "$1" 2>/dev/null
-    i=0
-    while [ $i -lt 100 ] && kill -0 "$1" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
-    wait "$1"
-}
+# stop_server PID — SIGTERM, wait (bounded: the disk tier flushes its queue); 0 when it exited 0
+stop_server() { e2e_stop "$1" 10; }
 # post PORT PATH BODYFILE OUT — POST, prints the HTTP status
 post() { curl -s -o "$4" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary "@$3" "http://127.0.0.1:$1$2"; }
 
@@ -96,9 +60,9 @@ head_a=$("$hs" render -m "$tmp/m" --request "$tmp/a3.json" --api anthropic --hea
 [ "${head_o:-0}" -gt 256 ] && [ "${head_a:-0}" -gt 256 ] && pass "head lengths from render --head: openai $head_o, anthropic $head_a" \
     || { fail "render --head: '$head_o' '$head_a'"; finish; }
 
-start_server "$tmp/bank.log" --bank-ram 256M --bank-dir "$tmp/bank"
+e2e_start "$tmp/bank.log" --bank-ram 256M --bank-dir "$tmp/bank"
 pb=$port pidb=$pid
-start_server "$tmp/nobank.log" --no-bank
+e2e_start "$tmp/nobank.log" --no-bank
 pn=$port pidn=$pid
 grep -q 'bank 256.*RAM, disk .*/bank' "$tmp/bank.log" && grep -q 'bank off' "$tmp/nobank.log" \
     && pass "start lines name the bank (budget, disk directory) and 'bank off'" \
@@ -207,7 +171,7 @@ grep -q '^headstart_requests_total' "$tmp/metrics.n" && ! grep -q '^headstart_ba
 stop_server "$pidb" && pass "SIGTERM: exit 0 (disk queue flushed)" || fail "bank server exit status"
 n_blobs=$(find "$tmp/bank" -type f | wc -l)
 [ "$n_blobs" -gt 1 ] && pass "the disk tier holds $n_blobs files" || fail "disk tier: $(find "$tmp/bank")"
-start_server "$tmp/bank2.log" --bank-ram 256M --bank-dir "$tmp/bank"
+e2e_start "$tmp/bank2.log" --bank-ram 256M --bank-dir "$tmp/bank"
 pb2=$port pidb2=$pid
 st=$(post "$pb2" /v1/chat/completions "$tmp/o4.json" "$tmp/o4.bank")
 set -- $(usage "$tmp/o4.bank" openai 2>/dev/null) 0 0
@@ -218,10 +182,9 @@ grep -q '^headstart_bank_disk_hits_total [1-9]' "$tmp/metrics2" && pass "/metric
     || fail "disk hit metrics: $(grep disk "$tmp/metrics2")"
 stop_server "$pidb2" || fail "second bank server exit status"
 stop_server "$pidn" || fail "no-bank server exit status"
-pids=""
 
-if grep -q -E 'Sanitizer|runtime error' "$tmp"/*.log; then
-    fail "sanitizer report: $(grep -h -A20 -E 'Sanitizer|runtime error' "$tmp"/*.log | head -40)"
+if r=$(e2e_sanitizer "$tmp"/*.log); then
+    fail "sanitizer report: $r"
 else
     pass "no sanitizer report in the server logs"
 fi

@@ -6,47 +6,17 @@
 # bad field, a prompt over the context; 401, 404, 405, 413, 429 with Retry-After), a client disconnect mid-stream (the engine stops
 # early and the server keeps serving), /metrics, stop strings (OpenAI `stop`, Anthropic
 # `stop_sequences`, streamed and not: the text ends before the string), tool_choice (unknown
-# name 400, none, a forced named call), keep-alives during a long prefill and a disconnect
-# during one (the engine is free again within a chunk), and SIGTERM (idle: exit 0; busy: the running
-# stream ends with an error event, a queued request gets 503, exit 0).
+# name 400, none, a forced named call), keep-alives during a long prefill, a disconnect during
+# one (/metrics counts a cancel at stage prefill with the prompt tokens it left; the next
+# request is answered), and SIGTERM (idle: exit 0; busy: the running stream ends with an
+# error event, a queued request gets 503, exit 0).
 # Servers listen on 127.0.0.1 with --port 0 (the start line names the port) and are killed
-# at the end. Every wait is a bounded loop. Ends with "RESULT: N passed, N failed".
+# at the end (tests/e2e/lib/server.sh). Every wait is a bounded loop. Ends with
+# "RESULT: N passed, N failed".
 set -u
-build=${HEADSTART_BUILD:-build}
-hs=$build/headstart
 py=/usr/bin/python3
-passed=0 failed=0
-pids=""
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
-pass() { echo "ok: $*"; passed=$((passed + 1)); }
-finish() {
-    for p in $pids; do kill "$p" 2>/dev/null; done
-    echo "RESULT: $passed passed, $failed failed"
-    [ "$failed" -eq 0 ]
-    exit $?
-}
-[ -x "$hs" ] || { fail "no $hs"; finish; }
-command -v curl >/dev/null || { fail "no curl"; finish; }
-
-tmp=$(mktemp -d /tmp/hs-server-basic.XXXXXX)
-trap 'for p in $pids; do kill $p 2>/dev/null; done; rm -rf "$tmp"' EXIT INT TERM
-"$hs" mkmodel --arch qwen35 --preset tiny --out "$tmp/m" >/dev/null 2>&1 || { fail "mkmodel"; finish; }
-
-# start_server LOG ARGS... — sets $port and $pid, or fails
-start_server() {
-    log=$1; shift
-    "$hs" serve -m "$tmp/m" --host 127.0.0.1 --port 0 --threads 1 --no-bank-disk "$@" >"$log" 2>&1 &
-    pid=$!
-    pids="$pids $pid"
-    port=
-    i=0
-    while [ $i -lt 100 ] && [ -z "$port" ]; do
-        port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" 2>/dev/null)
-        [ -n "$port" ] || sleep 0.1
-        i=$((i + 1))
-    done
-    [ -n "$port" ]
-}
+. "$(dirname "$0")/lib/server.sh"
+e2e_setup server-basic curl
 
 # check FILE PYTHON-EXPR — the expression sees j (the parsed JSON) and t (the raw text)
 check() {
@@ -102,7 +72,7 @@ EOF
 }
 
 key=test-key-123
-start_server "$tmp/a.log" --api-key "$key" --max-body 64K --ctx 2048 || { fail "server did not start: $(cat "$tmp/a.log")"; finish; }
+e2e_start "$tmp/a.log" --no-bank-disk --api-key "$key" --max-body 64K --ctx 2048
 base=http://127.0.0.1:$port
 apid=$pid
 auth="Authorization: Bearer $key"
@@ -110,6 +80,16 @@ grep -q "context 2048, threads 1, kernels" "$tmp/a.log" && pass "start line" || 
 
 # code METHOD PATH OUTFILE [curl args] — prints the status
 code() { m=$1; p=$2; o=$3; shift 3; curl -s -o "$o" -w '%{http_code}' -X "$m" "$@" "$base$p"; }
+# answered OUTFILE TRIES — POST $chat until it is answered 200, at most TRIES times 50 ms
+# apart; sets $st (the last status) and $i (the tries)
+answered() {
+    st=0 i=0
+    while [ $i -lt "$2" ] && [ "$st" != 200 ]; do
+        st=$(curl -s -o "$1" -w '%{http_code}' -d "$chat" "$base/v1/chat/completions")
+        [ "$st" = 200 ] || sleep 0.05
+        i=$((i + 1))
+    done
+}
 
 [ "$(code GET /health "$tmp/h" )" = 200 ] && check "$tmp/h" 'j["status"] == "ok" and j["queue_depth"] == 0' \
     && pass "/health" || fail "/health: $(cat "$tmp/h")"
@@ -189,7 +169,7 @@ st=$(code GET /health "$tmp/h2")
 [ "$st" = 200 ] && pass "still serving after the errors" || fail "health after errors: $st"
 
 # queue full and disconnect: --max-queue 0 accepts a request only while the engine is idle.
-start_server "$tmp/b.log" --max-queue 0 --ctx 16384 || { fail "second server: $(cat "$tmp/b.log")"; finish; }
+e2e_start "$tmp/b.log" --no-bank-disk --max-queue 0 --ctx 16384
 base=http://127.0.0.1:$port
 bpid=$pid
 long='{"model":"m","messages":[{"role":"user","content":"go"}],"stream":true,"ignore_eos":true,"max_tokens":16000}'
@@ -202,19 +182,16 @@ st=$(curl -s -o "$tmp/q" -D "$tmp/q.h" -w '%{http_code}' -d "$chat" "$base/v1/ch
     && pass "429 queue full, Retry-After" || fail "429: $st $(cat "$tmp/q")"
 kill "$cpid" 2>/dev/null
 wait "$cpid" 2>/dev/null
-st=0 i=0
-while [ $i -lt 50 ] && [ "$st" != 200 ]; do
-    st=$(curl -s -o "$tmp/after" -w '%{http_code}' -d "$chat" "$base/v1/chat/completions")
-    [ "$st" = 200 ] || sleep 0.1
-    i=$((i + 1))
-done
+answered "$tmp/after" 100
 [ "$st" = 200 ] && check "$tmp/after" 'j["object"] == "chat.completion"' && pass "a request after a client disconnect ($i tries)" || fail "after disconnect: $st"
 curl -s -o "$tmp/metrics" "$base/metrics"
 gen=$(sed -n 's/^headstart_generated_tokens_total \([0-9]*\)$/\1/p' "$tmp/metrics")
 [ -n "$gen" ] && [ "$gen" -lt 15000 ] && pass "the disconnected stream stopped early ($gen tokens generated in all)" || fail "cancel: generated '$gen'"
 grep -q -E '^headstart_requests_total\{route="/v1/chat/completions",status="4xx"\} [1-9]' "$tmp/metrics" \
     && grep -q '^headstart_queue_depth 0$' "$tmp/metrics" && grep -q 'headstart_ttft_seconds_count' "$tmp/metrics" \
-    && pass "/metrics (requests, queue depth, ttft)" || fail "metrics: $(cat "$tmp/metrics")"
+    && grep -q '^headstart_cancelled_requests_total{stage="generation"} 1$' "$tmp/metrics" \
+    && grep -q '^headstart_cancelled_requests_total{stage="prefill"} 0$' "$tmp/metrics" \
+    && pass "/metrics (requests, queue depth, ttft, the stream cancelled in generation)" || fail "metrics: $(cat "$tmp/metrics")"
 
 # stop strings: a greedy answer, then the same request with a stop string taken from its
 # middle ends right before it (non-stream and stream, both APIs); tool_choice; bad values 400
@@ -292,7 +269,7 @@ st=$(code POST /v1/chat/completions "$tmp/tc4" -d '{"messages":[{"role":"user","
 # short --keepalive, so that the ~7k-token prompt spans several intervals however fast the
 # machine prefills it.
 kpid_main=$pid kbase=$base
-start_server "$tmp/k.log" --ctx 16384 --keepalive 0.02 || { fail "keep-alive server: $(cat "$tmp/k.log")"; finish; }
+e2e_start "$tmp/k.log" --no-bank-disk --ctx 16384 --keepalive 0.02
 kpid=$pid
 base=http://127.0.0.1:$port
 $py -c 'import json; print(json.dumps({"model":"m","max_tokens":2,"stream":True,"messages":[{"role":"user","content":" ".join("k%d" % (i*7919 % 10007) for i in range(1200))}]}))' > "$tmp/ka.json"
@@ -314,34 +291,51 @@ first = names.index("event: content_block_start")
 assert names[0] == "event: message_start" and names[1:first].count("event: ping") >= 2, names[:8]
 assert names[-1] == "event: message_stop"
 EOF
-kill "$kpid" 2>/dev/null
-wait "$kpid" 2>/dev/null
-pid=$kpid_main base=$kbase
-
-# a client that goes away during a long prefill cancels it within one chunk: the engine is
-# free again long before the prefill (~12k tokens: 8 s of CPU on the tiny model) would end
+# a client that goes away during a long prefill cancels it between two chunks. The client
+# hangs up on the first keep-alive, which is sent only between prefill chunks (so the prefill
+# is running then), with most of the ~12k-token prompt still to go; /metrics must count the
+# cancel at stage prefill with the prompt tokens it left, and the next request is answered.
 $py -c 'import json; print(json.dumps({"model":"m","max_tokens":2,"stream":True,"messages":[{"role":"user","content":" ".join("d%d" % (i*7919 % 10007) for i in range(2000))}]}))' > "$tmp/dc.json"
-curl -s -N -o "$tmp/dc" --data-binary "@$tmp/dc.json" "$base/v1/chat/completions" &
-cpid=$!
-i=0
-while [ $i -lt 200 ] && ! grep -q chatcmpl "$tmp/dc" 2>/dev/null; do sleep 0.05; i=$((i + 1)); done
-sleep 0.3
-kill "$cpid" 2>/dev/null
-wait "$cpid" 2>/dev/null
+$py - "$port" "$tmp/dc.json" <<'EOF' && pass "a client hangs up on the first keep-alive of a long prefill" || fail "disconnect in prefill: no keep-alive before the answer"
+import socket, sys
+port, body = int(sys.argv[1]), open(sys.argv[2], "rb").read()
+s = socket.create_connection(("127.0.0.1", port), timeout=30)
+s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+          b"Content-Length: %d\r\n\r\n" % len(body) + body)
+got = b""
+while b": keepalive" not in got:
+    d = s.recv(65536)
+    assert d and b"[DONE]" not in got, got[-400:]
+    got += d
+s.close()
+EOF
 t0=$(date +%s.%N)
-st=0 i=0
-while [ $i -lt 100 ] && [ "$st" != 200 ]; do
-    st=$(curl -s -o "$tmp/dc2" -w '%{http_code}' -d "$chat" "$base/v1/chat/completions")
-    [ "$st" = 200 ] || sleep 0.05
-    i=$((i + 1))
-done
+answered "$tmp/dc2" 100
 dt=$($py -c "import sys; print('%.2f' % ($(date +%s.%N) - $t0))")
-[ "$st" = 200 ] && $py -c "import sys; sys.exit(0 if $dt < 3.0 else 1)" && pass "a disconnect during the prefill frees the engine (next answer in $dt s)" \
-    || fail "disconnect in prefill: status $st after $dt s"
+[ "$st" = 200 ] && check "$tmp/dc2" 'j["object"] == "chat.completion"' \
+    && pass "the next request after a disconnect during the prefill is answered (in $dt s)" || fail "after disconnect in prefill: status $st after $dt s"
+curl -s -o "$tmp/dcm" "$base/metrics"
+left=$($py - "$tmp/dcm" <<'EOF'
+import sys
+m = {}
+for line in open(sys.argv[1]):
+    if line.strip() and not line.startswith("#"):
+        k, v = line.rsplit(" ", 1); m[k] = float(v)
+c = lambda st: m.get('headstart_cancelled_requests_total{stage="%s"}' % st)
+left = m.get("headstart_cancelled_prefill_tokens_total", 0)
+assert (c("queue"), c("prefill"), c("generation")) == (0, 1, 0), (c("queue"), c("prefill"), c("generation"))
+assert 0 < left < m["headstart_prompt_tokens_total"], left
+print(int(left))
+EOF
+) && pass "/metrics: the cancel stopped the prefill ($left prompt tokens left uncomputed)" \
+    || fail "/metrics after a disconnect in prefill: $(grep cancel "$tmp/dcm")"
+e2e_stop "$kpid"; rc=$?
+[ $rc -eq 0 ] && pass "SIGTERM (keep-alive server): exit 0" || fail "keep-alive server: exit $rc"
+pid=$kpid_main base=$kbase
 
 # SIGTERM with one request running and one queued: the stream ends with an in-stream error
 # and [DONE], the queued request gets a 503 in its API's shape, and the server exits 0.
-start_server "$tmp/c.log" --ctx 16384 || { fail "third server: $(cat "$tmp/c.log")"; finish; }
+e2e_start "$tmp/c.log" --no-bank-disk --ctx 16384
 base=http://127.0.0.1:$port
 cpid_srv=$pid
 curl -s -N -o "$tmp/run" -d "$long" "$base/v1/chat/completions" &
@@ -354,23 +348,17 @@ i=0
 while [ $i -lt 100 ] && ! curl -s "$base/health" | grep -q '"queue_depth":2'; do sleep 0.05; i=$((i + 1)); done
 kill -TERM "$cpid_srv"
 wait "$c1" "$c2"
-i=0
-while [ $i -lt 50 ] && kill -0 "$cpid_srv" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
 tail -c 400 "$tmp/run" | grep -q '"error"' && [ "$(tail -c 14 "$tmp/run")" = "data: [DONE]" ] && pass "SIGTERM: the running stream ends with an error event and [DONE]" || fail "stream at stop: $(tail -c 300 "$tmp/run")"
 [ "$(cat "$tmp/queued.code")" = 503 ] && check "$tmp/queued" 'j["type"] == "error" and j["error"]["type"] == "overloaded_error"' \
     && pass "SIGTERM: a queued request gets 503" || fail "queued at stop: $(cat "$tmp/queued.code") $(cat "$tmp/queued")"
-if kill -0 "$cpid_srv" 2>/dev/null; then fail "third server still running 5 s after SIGTERM"
-else wait "$cpid_srv"; rc=$?; [ $rc -eq 0 ] && pass "SIGTERM while busy: exit 0" || fail "SIGTERM while busy: exit $rc"; fi
+e2e_stop "$cpid_srv"; rc=$? # (the second SIGTERM waits in the stopping server's signal mask)
+[ $rc -eq 0 ] && pass "SIGTERM while busy: exit 0" || fail "SIGTERM while busy: exit $rc (124: still running after 5 s)"
 
 # stop both; a sanitizer build reports leaks and errors into the logs at exit
 for p in $apid $bpid; do
-    kill -TERM "$p"
-    i=0
-    while [ $i -lt 50 ] && kill -0 "$p" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
-    if kill -0 "$p" 2>/dev/null; then fail "server $p still running 5 s after SIGTERM"
-    else wait "$p"; rc=$?; [ $rc -eq 0 ] && pass "SIGTERM: exit 0" || fail "SIGTERM: exit $rc"; fi
+    e2e_stop "$p"; rc=$?
+    [ $rc -eq 0 ] && pass "SIGTERM: exit 0" || fail "SIGTERM: exit $rc (124: still running after 5 s)"
 done
-if grep -q -E 'Sanitizer|runtime error' "$tmp/a.log" "$tmp/b.log" "$tmp/c.log"; then fail "sanitizer report: $(grep -h -A20 -E 'Sanitizer|runtime error' "$tmp/a.log" "$tmp/b.log" "$tmp/c.log" | head -60)"
+if r=$(e2e_sanitizer "$tmp"/*.log); then fail "sanitizer report: $r"
 else pass "no sanitizer report in the server logs"; fi
-pids=
 finish

@@ -11,38 +11,12 @@
 # 30 s timeout and the whole script ends within about a minute.
 # Ends with "RESULT: N passed, N failed".
 set -u
-build=${HEADSTART_BUILD:-build}
-hs=$build/headstart
 py=/usr/bin/python3
-passed=0 failed=0
-pid=
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
-pass() { echo "ok: $*"; passed=$((passed + 1)); }
-finish() {
-    [ -n "$pid" ] && kill "$pid" 2>/dev/null
-    echo "RESULT: $passed passed, $failed failed"
-    [ "$failed" -eq 0 ]
-    exit $?
-}
-[ -x "$hs" ] || { fail "no $hs"; finish; }
-command -v curl >/dev/null || { fail "no curl"; finish; }
-[ -x "$py" ] || { fail "no $py"; finish; }
-
-tmp=$(mktemp -d /tmp/hs-server-load.XXXXXX)
-trap '[ -n "$pid" ] && kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT INT TERM
-"$hs" mkmodel --arch qwen35 --preset tiny --out "$tmp/m" >/dev/null 2>&1 || { fail "mkmodel"; finish; }
+. "$(dirname "$0")/lib/server.sh"
+e2e_setup server-load curl "$py"
 # (a sanitizer build holds freed memory in a quarantine, which would look like growth)
 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=1" \
-"$hs" serve -m "$tmp/m" --host 127.0.0.1 --port 0 --threads 1 --no-bank-disk --bank-ram 64M --max-queue 2 \
-    --ctx 4096 >"$tmp/log" 2>&1 &
-pid=$!
-port= i=0
-while [ $i -lt 100 ] && [ -z "$port" ]; do
-    port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/log" 2>/dev/null)
-    [ -n "$port" ] || sleep 0.1
-    i=$((i + 1))
-done
-[ -n "$port" ] || { fail "server did not start: $(cat "$tmp/log")"; finish; }
+e2e_start "$tmp/log" --no-bank-disk --bank-ram 64M --max-queue 2 --ctx 4096
 
 rss() { sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$pid/status"; }
 
@@ -188,11 +162,8 @@ echo "$h" | grep -q '"status":"ok"' && echo "$h" | grep -q '"queue_depth":0' && 
     && pass "RSS bounded across waves (${rss1} kB -> ${rss2} kB)" || fail "RSS grew: ${rss1:-?} kB -> ${rss2:-?} kB"
 t1=$(date +%s)
 echo "load: both waves in $((t1 - t0)) s"
-kill -TERM "$pid"
-i=0
-while [ $i -lt 50 ] && kill -0 "$pid" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
-if kill -0 "$pid" 2>/dev/null; then fail "server still running 5 s after SIGTERM"
-else wait "$pid"; rc=$?; pid=; [ $rc -eq 0 ] && pass "SIGTERM after load: exit 0" || fail "SIGTERM: exit $rc"; fi
-if grep -q -E 'Sanitizer|runtime error' "$tmp/log"; then fail "sanitizer report: $(grep -A20 -E 'Sanitizer|runtime error' "$tmp/log" | head -40)"
+e2e_stop "$pid"; rc=$?
+[ $rc -eq 0 ] && pass "SIGTERM after load: exit 0" || fail "SIGTERM: exit $rc (124: still running after 5 s)"
+if r=$(e2e_sanitizer "$tmp/log"); then fail "sanitizer report: $r"
 else pass "no sanitizer report in the server log"; fi
 finish

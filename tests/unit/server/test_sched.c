@@ -1,6 +1,7 @@
 /* test_sched.c — the scheduler and the job object without sockets or a model: FIFO order,
  * the --max-queue bound (0: only when idle), cancel before run (503, never run), byte queue
- * order across emit/take, wait results, and stop draining every queued job. */
+ * order across emit/take, wait results, and stop draining every queued job. A job skipped
+ * because it was cancelled counts in its server's metrics (stage queue). */
 #include <criterion/criterion.h>
 
 #include "server/server_int.h"
@@ -105,7 +106,10 @@ Test(sched_queue, cancelled_before_run_is_skipped)
 {
     reset();
     struct sched s;
-    cr_assert_eq(sched_start(&s, 4, fn_record, NULL, NULL), HS_OK);
+    /* a server of which the scheduler uses only the metrics (the skipped job counts there) */
+    struct server *srv = hs_calloc(1, sizeof(*srv));
+    pthread_mutex_init(&srv->metrics.mu, NULL);
+    cr_assert_eq(sched_start(&s, 4, fn_record, srv, NULL), HS_OK);
     struct job *a = numbered(1), *b = numbered(2), *c = numbered(3);
     cr_assert_eq(sched_submit(&s, a), HS_OK);
     wait_running(&s);
@@ -121,6 +125,10 @@ Test(sched_queue, cancelled_before_run_is_skipped)
     cr_assert_eq(ran[1], 3);
     cr_assert(b->done);
     cr_assert_eq(b->status, 503);
+    cr_assert_eq(srv->metrics.cancelled[METRICS_CANCEL_QUEUE], 1);
+    cr_assert_eq(srv->metrics.cancelled[METRICS_CANCEL_PREFILL] + srv->metrics.cancelled[METRICS_CANCEL_GENERATION], 0);
+    pthread_mutex_destroy(&srv->metrics.mu);
+    hs_free(srv);
     job_release(a);
     job_release(b);
     job_release(c);

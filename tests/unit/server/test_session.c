@@ -283,6 +283,7 @@ Test(session_hooks, start_cancel_ctx, .init = ss_setup, .fini = ss_teardown, .ti
     cr_assert_eq(r.n_output, 0);
     cr_assert_str_eq(r.stop_reason, "cancelled");
     cr_assert_not(r.banked);
+    cr_assert_eq(r.prefilled_tokens, 0, "a cancel from the start hook comes before the prefill");
     cr_assert_eq(h0.st.prompt_tokens, r.prompt_tokens);
     cr_assert_gt(r.prompt_tokens, 0);
     /* thinking: what the rendered prompt says */
@@ -473,6 +474,8 @@ Test(session_controls, prefill_chunks_and_cancel, .init = ss_setup, .fini = ss_t
     cr_assert_geq(h1.calls, 1);
     cr_assert(h1.ordered, "done grows and stays below the total");
     cr_assert_eq(h1.total, chunked.prompt_tokens);
+    cr_assert_eq(chunked.prefilled_tokens, chunked.prompt_tokens, "a finished prefill computed every token");
+    cr_assert_eq(one.prefilled_tokens, one.prompt_tokens);
     /* the same logits and tokens however the prefill was cut (DESIGN.md §4) */
     ss_same(&one, &chunked);
     /* the hook says stop: nothing generated, nothing banked */
@@ -481,6 +484,10 @@ Test(session_controls, prefill_chunks_and_cancel, .init = ss_setup, .fini = ss_t
     cr_assert_eq(h2.calls, 1);
     cr_assert_str_eq(cancelled.stop_reason, "cancelled");
     cr_assert_eq(cancelled.n_output, 0);
+    /* the report says how far the cut prefill got: what the hook was told, nothing restored */
+    cr_assert_eq(cancelled.cached_tokens, 0);
+    cr_assert_eq(cancelled.prefilled_tokens, h2.last_done);
+    cr_assert(cancelled.prefilled_tokens > 0 && cancelled.prefilled_tokens < cancelled.prompt_tokens);
     cr_assert_not(cancelled.banked);
     struct bank_stats st;
     bank_stats_get(bank, &st);
