@@ -71,7 +71,8 @@ struct mm_part {
  * run over their rows laid end to end: a decode step then pays one hand-off per group
  * instead of one per matrix, and each thread moves from one matrix's stream straight into
  * the next. Every row is still one kernel call's row with the same inputs, so how the rows
- * are grouped or split never changes a bit (the kernels are split-invariant). */
+ * are grouped or split, and which thread runs them, never changes a bit (the kernels are
+ * split-invariant). */
 #define MM_PARTS 4
 struct mm_job {
     const struct kern_ops *ops;
@@ -122,7 +123,15 @@ static void mm_n(struct engine *e, const float *x, struct act xa, int64_t T, int
         j.p[i] = p[i];
         rows += p[i].rows;
     }
-    sys_pool_run(e->pool, rows, mm_fn, &j);
+    if (T > 1) {
+        sys_pool_run(e->pool, rows, mm_fn, &j);
+        return;
+    }
+    /* One token streams the weights from memory: threads claim pieces of about 1/16 of a
+     * thread's share (multiples of 16 rows, the Q8_0 row groups) as they go, so a thread
+     * that wakes late or shares its core does less instead of making the others wait. */
+    int64_t nt = sys_pool_threads(e->pool), chunk = (rows / (16 * nt) + 15) / 16 * 16;
+    sys_pool_run_chunks(e->pool, rows, HS_MAX(chunk, 32), mm_fn, &j);
 }
 
 /* y[t * y_ld + r] = (W x_t)[r] over all rows of one matrix w (data = mat). */

@@ -17,7 +17,7 @@
  *   spin/sleep until pending == 0    <---
  *
  * Invariants:
- *   1. The split of [0, n) is sys_pool_slice(n, T, t): a pure function of (n, T, t);
+ *   1. sys_pool_run's split of [0, n) is sys_pool_slice(n, T, t): a pure function of (n, T, t);
  *      slices are contiguous, in thread order, cover [0, n) exactly, and their sizes
  *      differ by at most one. Timing never changes which thread gets which indices.
  *   2. fn is never called with an empty slice.
@@ -27,6 +27,10 @@
  *      condition under `mu`, so no wake-up is lost.
  *   5. One caller at a time: sys_pool_run is not reentrant (fn must not call it on the
  *      same pool) and must not be called from two threads at once.
+ *   6. sys_pool_run_chunks: the pieces are claimed with one atomic add on `next` each, so
+ *      every piece runs exactly once; `next` and `chunk` are job fields (invariant 3).
+ *      Every thread, the caller included, claims until the counter passes n, so a worker
+ *      that wakes late finds nothing left and only checks in.
  */
 #include "sys/sys.h"
 
@@ -51,6 +55,8 @@ struct sys_pool {
     sys_pool_fn fn;
     void *ctx;
     int64_t n;
+    int64_t chunk;              /* 0: static slices; else pieces claimed from `next` */
+    _Atomic int64_t next;
 };
 
 struct worker_arg {
@@ -80,6 +86,13 @@ void sys_pool_slice(int64_t n, int n_threads, int t, int64_t *begin, int64_t *en
 
 static void run_slice(struct sys_pool *p, int t)
 {
+    if (p->chunk) {
+        for (;;) {
+            int64_t b = atomic_fetch_add(&p->next, p->chunk);
+            if (b >= p->n) return;
+            p->fn(p->ctx, b, b + p->chunk < p->n ? b + p->chunk : p->n, t);
+        }
+    }
     int64_t b, e;
     sys_pool_slice(p->n, p->n_threads, t, &b, &e);
     if (b < e) p->fn(p->ctx, b, e, t);
@@ -124,6 +137,7 @@ struct sys_pool *sys_pool_new(int n_threads)
     pthread_cond_init(&p->cv_done, NULL);
     atomic_init(&p->gen, 0);
     atomic_init(&p->pending, 0);
+    atomic_init(&p->next, 0);
     atomic_init(&p->stop, false);
     p->threads = hs_calloc((size_t)n_threads, sizeof *p->threads);
     p->n_threads = 1;
@@ -163,17 +177,13 @@ void sys_pool_free(struct sys_pool *p)
 
 int sys_pool_threads(const struct sys_pool *p) { return p ? p->n_threads : 1; }
 
-void sys_pool_run(struct sys_pool *p, int64_t n, sys_pool_fn fn, void *ctx)
+static void run_job(struct sys_pool *p, int64_t n, int64_t chunk, sys_pool_fn fn, void *ctx)
 {
-    if (n <= 0) return;
-    /* one thread, or a job so small that only slice 0 is non-empty: run inline */
-    if (!p || p->n_threads == 1 || n == 1) {
-        fn(ctx, 0, n, 0);
-        return;
-    }
     p->fn = fn;
     p->ctx = ctx;
     p->n = n;
+    p->chunk = chunk;
+    atomic_store(&p->next, 0);
     atomic_store(&p->pending, p->n_threads - 1);
     pthread_mutex_lock(&p->mu);
     atomic_fetch_add(&p->gen, 1);
@@ -188,4 +198,26 @@ void sys_pool_run(struct sys_pool *p, int64_t n, sys_pool_fn fn, void *ctx)
         while (atomic_load(&p->pending) != 0) pthread_cond_wait(&p->cv_done, &p->mu);
         pthread_mutex_unlock(&p->mu);
     }
+}
+
+void sys_pool_run(struct sys_pool *p, int64_t n, sys_pool_fn fn, void *ctx)
+{
+    if (n <= 0) return;
+    /* one thread, or a job so small that only slice 0 is non-empty: run inline */
+    if (!p || p->n_threads == 1 || n == 1) {
+        fn(ctx, 0, n, 0);
+        return;
+    }
+    run_job(p, n, 0, fn, ctx);
+}
+
+void sys_pool_run_chunks(struct sys_pool *p, int64_t n, int64_t chunk, sys_pool_fn fn, void *ctx)
+{
+    if (n <= 0) return;
+    if (chunk < 1) chunk = 1;
+    if (!p || p->n_threads == 1 || n <= chunk) {
+        for (int64_t b = 0; b < n; b += chunk) fn(ctx, b, b + chunk < n ? b + chunk : n, 0);
+        return;
+    }
+    run_job(p, n, chunk, fn, ctx);
 }

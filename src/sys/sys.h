@@ -14,7 +14,9 @@
  * [0, n) into at most n_threads contiguous slices (slice t gets the t-th equal share,
  * computed by the same formula every time) and blocks until all are done. The split
  * depends only on (n, n_threads), never on timing; kernels that must be thread-count
- * invariant split output rows only, never a reduction.
+ * invariant split output rows only, never a reduction. `sys_pool_run_chunks` hands out
+ * fixed pieces first come, first served, for work whose result does not depend on who
+ * runs which piece.
  *
  * Invariants:
  *   1. sys_file_map never returns a mapping shorter than the file it reported; an empty
@@ -127,6 +129,13 @@ void sys_pool_free(struct sys_pool *p);       /* joins the workers; NULL is a no
 int sys_pool_threads(const struct sys_pool *p);
 /* Split [0, n) into contiguous slices, one per thread, and wait for all of them. */
 void sys_pool_run(struct sys_pool *p, int64_t n, sys_pool_fn fn, void *ctx);
+/* [0, n) in pieces [i, min(i + chunk, n)) for i = 0, chunk, 2 chunk, ...; every thread takes
+ * the next untaken piece until none is left, then all are waited for. Which thread runs a
+ * piece depends on timing, so this is only for work whose result cannot depend on it
+ * (e.g. the rows of a matmul, each computed whole by one call): a thread that starts late
+ * or runs slow (a busy neighbour) takes fewer pieces instead of holding the others up.
+ * chunk < 1 is taken as 1. */
+void sys_pool_run_chunks(struct sys_pool *p, int64_t n, int64_t chunk, sys_pool_fn fn, void *ctx);
 /* The slice of [0, n) that thread t of n_threads gets (deterministic). */
 void sys_pool_slice(int64_t n, int n_threads, int t, int64_t *begin, int64_t *end);
 

@@ -1,5 +1,6 @@
 /* test_pool.c — the thread pool: the split is a pure, balanced, covering function; runs
- * see every index exactly once on the right thread; many tiny runs do not deadlock. */
+ * (static or chunked) see every index exactly once on the right thread; many tiny runs do
+ * not deadlock; a stalled thread's remaining pieces go to the others. */
 #include <criterion/criterion.h>
 
 #include <pthread.h>
@@ -202,4 +203,118 @@ Test(sys_pool, independent_pools_in_parallel, .timeout = 60)
     cr_assert_eq(atomic_load(&b.count), 37000);
     sys_pool_free(a.p);
     sys_pool_free(b.p);
+}
+
+/* ---- sys_pool_run_chunks ------------------------------------------------------------- */
+
+struct chunk_ctx {
+    int64_t n, chunk;
+    int n_threads;
+    _Atomic int visits[MAX_N];
+    _Atomic int bad_piece, pieces;
+    _Atomic int64_t per_thread[MAX_T];
+};
+
+static void chunk_fn(void *vctx, int64_t begin, int64_t end, int t)
+{
+    struct chunk_ctx *c = vctx;
+    int64_t want_end = begin + c->chunk < c->n ? begin + c->chunk : c->n;
+    if (t < 0 || t >= c->n_threads || begin % c->chunk || end != want_end || begin >= end || end > c->n)
+        atomic_fetch_add(&c->bad_piece, 1);
+    atomic_fetch_add(&c->pieces, 1);
+    if (t >= 0 && t < MAX_T) atomic_fetch_add(&c->per_thread[t], end - begin);
+    for (int64_t i = begin; i < end; i++)
+        if (i >= 0 && i < MAX_N) atomic_fetch_add(&c->visits[i], 1);
+}
+
+static void check_chunks(struct sys_pool *p, int T, int64_t n, int64_t chunk)
+{
+    static struct chunk_ctx c;
+    memset(&c, 0, sizeof c);
+    c.n = n;
+    c.chunk = chunk < 1 ? 1 : chunk;
+    c.n_threads = T;
+    sys_pool_run_chunks(p, n, chunk, chunk_fn, &c);
+    cr_assert_eq(atomic_load(&c.bad_piece), 0, "T=%d n=%lld chunk=%lld: a piece of the wrong shape", T,
+                 (long long)n, (long long)chunk);
+    int64_t want_pieces = n > 0 ? (n + c.chunk - 1) / c.chunk : 0;
+    cr_assert_eq(atomic_load(&c.pieces), want_pieces, "T=%d n=%lld chunk=%lld: %d pieces", T, (long long)n,
+                 (long long)chunk, atomic_load(&c.pieces));
+    for (int64_t i = 0; i < n; i++)
+        cr_assert_eq(atomic_load(&c.visits[i]), 1, "T=%d n=%lld chunk=%lld: index %lld ran %d times", T,
+                     (long long)n, (long long)chunk, (long long)i, atomic_load(&c.visits[i]));
+    int64_t total = 0;
+    for (int t = 0; t < T; t++) total += atomic_load(&c.per_thread[t]);
+    cr_assert_eq(total, n);
+}
+
+Test(sys_pool_chunks, run_every_index_once, .timeout = 120)
+{
+    static const int64_t chunks[] = { 0, 1, 3, 16, 64, 999, 5000 };
+    for (int T = 1; T <= 4; T++) {
+        struct sys_pool *p = sys_pool_new(T);
+        for (int64_t n = 0; n <= MAX_N; n += (n < 70 ? 1 : 37))
+            for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) check_chunks(p, T, n, chunks[k]);
+        check_chunks(p, T, MAX_N, 7);
+        sys_pool_free(p);
+    }
+}
+
+/* Static and chunked jobs interleave on one pool, with pauses that put the workers to
+ * sleep in between: no piece is lost or run twice, and the static split is unchanged. */
+Test(sys_pool_chunks, interleave_with_slices, .timeout = 60)
+{
+    static struct sum_ctx s;
+    struct sys_pool *p = sys_pool_new(3);
+    for (int i = 0; i < 3000; i++) {
+        check_chunks(p, 3, 1 + i % MAX_N, 1 + i % 40);
+        memset(&s, 0, sizeof s);
+        s.n_threads = 3;
+        s.n = 1 + i % 50;
+        s.caller = pthread_self();
+        sys_pool_run(p, s.n, sum_fn, &s);
+        cr_assert_eq(atomic_load(&s.bad_slice), 0, "run %d: a static slice moved", i);
+        if (i % 1000 == 0) {
+            struct timespec ts = { 0, 5 * 1000 * 1000 };
+            nanosleep(&ts, NULL);
+        }
+    }
+    sys_pool_free(p);
+}
+
+/* A thread that is held up leaves its share to the others: a worker's first piece stalls
+ * for 200 ms while a piece takes 1 ms, so the caller runs nearly all the rest (a static
+ * split would give each thread half). Timing decides who runs what, so the check is
+ * that this happens in one of several tries. */
+struct slow_ctx {
+    _Atomic int caller_pieces, worker_pieces;
+    _Atomic int64_t done;
+};
+
+static void slow_fn(void *vctx, int64_t begin, int64_t end, int t)
+{
+    struct slow_ctx *c = vctx;
+    struct timespec piece = { 0, 1000 * 1000 }, stall = { 0, 200 * 1000 * 1000 };
+    if (t != 0 && atomic_fetch_add(&c->worker_pieces, 1) == 0) nanosleep(&stall, NULL);
+    if (t == 0) atomic_fetch_add(&c->caller_pieces, 1);
+    nanosleep(&piece, NULL);
+    atomic_fetch_add(&c->done, end - begin);
+}
+
+Test(sys_pool_chunks, go_to_the_free_thread, .timeout = 60)
+{
+    struct sys_pool *p = sys_pool_new(2);
+    int seen = 0;
+    for (int i = 0; i < 10 && !seen; i++) {
+        struct slow_ctx c;
+        atomic_init(&c.caller_pieces, 0);
+        atomic_init(&c.worker_pieces, 0);
+        atomic_init(&c.done, 0);
+        sys_pool_run_chunks(p, 100, 1, slow_fn, &c);
+        cr_assert_eq(atomic_load(&c.done), 100);
+        cr_assert_eq(atomic_load(&c.caller_pieces) + atomic_load(&c.worker_pieces), 100);
+        if (atomic_load(&c.worker_pieces) >= 1 && atomic_load(&c.caller_pieces) >= 90) seen = 1;
+    }
+    cr_assert(seen, "the caller never took over the pieces of a stalled worker");
+    sys_pool_free(p);
 }
