@@ -80,7 +80,7 @@ Test(kernels_q4k, row_bytes)
     cr_assert_eq(kern_row_bytes((enum kern_wtype)KERN_K_Q4_K, 100), 0);
     cr_assert_eq(kern_row_bytes((enum kern_wtype)KERN_K_Q6_K, 0), 0);
     cr_assert(kern_wtype_is_k(KERN_K_Q4_K) && kern_wtype_is_k(KERN_K_Q6_K));
-    cr_assert(!kern_wtype_is_k(KERN_W_Q8_0) && !kern_wtype_is_k(18));
+    cr_assert(!kern_wtype_is_k(KERN_W_Q8_0) && !kern_wtype_is_k(16) && !kern_wtype_is_k(20)); /* 18 is Q5_K */
 }
 
 Test(kernels_q4k, scales_unpack_fixed_bytes)
@@ -281,4 +281,159 @@ Test(kernels_q4k, batch_and_range_invariance)
             free(w);
         }
     }
+}
+
+/* ---- the AVX-512 panel path (several tokens, 16-row groups, VNNI) ---------------------------
+ * q4k_avx512.c repacks whole 16-row groups when n_tok >= 4 and leaves the rows past the last
+ * full group, single tokens and very long K to the per-row code: these tests cross every one
+ * of those borders and compare with the scalar reference bit for bit. */
+
+enum qk_fill { QK_RANDOM, QK_MAX, QK_MAX_ALT, QK_ZERO, QK_QMIN };
+
+/* Weights of a fill mode: random (fill_k), every value and scale at its largest (Q4_K q 15, sc
+ * and m 63; Q6_K q 63, sc -128 in even groups and 127 in odd; d = dmin = 65504), the same
+ * with every q 0 (QK_QMIN: Q6_K's q - 32 at its most negative), or all zero. */
+static void fill_mode(uint8_t *w, int wt, int64_t rows, int64_t k, enum qk_fill mode)
+{
+    size_t n = kern_row_bytes((enum kern_wtype)wt, k) * (size_t)rows;
+    if (mode == QK_RANDOM) { fill_k(w, wt, rows, k); return; }
+    memset(w, 0, n);
+    if (mode == QK_ZERO) return;
+    size_t bb = wt == KERN_K_Q4_K ? KERN_Q4K_BYTES : KERN_Q6K_BYTES;
+    for (size_t b = 0; b < n / bb; b++) {
+        uint8_t *blk = w + b * bb;
+        if (wt == KERN_K_Q4_K) {
+            uint8_t sc[8], m[8], q[256];
+            memset(sc, 63, 8);
+            memset(m, 63, 8);
+            memset(q, mode == QK_QMIN ? 0 : 15, 256);
+            pack_q4k(blk, 0x7bff, 0x7bff, sc, m, q);
+        } else {
+            int8_t sc[16];
+            uint8_t q[256];
+            for (int g = 0; g < 16; g++) sc[g] = (int8_t)(g % 2 ? 127 : -128);
+            memset(q, mode == QK_QMIN ? 0 : 63, 256);
+            pack_q6k(blk, 0x7bff, sc, q);
+        }
+    }
+}
+
+/* Activations of a fill mode: random (fill_x), all -1 (every quant -127: the largest integer
+ * sums, 16 * 15 * 127 per half sub-block in the Q4_K panel), +-1 alternating in runs of 4, or
+ * all zero (d = 0). */
+static void fill_x_mode(float *x, int64_t n, enum qk_fill mode)
+{
+    for (int64_t i = 0; i < n; i++) {
+        switch (mode) {
+        case QK_RANDOM: x[i] = ldexpf(qk_uniform(), (int)(qk_next() % 9) - 4); break;
+        case QK_MAX: x[i] = -1.0f; break;
+        case QK_MAX_ALT: x[i] = (i / 4) % 2 ? 1.0f : -1.0f; break;
+        case QK_ZERO: case QK_QMIN: x[i] = 0.0f; break;
+        }
+    }
+}
+
+/* ops->matmul_k over rows [r0, r1) of a fresh matrix vs the scalar reference, memcmp on the
+ * whole output (rows outside the range must stay untouched). */
+static void panel_case(const struct kern_ops *ops, int wt, int64_t rows, int64_t k, int64_t n_tok,
+                       int64_t r0, int64_t r1, enum qk_fill wmode, enum qk_fill xmode)
+{
+    int64_t y_ld = rows + 5;
+    uint8_t *w = malloc(kern_row_bytes((enum kern_wtype)wt, k) * (size_t)rows);
+    float *x = malloc(sizeof(float) * (size_t)(n_tok * k));
+    struct kern_q8k_block *xq = malloc(sizeof(*xq) * (size_t)(n_tok * k / 256));
+    float *ya = malloc(sizeof(float) * (size_t)(n_tok * y_ld)), *yb = malloc(sizeof(float) * (size_t)(n_tok * y_ld));
+    cr_assert(w && x && xq && ya && yb);
+    fill_mode(w, wt, rows, k, wmode);
+    fill_x_mode(x, n_tok * k, xmode);
+    kern_q8k_quantize(xq, x, n_tok, k);
+    for (int64_t i = 0; i < n_tok * y_ld; i++) ya[i] = yb[i] = -7.5f;
+    kern_matmul_k(ya, y_ld, w, wt, xq, n_tok, k, r0, r1);
+    ops->matmul_k(yb, y_ld, w, wt, xq, n_tok, k, r0, r1);
+    for (int64_t i = 0; i < n_tok * y_ld; i++)
+        cr_assert(memcmp(&ya[i], &yb[i], sizeof(float)) == 0,
+                  "type %d k %lld rows [%lld, %lld) n_tok %lld modes %d/%d: y[%lld][%lld] = %a, scalar %a", wt,
+                  (long long)k, (long long)r0, (long long)r1, (long long)n_tok, (int)wmode, (int)xmode,
+                  (long long)(i / y_ld), (long long)(i % y_ld), (double)yb[i], (double)ya[i]);
+    free(w); free(x); free(xq); free(ya); free(yb);
+}
+
+static const struct kern_ops *panel_ops(void)
+{
+    if (!qk_cpu_has("avx512")) cr_skip_test("variant avx512: this CPU lacks its instructions, not tested");
+    const struct kern_ops *ops = kern_ops_for("avx512");
+    cr_assert_not_null(ops);
+    return ops;
+}
+
+/* Every n_tok 1..20 (the tile's token counts and remainders, and the per-row code below 4) on
+ * row counts around multiples of 16 and ranges that start inside a group. */
+Test(kernels_q4k_panel, shapes_equal_scalar)
+{
+    const struct kern_ops *ops = panel_ops();
+    qk_seed(101);
+    static const int64_t shapes[][3] = { /* rows, r0, r1 */
+        { 16, 0, 16 }, { 17, 0, 17 }, { 31, 0, 31 }, { 32, 0, 32 }, { 50, 3, 50 }, { 70, 5, 69 }, { 40, 0, 15 },
+    };
+    for (int ti = 0; ti < 2; ti++) {
+        int wt = ti ? KERN_K_Q6_K : KERN_K_Q4_K;
+        for (int64_t n_tok = 1; n_tok <= 20; n_tok++) {
+            const int64_t *s = shapes[n_tok % 7];
+            int64_t k = 256 * (1 + n_tok % 3);
+            panel_case(ops, wt, s[0], k, n_tok, s[1], s[2], QK_RANDOM, QK_RANDOM);
+        }
+    }
+}
+
+/* Random row ranges and K, including K past the panel's capacity (the per-row fallback) and
+ * K where one group fills the panel. */
+Test(kernels_q4k_panel, ranges_and_long_k_equal_scalar)
+{
+    const struct kern_ops *ops = panel_ops();
+    qk_seed(202);
+    static const int64_t ks[] = { 256, 1024, 3584, 256 * 49, 256 * 50, 256 * 52 }; /* 49, 50: full panels */
+    for (int it = 0; it < 24; it++) {
+        int wt = it % 2 ? KERN_K_Q6_K : KERN_K_Q4_K;
+        int64_t k = ks[(it / 2) % 6];
+        int64_t rows = 16 + (int64_t)(qk_next() % (k > 4096 ? 20 : 60)), n_tok = 4 + (int64_t)(qk_next() % 9);
+        int64_t r0 = (int64_t)(qk_next() % (uint64_t)(rows / 2)), r1 = r0 + 1 + (int64_t)(qk_next() % (uint64_t)(rows - r0));
+        if (it % 3 == 0) { r0 = 0; r1 = rows; }
+        panel_case(ops, wt, rows, k, n_tok, r0, r1, QK_RANDOM, QK_RANDOM);
+    }
+}
+
+/* The largest values everywhere (the int16 half-sums of the Q4_K panel at their bound, Q6_K
+ * scales -128 and 127 with q 63), q 0 (Q6_K's offset half-sums at 8 * 32 * 127), the
+ * mixed-sign versions, and all-zero weights / activations. */
+Test(kernels_q4k_panel, extremes_equal_scalar)
+{
+    const struct kern_ops *ops = panel_ops();
+    qk_seed(303);
+    static const enum qk_fill modes[][2] = {
+        { QK_MAX, QK_MAX }, { QK_MAX, QK_MAX_ALT }, { QK_MAX, QK_RANDOM }, { QK_RANDOM, QK_MAX },
+        { QK_ZERO, QK_RANDOM }, { QK_RANDOM, QK_ZERO }, { QK_ZERO, QK_ZERO }, { QK_QMIN, QK_MAX },
+        { QK_QMIN, QK_MAX_ALT },
+    };
+    for (int ti = 0; ti < 2; ti++)
+        for (int mi = 0; mi < 9; mi++)
+            panel_case(ops, ti ? KERN_K_Q6_K : KERN_K_Q4_K, 37, 512, 6, 0, 37, modes[mi][0], modes[mi][1]);
+}
+
+/* A hand-checked value through the panel: 16 rows, one block of Q4_K with q 15, sc 63, m 0,
+ * d = 1, and activations all -1 (quants -127, d = 1/127 rounded): isum = 256 * 15 * 63 * -127. */
+Test(kernels_q4k_panel, known_value)
+{
+    const struct kern_ops *ops = panel_ops();
+    uint8_t w[16 * KERN_Q4K_BYTES], sc[8], m[8], q[256];
+    memset(sc, 63, 8);
+    memset(m, 0, 8);
+    memset(q, 15, 256);
+    for (int r = 0; r < 16; r++) pack_q4k(w + r * KERN_Q4K_BYTES, 0x3c00 /* 1.0 */, 0x3c00, sc, m, q);
+    float x[4 * 256], y[4 * 16];
+    for (int i = 0; i < 4 * 256; i++) x[i] = -1.0f;
+    struct kern_q8k_block xq[4];
+    kern_q8k_quantize(xq, x, 4, 256);
+    ops->matmul_k(y, 16, w, KERN_K_Q4_K, xq, 4, 256, 0, 16);
+    float want = fmaf(-(1.0f * xq[0].d), 0.0f, fmaf(1.0f * xq[0].d, (float)(256 * 15 * 63 * -127), 0.0f));
+    for (int i = 0; i < 4 * 16; i++) cr_assert_eq(y[i], want, "y[%d] = %a, expected %a", i, (double)y[i], (double)want);
 }
