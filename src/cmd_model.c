@@ -16,7 +16,7 @@ static const char mkmodel_help[] =
     "         [--layers N] [--hidden N] [--heads N] [--kv-heads N] [--head-dim N] [--ffn N]\n"
     "         [--gdn-k-heads N] [--gdn-v-heads N] [--gdn-head-dim N]\n"
     "         [--experts N] [--experts-used N] [--expert-ffn N]\n"
-    "         [--dtype f32|f16|bf16|q8_0|q4_k_m] [--seed N] [--tokenizer tokenizer.json]\n"
+    "         [--dtype f32|f16|bf16|q8_0|q4_k_m|q5_k_m] [--seed N] [--tokenizer tokenizer.json]\n"
     "         [--chat-template FILE.jinja] --out DIR|FILE.gguf\n"
     "\n"
     "Writes a random-weight model. A path ending in .gguf gets a GGUF file that llama.cpp\n"
@@ -61,10 +61,13 @@ int cmd_mkmodel(int argc, char **argv)
             o.arch = (enum model_arch)arch;
         } else if (!strcmp(a, "--preset")) o.preset = v;
         else if (!strcmp(a, "--dtype")) {
-            /* q4_k_m is llama.cpp's Q4_K / Q6_K mix; the options carry it as DTYPE_Q4_K */
-            int d = !strcmp(v, "q4_k_m") ? DTYPE_Q4_K : dtype_from_name(v);
-            if (d < 0 || !dtype_info((enum dtype)d)->compute || ((d == DTYPE_Q4_K || d == DTYPE_Q6_K) && strcmp(v, "q4_k_m"))) {
-                fprintf(stderr, "headstart mkmodel: --dtype must be f32, f16, bf16, q8_0 or q4_k_m, not '%s'\n", v);
+            /* q4_k_m / q5_k_m are llama.cpp's Q4_K (Q5_K) / Q6_K mixes; the options carry them
+             * as DTYPE_Q4_K / DTYPE_Q5_K */
+            bool km = !strcmp(v, "q4_k_m") || !strcmp(v, "q5_k_m");
+            int d = !strcmp(v, "q4_k_m") ? DTYPE_Q4_K : !strcmp(v, "q5_k_m") ? DTYPE_Q5_K : dtype_from_name(v);
+            if (d < 0 || !dtype_info((enum dtype)d)->compute ||
+                ((d == DTYPE_Q4_K || d == DTYPE_Q5_K || d == DTYPE_Q6_K) && !km)) {
+                fprintf(stderr, "headstart mkmodel: --dtype must be f32, f16, bf16, q8_0, q4_k_m or q5_k_m, not '%s'\n", v);
                 return 2;
             }
             o.dtype = (enum dtype)d;

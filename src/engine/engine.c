@@ -88,7 +88,7 @@ static void put_u64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] =
 static bool wtype_ok(enum dtype t)
 {
     return t == DTYPE_F32 || t == DTYPE_F16 || t == DTYPE_BF16 || t == DTYPE_Q8_0 ||
-           t == DTYPE_Q4_K || t == DTYPE_Q6_K;
+           t == DTYPE_Q4_K || t == DTYPE_Q5_K || t == DTYPE_Q6_K;
 }
 
 /* Check one matrix (or expert stack of n_mat matrices) against its expected shape. */

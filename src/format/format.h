@@ -60,7 +60,7 @@ struct dtype_info {
     const char *name;     /* "f32", "bf16", "q8_0", ... */
     uint32_t block_elems; /* values per block (1 for plain types) */
     uint32_t block_bytes; /* bytes per block */
-    bool compute;         /* our kernels compute with it (f32/f16/bf16/q8_0; q4_k/q6_k matrices) */
+    bool compute;         /* our kernels compute with it (f32/f16/bf16/q8_0; q4_k/q5_k/q6_k matrices) */
 };
 
 const struct dtype_info *dtype_info(enum dtype t);

@@ -30,7 +30,7 @@ static const struct dtype_info dtype_table[DTYPE_COUNT] = {
     [DTYPE_Q2_K] = { "q2_k", 256, 84, false },
     [DTYPE_Q3_K] = { "q3_k", 256, 110, false },
     [DTYPE_Q4_K] = { "q4_k", 256, 144, true },
-    [DTYPE_Q5_K] = { "q5_k", 256, 176, false },
+    [DTYPE_Q5_K] = { "q5_k", 256, 176, true },
     [DTYPE_Q6_K] = { "q6_k", 256, 210, true },
     [DTYPE_Q8_K] = { "q8_k", 256, 292, false },
 };

@@ -53,7 +53,8 @@
  * rounded f32 product (dw_b = hs_f16_to_f32 of the stored scale), then the halving tree
  * for h = 4, 2, 1. (float)isum_b is exact: |isum| <= 32 * 127 * 127 < 2^24.
  *
- * K-quant weights, Q4_K and Q6_K (llama.cpp's super-blocks of 256 values; layouts in q4k.c;
+ * K-quant weights, Q4_K, Q5_K and Q6_K (llama.cpp's super-blocks of 256 values; layouts in
+ * q4k.c and q5k.c;
  * K % 256 == 0). The activations are quantized once per call site with kern_q8k_quantize,
  * per block of 256 values of one token, as llama.cpp's quantize_row_q8_K_ref does:
  *     amax = max_i |x_i|, mx = the first x_i (ascending i) with |x_i| == amax;
@@ -65,6 +66,10 @@
  *   Q4_K: sc_s, m_s the 6-bit scale and min of sub-block s (32 values), q_i in [0, 15]
  *     isum = sum_{s<8} sc_s * (sum_{i in s} q_i * xq_i);  msum = sum_{g<16} m_{g/2} * bsum_g
  *     acc = fmaf(dw * dx, (float)isum, acc);  acc = fmaf(-(dmin * dx), (float)msum, acc)
+ *   Q5_K: sc_s, m_s as Q4_K (the same 12 packed bytes), q_i in [0, 31] = the low nibble
+ *     | (the qh bit of value i) << 4; isum, msum and the two fmaf exactly as Q4_K.
+ *     (llama.cpp's q5_K dot has the same integer terms and the same d * isum - dmin * msum
+ *     per block, but sums the float terms in another order: not bit-equal to it.)
  *   Q6_K: sc_g the int8 scale of group g (16 values), q_i in [0, 63] as stored
  *     isum = sum_{g<16} sc_g * (sum_{i in g} q_i * xq_i - 32 * bsum_g)
  *     acc = fmaf(dw * dx, (float)isum, acc)
@@ -142,14 +147,17 @@ struct kern_q8_block {
     int8_t q[KERN_Q8_BLOCK];
 };
 
-/* K-quant weight types (q4k.c). Not members of enum kern_wtype, so switches over that enum
- * stay complete; the values equal format's DTYPE_Q4_K and DTYPE_Q6_K, so the engine may
- * cast a dtype to int and test it with kern_wtype_is_k. kern_row_bytes and kern_row_to_f32
- * accept them (cast to enum kern_wtype); kern_matmul does not: use kern_ops.matmul_k. */
+/* K-quant weight types (q4k.c, q5k.c). Not members of enum kern_wtype, so switches over
+ * that enum stay complete; the values equal format's DTYPE_Q4_K, DTYPE_Q5_K and DTYPE_Q6_K,
+ * so the engine may cast a dtype to int and test it with kern_wtype_is_k. kern_row_bytes and
+ * kern_row_to_f32 accept them (cast to enum kern_wtype); kern_matmul does not: use
+ * kern_ops.matmul_k. */
 #define KERN_K_Q4_K 17
+#define KERN_K_Q5_K 18
 #define KERN_K_Q6_K 19
 #define KERN_QK 256        /* values per K-quant super-block and per kern_q8k_block */
 #define KERN_Q4K_BYTES 144
+#define KERN_Q5K_BYTES 176
 #define KERN_Q6K_BYTES 210
 
 /* One block of activations for K-quant weights (llama.cpp's block_q8_K). */
@@ -166,7 +174,7 @@ size_t kern_k_row_bytes(int t, int64_t k);
 void kern_q4k_scales(const uint8_t *s12, uint8_t sc[8], uint8_t m[8]);
 /* Quantize x [n_tok, k] (k % 256 == 0) into xq [n_tok, k / 256] (the order above). */
 void kern_q8k_quantize(struct kern_q8k_block *xq, const float *x, int64_t n_tok, int64_t k);
-/* y[t * y_ld + r] for r in [r0, r1) with K-quant weights wt (KERN_K_Q4_K / KERN_K_Q6_K),
+/* y[t * y_ld + r] for r in [r0, r1) with K-quant weights wt (KERN_K_Q4_K / _Q5_K / _Q6_K),
  * xq = kern_q8k_quantize(x). Order: the K-quant contract above, so the result is
  * independent of n_tok, r0, r1. The scalar reference; variants through kern_ops. */
 void kern_matmul_k(float *y, int64_t y_ld, const void *w, int wt, const struct kern_q8k_block *xq,
@@ -177,10 +185,20 @@ void kern_matmul_k_avx2(float *y, int64_t y_ld, const void *w, int wt,
 void kern_matmul_k_avx512(float *y, int64_t y_ld, const void *w, int wt,
                           const struct kern_q8k_block *xq, int64_t n_tok, int64_t k, int64_t r0,
                           int64_t r1);
-/* out[0..k) = row `row` of a K-quant matrix as f32: Q4_K (d * sc) * q - dmin * m, Q6_K
+/* out[0..k) = row `row` of a K-quant matrix as f32: Q4_K / Q5_K (d * sc) * q - dmin * m, Q6_K
  * (d * sc) * (q - 32), each product and the difference rounded separately (llama.cpp's
- * dequantize_row_q4_K / _q6_K expressions). */
+ * dequantize_row_q4_K / _q5_K / _q6_K expressions). */
 void kern_k_row_to_f32(float *out, const void *w, int wt, int64_t k, int64_t row);
+/* Q5_K (q5k.c): kern_matmul_k and kern_k_row_to_f32 for wt == KERN_K_Q5_K (they forward
+ * here; so do the variants' kern_matmul_k_<variant>). Same arguments, same contract. */
+void kern_matmul_q5k(float *y, int64_t y_ld, const void *w, const struct kern_q8k_block *xq,
+                     int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+void kern_matmul_q5k_avx2(float *y, int64_t y_ld, const void *w, const struct kern_q8k_block *xq,
+                          int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+void kern_matmul_q5k_avx512(float *y, int64_t y_ld, const void *w,
+                            const struct kern_q8k_block *xq, int64_t n_tok, int64_t k, int64_t r0,
+                            int64_t r1);
+void kern_q5k_row_to_f32(float *out, const void *w, int64_t k, int64_t row);
 
 /* ---- matmul and embeddings (matmul.c) -------------------------------------------- */
 

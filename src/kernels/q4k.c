@@ -1,8 +1,9 @@
 /*
  * q4k.c — scalar reference of the K-quant weight types llama.cpp's Q4_K_M files are made of
- * (Q4_K and Q6_K): row sizes, the Q8_K-like activation quantizer, the batched matmul and the
- * row dequantizer. The accumulation order is the contract written in kernels.h ("K-quant
- * weights"); this file is its definition and q4k_avx2.c / q4k_avx512.c equal it bit for bit.
+ * (Q4_K and Q6_K; Q5_K is q5k.c's, forwarded from here): row sizes, the Q8_K-like activation
+ * quantizer, the batched matmul and the row dequantizer. The accumulation order is the
+ * contract written in kernels.h ("K-quant weights"); this file is its definition and
+ * q4k_avx2.c / q4k_avx512.c equal it bit for bit.
  *
  * Block layouts (llama.cpp's ggml-common.h; little-endian, 256 values per super-block):
  *
@@ -29,12 +30,13 @@
 
 #include "kernels/kernels.h"
 
-bool kern_wtype_is_k(int t) { return t == KERN_K_Q4_K || t == KERN_K_Q6_K; }
+bool kern_wtype_is_k(int t) { return t == KERN_K_Q4_K || t == KERN_K_Q5_K || t == KERN_K_Q6_K; }
 
 size_t kern_k_row_bytes(int t, int64_t k)
 {
     if (k < 1 || k % KERN_QK) return 0;
     if (t == KERN_K_Q4_K) return (size_t)(k / KERN_QK) * KERN_Q4K_BYTES;
+    if (t == KERN_K_Q5_K) return (size_t)(k / KERN_QK) * KERN_Q5K_BYTES;
     if (t == KERN_K_Q6_K) return (size_t)(k / KERN_QK) * KERN_Q6K_BYTES;
     return 0;
 }
@@ -139,6 +141,7 @@ static float q6k_block(const uint8_t *blk, const struct kern_q8k_block *xb, floa
 void kern_matmul_k(float *y, int64_t y_ld, const void *w, int wt, const struct kern_q8k_block *xq,
                    int64_t n_tok, int64_t k, int64_t r0, int64_t r1)
 {
+    if (wt == KERN_K_Q5_K) { kern_matmul_q5k(y, y_ld, w, xq, n_tok, k, r0, r1); return; }
     int64_t nb = k / KERN_QK;
     size_t bb = wt == KERN_K_Q4_K ? KERN_Q4K_BYTES : KERN_Q6K_BYTES;
     for (int64_t r = r0; r < r1; r++) {
@@ -156,6 +159,7 @@ void kern_matmul_k(float *y, int64_t y_ld, const void *w, int wt, const struct k
 
 void kern_k_row_to_f32(float *out, const void *w, int wt, int64_t k, int64_t row)
 {
+    if (wt == KERN_K_Q5_K) { kern_q5k_row_to_f32(out, w, k, row); return; }
     int64_t nb = k / KERN_QK;
     const uint8_t *p = (const uint8_t *)w + (size_t)row * kern_k_row_bytes(wt, k);
     for (int64_t b = 0; b < nb; b++) {

@@ -162,6 +162,7 @@ void kern_matmul_k_avx2(float *y, int64_t y_ld, const void *w, int wt,
                         const struct kern_q8k_block *xq, int64_t n_tok, int64_t k, int64_t r0,
                         int64_t r1)
 {
+    if (wt == KERN_K_Q5_K) { kern_matmul_q5k_avx2(y, y_ld, w, xq, n_tok, k, r0, r1); return; }
     if (wt == KERN_K_Q4_K) q4k_rows(y, y_ld, w, xq, n_tok, k / KERN_QK, r0, r1);
     else q6k_rows(y, y_ld, w, xq, n_tok, k / KERN_QK, r0, r1);
 }

@@ -1,8 +1,9 @@
 /*
  * q4k_avx512.c — AVX-512 (F, BW, VL, DQ, VNNI) variant of the K-quant matmul (Q4_K and Q6_K
  * weights x kern_q8k_quantize activations). Bit-identical to the scalar reference in q4k.c;
- * selected through kern_ops_for("avx512")->matmul_k (dispatch.c; the variant requires VNNI).
- * Compiled with the Makefile's AVX-512 flags.
+ * selected through kern_ops_for("avx512" / "avx512vnni")->matmul_k (dispatch.c; both
+ * require VNNI), which also forwards Q5_K weights to q5k_avx512.c. Compiled with the
+ * Makefile's AVX-512 flags.
  *
  * How the scalar order maps onto registers (kernels.h, "K-quant weights"):
  *   1. All the per-block work is integer and exact, so its order is free; only the float
@@ -600,6 +601,10 @@ void kern_matmul_k_avx512(float *y, int64_t y_ld, const void *w, int wt,
                           const struct kern_q8k_block *xq, int64_t n_tok, int64_t k, int64_t r0,
                           int64_t r1)
 {
+    if (wt == KERN_K_Q5_K) { /* q5k_avx512.c */
+        kern_matmul_q5k_avx512(y, y_ld, w, xq, n_tok, k, r0, r1);
+        return;
+    }
     int64_t nb = k / KERN_QK;
     bool q4 = wt == KERN_K_Q4_K;
     int64_t r1g = r0;

@@ -247,10 +247,11 @@ static bool check_tensor(struct binder *b, const struct tensor_spec *s, const st
     bool ok = true;
     if (!di || !di->compute) {
         problem_add(&b->pr, HS_ERR_UNSUPPORTED,
-                    "tensor '%s': dtype %s is not supported (f32, f16, bf16 and q8_0 are; q4_k "
-                    "and q6_k for matrices)", name, di ? di->name : "?");
+                    "tensor '%s': dtype %s is not supported (f32, f16, bf16 and q8_0 are; q4_k, "
+                    "q5_k and q6_k for matrices)", name, di ? di->name : "?");
         ok = false;
-    } else if ((t->dtype == DTYPE_Q4_K || t->dtype == DTYPE_Q6_K) && !spec_is_matrix(s->conv)) {
+    } else if ((t->dtype == DTYPE_Q4_K || t->dtype == DTYPE_Q5_K || t->dtype == DTYPE_Q6_K) &&
+               !spec_is_matrix(s->conv)) {
         /* K-quants reach only the matmul and row dequantizer; vectors and conv taps are
          * converted element by element to f32, which this file does for float and Q8_0 */
         problem_add(&b->pr, HS_ERR_UNSUPPORTED,

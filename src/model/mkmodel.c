@@ -46,9 +46,13 @@
  *      every other quantized matrix Q4_K; the MoE router stays f32 (llama.cpp does not
  *      quantize ffn_gate_inp). A row that is not whole 256-value super-blocks falls back to
  *      Q8_0 (llama.cpp: Q6_K -> Q8_0 as here, Q4_K -> Q5_0, which our kernels lack).
- *      The quantizers are our own round-to-nearest (mk_store_q4k / mk_store_q6k), not
- *      llama.cpp's error-minimising search: the files are valid Q4_K_M, not bit-equal to
- *      what llama-quantize would write from the same f32 weights.
+ *      --dtype q5_k_m (GGUF only; DTYPE_Q5_K in the options) is the same rule with Q5_K
+ *      wherever q4_k_m writes Q4_K (llama.cpp's Q5_K_M; its Q5_K -> Q5_1 fallback is Q8_0
+ *      here). 8-expert models are refused for both: llama.cpp's rule for them (Q5_K
+ *      attn_output, Q8_0 attn_k / attn_v) is not implemented here.
+ *      The quantizers are our own round-to-nearest (mk_store_q4k / _q5k / _q6k), not
+ *      llama.cpp's error-minimising search: the files are valid Q4_K_M / Q5_K_M, not
+ *      bit-equal to what llama-quantize would write from the same f32 weights.
  *   4. Every file is written atomically (temp + fsync + rename); an HF directory gets its
  *      config.json last, so an interrupted run never leaves a directory that looks complete.
  *   5. Options are validated before anything is generated; each error names the option.
@@ -331,11 +335,12 @@ static bool mk_more_bits(int64_t il, int64_t n)
     return il < n / 8 || il >= 7 * n / 8 || (il - n / 8) % 3 == 2;
 }
 
-/* The Q4_K_M type of GGUF tensor `name` of layer il (-1: none) with rows of row_len values
- * (design note, item 3). */
-static enum dtype mk_q4km_type(const struct mk_geom *g, const char *name, int64_t il, int64_t row_len)
+/* The Q4_K_M (base Q4_K) or Q5_K_M (base Q5_K) type of GGUF tensor `name` of layer il (-1:
+ * none) with rows of row_len values (design note, item 3). */
+static enum dtype mk_kquant_type(const struct mk_geom *g, enum dtype base, const char *name, int64_t il,
+                                 int64_t row_len)
 {
-    enum dtype t = DTYPE_Q4_K;
+    enum dtype t = base;
     if (!strcmp(name, "output.weight") || (g->tied && !strcmp(name, "token_embd.weight")))
         t = DTYPE_Q6_K;
     else if (strstr(name, "ffn_gate_inp.weight"))
@@ -379,11 +384,11 @@ static int mk_put(struct mk_builder *b, enum mk_role role, int il, int e, enum m
     char name[MK_NAME_MAX], name2[MK_NAME_MAX];
     mk_name(name, ri->gguf, il);
     enum dtype dt2 = dt;
-    if (quant && b->dtype == DTYPE_Q4_K) {
-        dt = mk_q4km_type(g, name, il, shape[n_dims - 1]);
+    if (quant && (b->dtype == DTYPE_Q4_K || b->dtype == DTYPE_Q5_K)) {
+        dt = mk_kquant_type(g, b->dtype, name, il, shape[n_dims - 1]);
         if (ri->gguf2) {
             mk_name(name2, ri->gguf2, il);
-            dt2 = mk_q4km_type(g, name2, il, shape[n_dims - 1]);
+            dt2 = mk_kquant_type(g, b->dtype, name2, il, shape[n_dims - 1]);
         }
     }
     int64_t gs[TENSOR_MAX_DIMS] = { 0 };
@@ -682,6 +687,48 @@ static void mk_store_q4k(const float *x, uint8_t *blk)
         for (int l = 0; l < 32; l++) blk[16 + 32 * j + l] = (uint8_t)(q[64 * j + l] | q[64 * j + 32 + l] << 4);
 }
 
+/* One Q5_K super-block of 256 values (layout: kernels/q5k.c): mk_store_q4k with 31 steps
+ * per sub-block (q in [0, 31]), the 5th bit of q going to qh. */
+static void mk_store_q5k(const float *x, uint8_t *blk)
+{
+    float s[8], o[8], smax = 0.0f, omax = 0.0f;
+    for (int j = 0; j < 8; j++) {
+        float lo = 0.0f, hi = 0.0f;
+        for (int i = 0; i < 32; i++) {
+            lo = HS_MIN(lo, x[32 * j + i]);
+            hi = HS_MAX(hi, x[32 * j + i]);
+        }
+        s[j] = (hi - lo) / 31.0f;
+        o[j] = -lo;
+        smax = HS_MAX(smax, s[j]);
+        omax = HS_MAX(omax, o[j]);
+    }
+    uint16_t dh = hs_f32_to_f16(smax / 63.0f), mh = hs_f32_to_f16(omax / 63.0f);
+    float d = hs_f16_to_f32(dh), dmin = hs_f16_to_f32(mh);
+    uint8_t sc[8], m[8];
+    for (int j = 0; j < 8; j++) {
+        sc[j] = (uint8_t)(d > 0.0f ? mk_clampf(roundf(s[j] / d), 0.0f, 63.0f) : 0.0f);
+        m[j] = (uint8_t)(dmin > 0.0f ? mk_clampf(roundf(o[j] / dmin), 0.0f, 63.0f) : 0.0f);
+    }
+    memset(blk, 0, 176);
+    mk_put16(blk, dh);
+    mk_put16(blk + 2, mh);
+    uint8_t *s12 = blk + 4;
+    for (int j = 0; j < 4; j++) {
+        s12[j] = (uint8_t)(sc[j] | (sc[j + 4] >> 4) << 6);
+        s12[j + 4] = (uint8_t)(m[j] | (m[j + 4] >> 4) << 6);
+        s12[j + 8] = (uint8_t)((sc[j + 4] & 15) | (m[j + 4] & 15) << 4);
+    }
+    for (int i = 0; i < 256; i++) {
+        float step = d * (float)sc[i / 32], off = dmin * (float)m[i / 32];
+        int q = (int)(step > 0.0f ? mk_clampf(roundf((x[i] + off) / step), 0.0f, 31.0f) : 0.0f);
+        int sb = i / 32, l = i % 32;
+        uint8_t *qs = blk + 48 + 32 * (i / 64) + l;
+        *qs = (uint8_t)(*qs | (sb % 2 ? (q & 15) << 4 : (q & 15)));
+        blk[16 + l] = (uint8_t)(blk[16 + l] | (q >> 4) << sb);
+    }
+}
+
 /* One Q6_K super-block (layout: kernels/q4k.c), round to nearest: per group of 16 the
  * step s = max|x| / 31; d = max s / 127 as f16; int8 sc = round(s / d); q = round(x / (d *
  * sc)) in [-32, 31], stored + 32. */
@@ -716,6 +763,9 @@ static void mk_store_row(enum dtype dt, const float *x, int64_t n, uint8_t *dst)
     switch (dt) {
     case DTYPE_Q4_K:
         for (int64_t b0 = 0; b0 < n; b0 += 256) mk_store_q4k(x + b0, dst + b0 / 256 * 144);
+        break;
+    case DTYPE_Q5_K:
+        for (int64_t b0 = 0; b0 < n; b0 += 256) mk_store_q5k(x + b0, dst + b0 / 256 * 176);
         break;
     case DTYPE_Q6_K:
         for (int64_t b0 = 0; b0 < n; b0 += 256) mk_store_q6k(x + b0, dst + b0 / 256 * 210);
@@ -919,10 +969,12 @@ static int mk_geom_init(const struct mkmodel_opts *o, const struct mk_arch *a, s
     }
     g->n_rot = g->head_dim / 4;
 
-    if (o->dtype == DTYPE_Q4_K && g->n_expert == 8)
-        return hs_err_set(err, HS_ERR_INVALID, "--dtype q4_k_m with --experts 8: llama.cpp's rule for "
-                          "8-expert models uses Q5_K, which is not supported");
-    if (o->dtype == DTYPE_Q8_0 || o->dtype == DTYPE_Q4_K) {
+    const char *kname = o->dtype == DTYPE_Q8_0 ? "q8_0" : o->dtype == DTYPE_Q4_K ? "q4_k_m" : "q5_k_m";
+    if ((o->dtype == DTYPE_Q4_K || o->dtype == DTYPE_Q5_K) && g->n_expert == 8)
+        return hs_err_set(err, HS_ERR_INVALID, "--dtype %s with --experts 8: llama.cpp's rule for "
+                          "8-expert models (Q5_K attn_output, Q8_0 attn_k / attn_v) is not "
+                          "implemented by mkmodel", kname);
+    if (o->dtype == DTYPE_Q8_0 || o->dtype == DTYPE_Q4_K || o->dtype == DTYPE_Q5_K) {
         /* Every matrix row (the innermost dimension) must hold whole 32-value blocks (the
          * Q8_0 fallback of q4_k_m rows that are not whole 256-value super-blocks). */
         const struct { const char *opt; int64_t v; } rows[] = {
@@ -933,8 +985,7 @@ static int mk_geom_init(const struct mkmodel_opts *o, const struct mk_arch *a, s
         for (size_t i = 0; i < HS_ARRAY_LEN(rows); i++)
             if (rows[i].v % 32)
                 return hs_err_set(err, HS_ERR_INVALID, "--dtype %s needs %s (%lld) to be a "
-                                  "multiple of 32", o->dtype == DTYPE_Q8_0 ? "q8_0" : "q4_k_m",
-                                  rows[i].opt, (long long)rows[i].v);
+                                  "multiple of 32", kname, rows[i].opt, (long long)rows[i].v);
     }
     return HS_OK;
 }
@@ -1043,8 +1094,14 @@ static char *mk_config_json(const struct mk_arch *a, const struct mk_geom *g, co
 static void mk_gguf_meta(struct gguf_writer *w, const struct mk_arch *a, const struct mk_geom *g,
                          const char *preset, enum dtype dt)
 {
-    /* llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_Q4_K_M 15, MOSTLY_BF16 32 */
-    uint32_t ftype = dt == DTYPE_F16 ? 1 : dt == DTYPE_Q8_0 ? 7 : dt == DTYPE_Q4_K ? 15 : dt == DTYPE_BF16 ? 32 : 0;
+    /* llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_Q4_K_M 15, MOSTLY_Q5_K_M 17,
+     * MOSTLY_BF16 32 */
+    uint32_t ftype = dt == DTYPE_F16    ? 1
+                     : dt == DTYPE_Q8_0 ? 7
+                     : dt == DTYPE_Q4_K ? 15
+                     : dt == DTYPE_Q5_K ? 17
+                     : dt == DTYPE_BF16 ? 32
+                                        : 0;
     char key[96], name[96];
 #define KEY(k) (snprintf(key, sizeof(key), "%s." k, a->gguf_name), key)
     gguf_writer_set_str(w, "general.architecture", a->gguf_name);
@@ -1144,12 +1201,13 @@ int mkmodel_write(const struct mkmodel_opts *o, struct hs_err *err)
     if ((unsigned)o->arch >= MODEL_ARCH_COUNT)
         return hs_err_set(err, HS_ERR_INVALID, "unknown architecture %d", (int)o->arch);
     if ((unsigned)o->dtype >= DTYPE_COUNT || !dtype_info(o->dtype)->compute || o->dtype == DTYPE_Q6_K)
-        return hs_err_set(err, HS_ERR_INVALID, "--dtype must be f32, f16, bf16, q8_0 or q4_k_m");
+        return hs_err_set(err, HS_ERR_INVALID, "--dtype must be f32, f16, bf16, q8_0, q4_k_m or q5_k_m");
     const bool gguf = mk_is_gguf_path(o->out);
-    if (!gguf && (o->dtype == DTYPE_Q8_0 || o->dtype == DTYPE_Q4_K))
+    if (!gguf && (o->dtype == DTYPE_Q8_0 || o->dtype == DTYPE_Q4_K || o->dtype == DTYPE_Q5_K))
         return hs_err_set(err, HS_ERR_INVALID, "--dtype %s needs a .gguf --out (safetensors has "
                           "no %s; use f32, f16 or bf16 for a Hugging Face directory)",
-                          o->dtype == DTYPE_Q8_0 ? "q8_0" : "q4_k_m", o->dtype == DTYPE_Q8_0 ? "Q8_0" : "K-quants");
+                          o->dtype == DTYPE_Q8_0 ? "q8_0" : o->dtype == DTYPE_Q4_K ? "q4_k_m" : "q5_k_m",
+                          o->dtype == DTYPE_Q8_0 ? "Q8_0" : "K-quants");
     const struct mk_arch *a = &mk_archs[o->arch];
     struct mk_geom g;
     const struct mk_preset *preset = NULL;

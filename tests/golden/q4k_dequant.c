@@ -1,6 +1,6 @@
 /*
  * q4k_dequant.c — test driver for tests/golden/q4k_parity.sh: copy a GGUF with every
- * quantized tensor (Q4_K, Q6_K, Q8_0) replaced by its f32 values from our row dequantizer
+ * quantized tensor (Q4_K, Q5_K, Q6_K, Q8_0) replaced by its f32 values from our row dequantizer
  * (kern_row_to_f32), every other tensor and every metadata key as they are, and
  * general.file_type set to 0 (all f32). llama.cpp then computes the "same weights"
  * without any activation quantization, which separates our reading of the block formats
@@ -39,7 +39,8 @@ int main(int argc, char **argv)
     float **owned = calloc((size_t)n, sizeof(float *));
     for (int i = 0; i < n; i++) {
         const struct tensor_view *t = tensor_set_at(ts, i);
-        bool quant = t->dtype == DTYPE_Q4_K || t->dtype == DTYPE_Q6_K || t->dtype == DTYPE_Q8_0;
+        bool quant = t->dtype == DTYPE_Q4_K || t->dtype == DTYPE_Q5_K || t->dtype == DTYPE_Q6_K ||
+                     t->dtype == DTYPE_Q8_0;
         if (!quant || t->n_dims < 1) {
             gguf_writer_add_tensor(w, t->name, t->dtype, t->n_dims, t->shape, t->data, t->n_bytes);
             continue;

@@ -1,6 +1,7 @@
 #!/bin/sh
-# q4k_parity.sh — Q4_K_M GGUF files (`headstart mkmodel --dtype q4_k_m`: Q4_K and Q6_K
-# matrices, Q8_0 where a row is not whole 256-value super-blocks) against llama.cpp (the npm
+# q4k_parity.sh — Q4_K_M and Q5_K_M GGUF files (`headstart mkmodel --dtype q4_k_m` / q5_k_m:
+# Q4_K or Q5_K, and Q6_K matrices, Q8_0 where a row is not whole 256-value super-blocks) against
+# llama.cpp (the npm
 # package's prebuilt library through build/llama_eval), on 256-wide tiny models of each
 # architecture (qwen3next with Hk == Hv: see the note at its spec):
 #   1. our reading of the blocks: tests/golden/q4k_dequant.c rewrites the file with every
@@ -107,19 +108,22 @@ check() { # label verdict
 geom="--hidden 256 --head-dim 64 --gdn-head-dim 64"
 # qwen3next keeps Hk == Hv: its GGUF groups value heads, and reordering ssm_out's columns in
 # Dv blocks is impossible inside 256-value K-quant super-blocks (the loader refuses it).
+# q4_k_m (Q4_K + Q6_K) and q5_k_m (Q5_K + Q6_K): the same checks and tolerances.
+for dt in q4_k_m q5_k_m; do
+kq=$(echo "$dt" | cut -c1-4) # the base K-quant's name in `headstart inspect`: q4_k, q5_k
 for spec in "qwen35 --ffn 512" "qwen35moe --expert-ffn 256" "qwen3next --gdn-k-heads 2 --gdn-v-heads 2"; do
     set -- $spec
     arch=$1; shift
-    name=$(echo "$spec" | tr -c 'a-z0-9\n' '_')
+    name=$(echo "$dt $spec" | tr -c 'a-z0-9\n' '_')
     g=$tmp/$name.gguf f=$tmp/$name.f32.gguf
-    if ! "$hs" mkmodel --arch "$arch" $geom "$@" --seed 31 --dtype q4_k_m --out "$g" >"$tmp/log" 2>&1; then
-        fail "$spec: mkmodel"; cat "$tmp/log"; continue
+    if ! "$hs" mkmodel --arch "$arch" $geom "$@" --seed 31 --dtype "$dt" --out "$g" >"$tmp/log" 2>&1; then
+        fail "$spec: mkmodel $dt"; cat "$tmp/log"; continue
     fi
     "$hs" inspect "$g" > "$tmp/inspect" 2>&1
-    if grep -q ' q4_k ' "$tmp/inspect" && grep -q ' q6_k ' "$tmp/inspect"; then
-        pass "$spec: the file holds q4_k and q6_k tensors"
+    if grep -q " $kq " "$tmp/inspect" && grep -q ' q6_k ' "$tmp/inspect"; then
+        pass "$spec: the $dt file holds $kq and q6_k tensors"
     else
-        fail "$spec: no q4_k / q6_k tensors"; cat "$tmp/inspect"; continue
+        fail "$spec: no $kq / q6_k tensors in the $dt file"; cat "$tmp/inspect"; continue
     fi
     if ! "$deq" "$g" "$f" 2>"$tmp/log"; then fail "$spec: q4k_dequant"; cat "$tmp/log"; continue; fi
     ok=1
@@ -130,10 +134,11 @@ for spec in "qwen35 --ffn 512" "qwen35moe --expert-ffn 256" "qwen3next --gdn-k-h
     done
     [ $ok = 1 ] || { fail "$spec: evaluating"; continue; }
     check "f32 dequantization, ours vs llama.cpp, $spec (tol 1e-4)" "$(compare "$f.hs" "$f.ll" 1e-4)"
-    check "q4_k_m first position, ours vs llama.cpp, $spec (tol 1e-4)" "$(compare "$g.hs" "$g.ll" 1e-4 1)"
-    check "q4_k_m all positions, ours vs llama.cpp, $spec (tol 4e-2)" "$(compare "$g.hs" "$g.ll" 4e-2)"
-    echo "info: llama.cpp q4_k_m vs its own f32 dequantization, $spec: $(compare "$g.ll" "$f.ll" 1)"
+    check "$dt first position, ours vs llama.cpp, $spec (tol 1e-4)" "$(compare "$g.hs" "$g.ll" 1e-4 1)"
+    check "$dt all positions, ours vs llama.cpp, $spec (tol 4e-2)" "$(compare "$g.hs" "$g.ll" 4e-2)"
+    echo "info: llama.cpp $dt vs its own f32 dequantization, $spec: $(compare "$g.ll" "$f.ll" 1)"
     ours=$("$hs" run -m "$g" --ids "$ids_sp" -n 32 --temp 0 2>"$tmp/log" | head -1)
-    check "greedy 32 tokens, $spec q4_k_m" "$(llama_greedy "$g" 32 "$ours" 4e-2)"
+    check "greedy 32 tokens, $spec $dt" "$(llama_greedy "$g" 32 "$ours" 4e-2)"
+done
 done
 finish

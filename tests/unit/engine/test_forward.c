@@ -1,6 +1,6 @@
 /* test_forward.c — the forward pass's exactness (DESIGN.md §4), memcmp with no tolerance:
- * for every architecture and weight format (tiny mkmodel presets: f32 / q8_0 / q4_k_m GGUF
- * and bf16 HF, Hk != Hv, MoE), the logits of every position of a 100-token prompt are identical
+ * for every architecture and weight format (tiny mkmodel presets: f32 / q8_0 / q4_k_m /
+ * q5_k_m GGUF and bf16 HF, Hk != Hv, MoE), the logits of every position of a 100-token prompt are identical
  * whatever the chunking (1, 7, 64, whole, internal n_batch steps) and thread count (1, 2);
  * a snapshot captured in flight at a random position equals the state of a forward that
  * stopped there, and a sequence restored from a blob (or from the snapshot) continues with
@@ -61,8 +61,8 @@ static struct model *make_model(const struct spec *sp, const char *name)
     o.chat_template = tpl;
     if (sp->hk) o.gdn_k_heads = sp->hk;
     if (sp->hv) o.gdn_v_heads = sp->hv;
-    if (sp->dtype == DTYPE_Q4_K) {
-        /* q4_k_m: rows of whole 256-value super-blocks (Q4_K / Q6_K), except the experts'
+    if (sp->dtype == DTYPE_Q4_K || sp->dtype == DTYPE_Q5_K) {
+        /* q4_k_m / q5_k_m: rows of whole 256-value super-blocks (Q4_K / Q6_K), except the experts'
          * down projection (K = 32: the Q8_0 fallback), so one model mixes all three */
         o.n_embd = 256;
         if (sp->arch == MODEL_ARCH_QWEN35) o.n_ff = 512;
@@ -268,6 +268,8 @@ Test(forward_exact, qwen35moe_q4_k_m_gguf) { struct spec s = { MODEL_ARCH_QWEN35
 /* Hk == Hv: a grouped qwen3next file with Hk != Hv needs ssm_out's columns reordered in
  * Dv blocks, which K-quant super-blocks of 256 do not allow (the loader says so) */
 Test(forward_exact, qwen3next_q4_k_m_gguf) { struct spec s = { MODEL_ARCH_QWEN3NEXT, DTYPE_Q4_K, true, 2, 2, 16 }; sweep(&s); }
+Test(forward_exact, qwen35_q5_k_m_gguf) { struct spec s = { MODEL_ARCH_QWEN35, DTYPE_Q5_K, true, 0, 0, 19 }; sweep(&s); }
+Test(forward_exact, qwen35moe_q5_k_m_gguf) { struct spec s = { MODEL_ARCH_QWEN35MOE, DTYPE_Q5_K, true, 0, 0, 20 }; sweep(&s); }
 Test(forward_exact, qwen3next_bf16_hf_hk1_hv2) { struct spec s = { MODEL_ARCH_QWEN3NEXT, DTYPE_BF16, false, 1, 2, 9 }; sweep(&s); }
 
 /* Every kernel variant this CPU has gives the same logits, bit for bit, as the scalar
@@ -278,7 +280,8 @@ Test(forward_exact, variants_equal_scalar)
     static const struct spec sps[] = { { MODEL_ARCH_QWEN35, DTYPE_Q8_0, true, 0, 0, 11 },
                                        { MODEL_ARCH_QWEN35MOE, DTYPE_BF16, false, 0, 0, 12 },
                                        { MODEL_ARCH_QWEN3NEXT, DTYPE_F32, true, 0, 0, 13 },
-                                       { MODEL_ARCH_QWEN35MOE, DTYPE_Q4_K, true, 0, 0, 18 } };
+                                       { MODEL_ARCH_QWEN35MOE, DTYPE_Q4_K, true, 0, 0, 18 },
+                                       { MODEL_ARCH_QWEN35, DTYPE_Q5_K, true, 0, 0, 21 } };
     static const char *const names[] = { "avx2", "avx512vnni", "avx512" };
     for (size_t k = 0; k < sizeof(sps) / sizeof(sps[0]); k++) {
         char nm[16];

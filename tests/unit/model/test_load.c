@@ -1137,13 +1137,13 @@ Test(load_err, unsupported_dtypes)
     tl_defaults(&o, MODEL_ARCH_QWEN35, true);
     o.H = 256;  /* k-quant rows need 256 columns */
     o.retype[0] = "blk.0.attn_qkv.weight";
-    o.retype_dtype[0] = DTYPE_Q5_K;
+    o.retype_dtype[0] = DTYPE_Q3_K;
     o.retype[1] = "blk.3.attn_q.weight";
     o.retype_dtype[1] = DTYPE_I32;
     char *path = tl_write(&o, dir);
     struct hs_err err;
     cr_assert_eq(load_err(path, &err), HS_ERR_UNSUPPORTED);
-    cr_assert(strstr(err.msg, "tensor 'blk.0.attn_qkv.weight': dtype q5_k is not supported"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "tensor 'blk.0.attn_qkv.weight': dtype q3_k is not supported"), "%s", err.msg);
     cr_assert(strstr(err.msg, "tensor 'blk.3.attn_q.weight': dtype i32 is not supported"), "%s", err.msg);
     free(path);
     tl_rmdir(dir);

@@ -712,6 +712,81 @@ Test(mkmodel_write, q4_k_m_types_and_values)
     gguf_close(gq);
 }
 
+/* q5_k_m: Q5_K wherever q4_k_m writes Q4_K (same Q6_K tensors), general.file_type 17, and
+ * the Q5_K blocks (decoded here from the layout in kernels/q5k.c) hold the f32 file's values
+ * within their steps: 31 per sub-block range, so about half q4_k_m's error. */
+static float q5km_value(const struct tensor_view *q, int64_t i)
+{
+    int64_t b = i / 256, k = i % 256;
+    const uint8_t *blk = (const uint8_t *)q->data + b * 176, *s12 = blk + 4;
+    int j = (int)(k / 32);
+    int sc = j < 4 ? s12[j] & 63 : (s12[j + 4] & 15) | (s12[j - 4] >> 6) << 4;
+    int m = j < 4 ? s12[j + 4] & 63 : (s12[j + 4] >> 4) | (s12[j] >> 6) << 4;
+    uint8_t byte = blk[48 + 32 * (k / 64) + k % 32];
+    int qv = (j % 2 ? byte >> 4 : byte & 15) | ((blk[16 + k % 32] >> j) & 1) << 4;
+    return hs_f16_to_f32(hs_rd_u16(blk)) * (float)sc * (float)qv - hs_f16_to_f32(hs_rd_u16(blk + 2)) * (float)m;
+}
+
+Test(mkmodel_write, q5_k_m_types_and_values)
+{
+    char a[160], b[160];
+    struct mkmodel_opts o;
+    struct hs_err err;
+    const char *paths[2] = { tp(a, "k5f32.gguf"), tp(b, "k5m.gguf") };
+    const enum dtype dts[2] = { DTYPE_F32, DTYPE_Q5_K };
+    for (int i = 0; i < 2; i++) {
+        opts(&o, MODEL_ARCH_QWEN35, dts[i], 9, paths[i]);
+        o.n_embd = 256;
+        o.n_ff = 512;
+        o.head_dim = 64;
+        o.gdn_head_dim = 64;
+        hs_err_clear(&err);
+        cr_assert_eq(mkmodel_write(&o, &err), HS_OK, "%s", err.msg);
+    }
+    struct gguf_file *gf = NULL, *gq = NULL;
+    cr_assert_eq(gguf_open(a, &gf, &err), HS_OK, "%s", err.msg);
+    cr_assert_eq(gguf_open(b, &gq, &err), HS_OK, "%s", err.msg);
+    uint32_t ft = 0;
+    cr_assert_eq(gguf_get_u32(gq, "general.file_type", &ft, &err), HS_OK);
+    cr_assert_eq(ft, 17, "LLAMA_FTYPE_MOSTLY_Q5_K_M");
+    static const struct { const char *name; enum dtype dt; } want[] = {
+        { "token_embd.weight", DTYPE_Q6_K },
+        { "blk.0.attn_qkv.weight", DTYPE_Q5_K }, { "blk.2.attn_qkv.weight", DTYPE_Q6_K },
+        { "blk.3.attn_v.weight", DTYPE_Q6_K },   { "blk.3.attn_k.weight", DTYPE_Q5_K },
+        { "blk.1.ffn_down.weight", DTYPE_Q5_K }, { "blk.2.ffn_down.weight", DTYPE_Q6_K },
+        { "blk.1.ssm_out.weight", DTYPE_Q5_K },  { "blk.0.ffn_up.weight", DTYPE_Q5_K },
+        { "blk.0.attn_norm.weight", DTYPE_F32 },
+    };
+    for (size_t t = 0; t < HS_ARRAY_LEN(want); t++) {
+        const struct tensor_view *f = tensor_set_find(gguf_tensors(gf), want[t].name);
+        const struct tensor_view *q = tensor_set_find(gguf_tensors(gq), want[t].name);
+        cr_assert(f && q, "%s missing", want[t].name);
+        cr_assert_eq(q->dtype, want[t].dt, "%s: %s", want[t].name, dtype_info(q->dtype)->name);
+        if (q->dtype != DTYPE_Q5_K) continue;
+        uint64_t n = tensor_n_elems(f);
+        double worst = 0;
+        bool high_bit = false;
+        for (uint64_t g0 = 0; g0 < n; g0 += 32) {
+            float lo = 0, hi = 0;
+            for (int i = 0; i < 32; i++) {
+                lo = fminf(lo, f32_at(f, (int64_t)(g0 + i)));
+                hi = fmaxf(hi, f32_at(f, (int64_t)(g0 + i)));
+            }
+            for (int i = 0; i < 32; i++) {
+                double e = fabs((double)q5km_value(q, (int64_t)(g0 + i)) - f32_at(f, (int64_t)(g0 + i)));
+                worst = fmax(worst, e / fmax(hi - lo, 1e-30));
+            }
+        }
+        for (uint64_t bb = 0; bb < n / 256 && !high_bit; bb++)
+            for (int l = 0; l < 32; l++) high_bit |= ((const uint8_t *)q->data)[bb * 176 + 16 + l] != 0;
+        cr_assert(high_bit, "%s: no 5th bit set anywhere", want[t].name);
+        /* half a step of 1/31 of the range, plus the rounding of the 6-bit scales */
+        cr_assert_lt(worst, 0.06, "%s: worst error %.3f of the range", want[t].name, worst);
+    }
+    gguf_close(gf);
+    gguf_close(gq);
+}
+
 /* ---- options -------------------------------------------------------------------------------- */
 
 Test(mkmodel_write, rejects_bad_options_by_name)
@@ -733,6 +808,8 @@ Test(mkmodel_write, rejects_bad_options_by_name)
         { MODEL_ARCH_QWEN35, DTYPE_Q4_K, gg, 0, 0, 0, 0, 48, 0, 0, 0, NULL, NULL, "--dtype q4_k_m needs --hidden (48)" },
         { MODEL_ARCH_QWEN35, DTYPE_Q6_K, gg, 0, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, "--dtype must be" },
         { MODEL_ARCH_QWEN35MOE, DTYPE_Q4_K, gg, 0, 0, 0, 0, 0, 0, 8, 0, NULL, NULL, "Q5_K" },
+        { MODEL_ARCH_QWEN35MOE, DTYPE_Q5_K, gg, 0, 0, 0, 0, 0, 0, 8, 0, NULL, NULL, "--dtype q5_k_m with --experts 8" },
+        { MODEL_ARCH_QWEN35, DTYPE_Q5_K, out, 0, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, "--dtype q5_k_m needs a .gguf" },
         { MODEL_ARCH_QWEN35, DTYPE_F32, gg, 0, 0, 0, 0, 0, 0, 0, 0, "7b", NULL, "--preset '7b'" },
         { MODEL_ARCH_QWEN35MOE, DTYPE_F32, gg, 0, 0, 0, 0, 0, 256, 0, 0, NULL, NULL, "--expert-ffn" },
         { MODEL_ARCH_QWEN35, DTYPE_F32, gg, 0, 0, 0, 0, 0, 0, 8, 0, NULL, NULL, "--experts" },
