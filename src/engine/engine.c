@@ -324,7 +324,7 @@ void engine_attn_reserve(struct engine *e, int64_t n_pos)
     if (n_pos <= e->s.attn_cap) return;
     int64_t cap = (n_pos + ENGINE_KV_BLOCK - 1) / ENGINE_KV_BLOCK * ENGINE_KV_BLOCK;
     hs_free(e->s.attn_scores);
-    e->s.attn_scores = hs_calloc((size_t)(cap * KERN_ATTN_HEADS * e->n_threads), sizeof(float));
+    e->s.attn_scores = hs_calloc((size_t)(cap * KERN_ATTN_TOKS * KERN_ATTN_HEADS * e->n_threads), sizeof(float));
     e->s.attn_cap = cap;
 }
 

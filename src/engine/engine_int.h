@@ -46,7 +46,7 @@ struct engine_scratch {
     struct kern_q8_block *xq_a, *xq_b;     /* quantized activations, [T, max K / 32] */
     struct kern_q8k_block *xk_a, *xk_b;    /* the same for K-quant weights, [T, max K / 256] */
     uint16_t *xb_a, *xb_b;                 /* bf16-rounded activations for bf16 weights, [T, max K] */
-    float *attn_scores;                    /* n_threads * KERN_ATTN_HEADS * attn_cap floats */
+    float *attn_scores;                    /* n_threads * KERN_ATTN_TOKS * KERN_ATTN_HEADS * attn_cap floats */
     int64_t attn_cap;                      /* positions each thread's score row holds */
 };
 

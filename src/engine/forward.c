@@ -9,7 +9,8 @@
  *   attention: qg = Wq xn, k = Wk xn, v = Wv xn for all T (batch matmuls); per token the
  *     query heads (rows j*2hd .. j*2hd+hd-1 of qg) are copied out, q_norm / k_norm per
  *     head, partial NeoX RoPE at the token's position, K/V rows appended to the cache;
- *     then every (token, head) attends over keys 0..p; out *= sigmoid(gate); Wo.
+ *     then every (token, head) attends over keys 0..p (blocks of KERN_ATTN_TOKS tokens share
+ *     the key/value loads; the blocks go to whichever thread is free); out *= sigmoid(gate); Wo.
  *   GDN: qkv, z, b, a projections for all T; conv step + SiLU for all T (threads split
  *     channels, each runs its channels through the tokens in order, in place in qkv);
  *     per token L2 norm of q and k heads (eps 1e-6) and gates; then per v-head, token by
@@ -309,8 +310,9 @@ static int64_t attn_heads_per_call(const struct engine_geom *g)
     return n;
 }
 
-/* Per (token, run of query heads of one kv head): attention over keys 0..p, then the
- * sigmoid output gate of each head. */
+/* Per (block of up to KERN_ATTN_TOKS tokens, run of query heads of one kv head): attention
+ * of each token over keys 0..p (the tokens of a block share the key and value loads), then
+ * the sigmoid output gate of each head. */
 static void attn_fn(void *ctx, int64_t i0, int64_t i1, int ti)
 {
     const struct attn_job *j = ctx;
@@ -319,14 +321,18 @@ static void attn_fn(void *ctx, int64_t i0, int64_t i1, int ti)
     struct engine_scratch *sc = &e->s;
     int64_t qw = g->nh * g->hd, hc = attn_heads_per_call(g), runs = g->nh / hc;
     float scale = 1.0f / sqrtf((float)g->hd);
-    float *scores = sc->attn_scores + (int64_t)ti * KERN_ATTN_HEADS * sc->attn_cap;
+    float *scores = sc->attn_scores + (int64_t)ti * KERN_ATTN_TOKS * KERN_ATTN_HEADS * sc->attn_cap;
     for (int64_t i = i0; i < i1; i++) {
-        int64_t t = i / runs, h0 = (i % runs) * hc;
-        float *out = sc->att + t * qw;
-        e->ops->attn(out, sc->q + t * qw, j->s->kc[j->ai], j->s->vc[j->ai], (int64_t)g->kv_row_floats,
-                     j->p0 + t + 1, g->hd, g->nh, g->nkv, scale, scores, h0, h0 + hc);
-        for (int64_t h = h0; h < h0 + hc; h++)
-            e->ops->sigmoid_mul(out + h * g->hd, out + h * g->hd, sc->qg + t * 2 * qw + h * 2 * g->hd + g->hd, g->hd);
+        int64_t t0 = i / runs * KERN_ATTN_TOKS, h0 = (i % runs) * hc, nt = HS_MIN(KERN_ATTN_TOKS, j->T - t0);
+        e->ops->attn_tokens(sc->att + t0 * qw, qw, sc->q + t0 * qw, qw, j->s->kc[j->ai], j->s->vc[j->ai],
+                            (int64_t)g->kv_row_floats, j->p0 + t0 + 1, nt, g->hd, g->nh, g->nkv, scale, scores,
+                            h0, h0 + hc);
+        for (int64_t t = t0; t < t0 + nt; t++) {
+            float *out = sc->att + t * qw;
+            for (int64_t h = h0; h < h0 + hc; h++)
+                e->ops->sigmoid_mul(out + h * g->hd, out + h * g->hd, sc->qg + t * 2 * qw + h * 2 * g->hd + g->hd,
+                                    g->hd);
+        }
     }
 }
 
@@ -341,7 +347,10 @@ static void layer_attn(struct engine *e, struct seq *s, const struct model_layer
     mm_n(e, sc->xn, xq, T, g->H, 3, qkv);
     struct attn_job j = { e, s, L, ai, p0, T };
     sys_pool_run(e->pool, T, attn_prep_fn, &j);
-    sys_pool_run(e->pool, T * (g->nh / attn_heads_per_call(g)), attn_fn, &j);
+    /* later tokens see more keys: blocks are handed out first come, first served (every
+     * block's result is the same whichever thread runs it) */
+    int64_t blocks = (T + KERN_ATTN_TOKS - 1) / KERN_ATTN_TOKS;
+    sys_pool_run_chunks(e->pool, blocks * (g->nh / attn_heads_per_call(g)), 1, attn_fn, &j);
     int64_t qw = g->nh * g->hd;
     struct act aq = quant(e, sc->xq_b, sc->xk_b, sc->att, T, qw, act_need(&L->wo));
     mm(e, sc->out, g->H, &L->wo, L->wo.data, sc->att, aq, T);

@@ -44,3 +44,13 @@ void kern_attn(float *out, const float *q, const float *kc, const float *vc, int
         for (int64_t d = 0; d < hd; d++) oj[d] = oj[d] / sum;
     }
 }
+
+void kern_attn_tokens(float *out, int64_t out_ld, const float *q, int64_t q_ld, const float *kc,
+                      const float *vc, int64_t kv_ld, int64_t n_pos0, int64_t n_tok, int64_t hd,
+                      int64_t n_head, int64_t n_kv_head, float scale, float *scratch, int64_t h0,
+                      int64_t h1)
+{
+    for (int64_t i = 0; i < n_tok; i++)
+        kern_attn(out + i * out_ld, q + i * q_ld, kc, vc, kv_ld, n_pos0 + i, hd, n_head, n_kv_head, scale,
+                  scratch, h0, h1);
+}

@@ -23,19 +23,22 @@
 
 static const struct kern_ops ops_table[] = {
     {"scalar", kern_matmul, kern_q8_quantize, kern_dot, kern_attn, kern_gdn_step, kern_matmul_k,
-     kern_bf16_round, kern_bf16_matmul, kern_swiglu, kern_sigmoid_mul, kern_gated_scale, kern_conv1d_step},
+     kern_bf16_round, kern_bf16_matmul, kern_swiglu, kern_sigmoid_mul, kern_gated_scale, kern_conv1d_step,
+     kern_attn_tokens},
 #if KERN_HAVE_X86
     {"avx2", kern_matmul_avx2, kern_q8_quantize_avx2, kern_dot_avx2, kern_attn_avx2, kern_gdn_step_avx2,
      kern_matmul_k_avx2, kern_bf16_round_avx2, kern_bf16_matmul_avx2, kern_swiglu_avx2, kern_sigmoid_mul_avx2,
-     kern_gated_scale_avx2, kern_conv1d_step_avx2},
+     kern_gated_scale_avx2, kern_conv1d_step_avx2, kern_attn_tokens_avx2},
     /* AVX-512 without AVX512_BF16: everything of "avx512" but the two bf16 entries, which
      * take the FMA forms of the same contract (bf16_avx512.c note 2, bf16_avx2.c) */
     {"avx512vnni", kern_matmul_avx512, kern_q8_quantize_avx512, kern_dot_avx512, kern_attn_avx512,
      kern_gdn_step_avx512, kern_matmul_k_avx512, kern_bf16_round_avx2, kern_bf16_matmul_avx512f,
-     kern_swiglu_avx512, kern_sigmoid_mul_avx512, kern_gated_scale_avx512, kern_conv1d_step_avx512},
+     kern_swiglu_avx512, kern_sigmoid_mul_avx512, kern_gated_scale_avx512, kern_conv1d_step_avx512,
+     kern_attn_tokens_avx512},
     {"avx512", kern_matmul_avx512, kern_q8_quantize_avx512, kern_dot_avx512, kern_attn_avx512,
      kern_gdn_step_avx512, kern_matmul_k_avx512, kern_bf16_round_avx512, kern_bf16_matmul_avx512,
-     kern_swiglu_avx512, kern_sigmoid_mul_avx512, kern_gated_scale_avx512, kern_conv1d_step_avx512},
+     kern_swiglu_avx512, kern_sigmoid_mul_avx512, kern_gated_scale_avx512, kern_conv1d_step_avx512,
+     kern_attn_tokens_avx512},
 #endif
 };
 

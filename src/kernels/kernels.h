@@ -368,6 +368,17 @@ void kern_attn(float *out, const float *q, const float *kc, const float *vc, int
                int64_t n_pos, int64_t hd, int64_t n_head, int64_t n_kv_head, float scale,
                float *scratch, int64_t h0, int64_t h1);
 
+/* kern_attn for n_tok consecutive query positions: query i (0 <= i < n_tok) at
+ * q + i * q_ld attends over keys 0 .. n_pos0 + i - 1 into out + i * out_ld. The result is
+ * exactly that of n_tok kern_attn calls (every (query, head) keeps its own order); a
+ * variant may load each key and value row once for several queries. scratch:
+ * KERN_ATTN_TOKS * KERN_ATTN_HEADS * (n_pos0 + n_tok - 1) floats; n_tok <= KERN_ATTN_TOKS. */
+#define KERN_ATTN_TOKS 3
+void kern_attn_tokens(float *out, int64_t out_ld, const float *q, int64_t q_ld, const float *kc,
+                      const float *vc, int64_t kv_ld, int64_t n_pos0, int64_t n_tok, int64_t hd,
+                      int64_t n_head, int64_t n_kv_head, float scale, float *scratch, int64_t h0,
+                      int64_t h1);
+
 /* ---- Gated DeltaNet (gdn.c) --------------------------------------------------------- */
 
 /* Depthwise causal conv1d step with SiLU for channels [c0, c1) of n_ch.
@@ -434,6 +445,11 @@ struct kern_ops {
     void (*gated_scale)(float *y, const float *z, const float *w, float r, int64_t n);
     void (*conv1d_step)(float *out, float *state, const float *x, const float *w, int64_t n_ch,
                         int64_t k_conv, int64_t c0, int64_t c1);
+    /* appended ([F7], long prompts): kern_attn_tokens of the variant */
+    void (*attn_tokens)(float *out, int64_t out_ld, const float *q, int64_t q_ld, const float *kc,
+                        const float *vc, int64_t kv_ld, int64_t n_pos0, int64_t n_tok, int64_t hd,
+                        int64_t n_head, int64_t n_kv_head, float scale, float *scratch, int64_t h0,
+                        int64_t h1);
 };
 
 /* The table of variant `variant` ("scalar", "avx2", "avx512vnni", "avx512"); NULL for an
@@ -480,12 +496,20 @@ float kern_dot_avx512(const float *a, const float *b, int64_t n);
 void kern_attn_avx2(float *out, const float *q, const float *kc, const float *vc, int64_t kv_ld,
                     int64_t n_pos, int64_t hd, int64_t n_head, int64_t n_kv_head, float scale,
                     float *scratch, int64_t h0, int64_t h1);
+void kern_attn_tokens_avx2(float *out, int64_t out_ld, const float *q, int64_t q_ld, const float *kc,
+                           const float *vc, int64_t kv_ld, int64_t n_pos0, int64_t n_tok, int64_t hd,
+                           int64_t n_head, int64_t n_kv_head, float scale, float *scratch, int64_t h0,
+                           int64_t h1);
 void kern_gdn_step_avx2(float *o, float *S, const float *q, const float *k, const float *v,
                         const float *alpha, const float *beta, int64_t n_kh, int64_t n_vh,
                         int64_t dk, int64_t dv, int64_t h0, int64_t h1);
 void kern_attn_avx512(float *out, const float *q, const float *kc, const float *vc, int64_t kv_ld,
                       int64_t n_pos, int64_t hd, int64_t n_head, int64_t n_kv_head, float scale,
                       float *scratch, int64_t h0, int64_t h1);
+void kern_attn_tokens_avx512(float *out, int64_t out_ld, const float *q, int64_t q_ld, const float *kc,
+                             const float *vc, int64_t kv_ld, int64_t n_pos0, int64_t n_tok, int64_t hd,
+                             int64_t n_head, int64_t n_kv_head, float scale, float *scratch, int64_t h0,
+                             int64_t h1);
 void kern_gdn_step_avx512(float *o, float *S, const float *q, const float *k, const float *v,
                           const float *alpha, const float *beta, int64_t n_kh, int64_t n_vh,
                           int64_t dk, int64_t dv, int64_t h0, int64_t h1);

@@ -18,6 +18,12 @@
  *      accumulators, max, sum and t order, so the bits are the per-head ones.
  *   3. Tails use masked loads and stores; the lanes outside the mask compute on zeros that
  *      are never stored.
+ *   4. kern_attn_tokens: two or three consecutive queries (each up to 4 heads of one kv
+ *      head) share every key and value row load, which long prompts need (the KV rows of
+ *      thousands of positions come from L3 or memory, once per query otherwise). Each
+ *      (query, head) keeps its own accumulators, dot order, max/exp/sum and key order, so
+ *      the bits are those of one kern_attn call per query; the keys only later queries
+ *      see are scored with kern_dot_avx512 and accumulated after the shared ones.
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -235,6 +241,147 @@ void kern_attn_avx512(float *out, const float *q, const float *kc, const float *
             int64_t d = d0;
             for (; d + 16 * NV <= hd; d += 16 * NV) attn_out_chunk(oj, vm, kv_ld, ei, n_pos, sum[i], d, NV, 0xffff);
             for (; d < hd; d += 16) attn_out_chunk(oj, vm, kv_ld, ei, n_pos, sum[i], d, 1, tail_mask(hd - d));
+        }
+        j = jr;
+    }
+}
+
+/* ---- several query positions (kern_attn_tokens) ---------------------------------------- */
+
+/* Scores of nt queries x ng heads of one kv head against keys [0, np0), each key row loaded
+ * once for all of them: pair (i, h) (query i at q + i * q_ld, head h at + h * hd) goes to
+ * e + (i * ng + h) * ld. Per pair the dot is attn_scores_heads's (kern_dot_avx512's two
+ * 16-lane accumulators over k ascending, then its tree) times scale. */
+INLINE void tok_scores(float *e, int64_t ld, const float *q, int64_t q_ld, const float *km, int64_t kv_ld,
+                       int64_t hd, int64_t np0, float scale, int nt, int ng)
+{
+    for (int64_t t = 0; t < np0; t++) {
+        const float *kt = km + t * kv_ld;
+        __m512 a0[KERN_ATTN_TOKS][KERN_ATTN_HEADS], a1[KERN_ATTN_TOKS][KERN_ATTN_HEADS];
+#pragma GCC unroll 4
+        for (int i = 0; i < nt; i++)
+#pragma GCC unroll 4
+            for (int h = 0; h < ng; h++) a0[i][h] = a1[i][h] = _mm512_setzero_ps();
+        for (int64_t k0 = 0; k0 < hd; k0 += 32) {
+            __m512 k_lo = _mm512_loadu_ps(kt + k0), k_hi = _mm512_loadu_ps(kt + k0 + 16);
+#pragma GCC unroll 4
+            for (int i = 0; i < nt; i++)
+#pragma GCC unroll 4
+                for (int h = 0; h < ng; h++) {
+                    const float *qq = q + i * q_ld + h * hd + k0;
+                    a0[i][h] = _mm512_fmadd_ps(_mm512_loadu_ps(qq), k_lo, a0[i][h]);
+                    a1[i][h] = _mm512_fmadd_ps(_mm512_loadu_ps(qq + 16), k_hi, a1[i][h]);
+                }
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < nt; i++)
+#pragma GCC unroll 4
+            for (int h = 0; h < ng; h++) e[(i * ng + h) * ld + t] = attn_tree32(a0[i][h], a1[i][h]) * scale;
+    }
+}
+
+/* out[d0 .. d0 + 32) of the nt x ng pairs: sum over the pair's keys (t ascending) of
+ * e_t * v_t, then / sum; each value row chunk is loaded once for every pair that reads it.
+ * Keys [0, np0) belong to every query, key np0 + u to queries i > u. */
+INLINE void tok_out(float *out, int64_t out_ld, int64_t hd, const float *vm, int64_t kv_ld, const float *e,
+                    int64_t ld, int64_t np0, const float *sum, int64_t d0, int nt, int ng)
+{
+    __m512 acc[KERN_ATTN_TOKS][KERN_ATTN_HEADS][2];
+#pragma GCC unroll 4
+    for (int i = 0; i < nt; i++)
+#pragma GCC unroll 4
+        for (int h = 0; h < ng; h++) acc[i][h][0] = acc[i][h][1] = _mm512_setzero_ps();
+    for (int64_t t = 0; t < np0; t++) {
+        const float *vt = vm + t * kv_ld + d0;
+        __m512 v0 = _mm512_loadu_ps(vt), v1 = _mm512_loadu_ps(vt + 16);
+#pragma GCC unroll 4
+        for (int i = 0; i < nt; i++)
+#pragma GCC unroll 4
+            for (int h = 0; h < ng; h++) {
+                __m512 et = _mm512_set1_ps(e[(i * ng + h) * ld + t]);
+                acc[i][h][0] = _mm512_fmadd_ps(et, v0, acc[i][h][0]);
+                acc[i][h][1] = _mm512_fmadd_ps(et, v1, acc[i][h][1]);
+            }
+    }
+    for (int u = 0; u + 1 < nt; u++) {
+        int64_t t = np0 + u;
+        const float *vt = vm + t * kv_ld + d0;
+        __m512 v0 = _mm512_loadu_ps(vt), v1 = _mm512_loadu_ps(vt + 16);
+#pragma GCC unroll 4
+        for (int i = 0; i < nt; i++) {
+            if (i <= u) continue;
+#pragma GCC unroll 4
+            for (int h = 0; h < ng; h++) {
+                __m512 et = _mm512_set1_ps(e[(i * ng + h) * ld + t]);
+                acc[i][h][0] = _mm512_fmadd_ps(et, v0, acc[i][h][0]);
+                acc[i][h][1] = _mm512_fmadd_ps(et, v1, acc[i][h][1]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < nt; i++)
+#pragma GCC unroll 4
+        for (int h = 0; h < ng; h++) {
+            __m512 s = _mm512_set1_ps(sum[i * ng + h]);
+            float *o = out + i * out_ld + h * hd + d0;
+            _mm512_storeu_ps(o, _mm512_div_ps(acc[i][h][0], s));
+            _mm512_storeu_ps(o + 16, _mm512_div_ps(acc[i][h][1], s));
+        }
+}
+
+/* nt queries x ng heads of one kv head (hd % 32 == 0): scores, the keys past np0 that only
+ * the later queries see (kern_dot_avx512, the same bits as tok_scores), then per pair the
+ * max, exp and sum of kern_attn_scores, then the outputs 32 dims at a time. */
+INLINE void tok_heads(float *out, int64_t out_ld, const float *q, int64_t q_ld, const float *km, const float *vm,
+                      int64_t kv_ld, int64_t np0, int64_t hd, float scale, float *e, int64_t ld, int nt, int ng)
+{
+    float sum[KERN_ATTN_TOKS * KERN_ATTN_HEADS];
+    tok_scores(e, ld, q, q_ld, km, kv_ld, hd, np0, scale, nt, ng);
+    for (int i = 1; i < nt; i++)
+        for (int64_t t = np0; t < np0 + i; t++)
+            for (int h = 0; h < ng; h++)
+                e[(i * ng + h) * ld + t] = kern_dot_avx512(q + i * q_ld + h * hd, km + t * kv_ld, hd) * scale;
+    for (int i = 0; i < nt; i++)
+        for (int h = 0; h < ng; h++) {
+            float *r = e + (i * ng + h) * ld, mx = 0.0f;
+            int64_t n = np0 + i;
+            for (int64_t t = 0; t < n; t++)
+                if (t == 0 || r[t] > mx) mx = r[t];
+            kern_expsub_avx512(r, n, mx);
+            float s = 0.0f;
+            for (int64_t t = 0; t < n; t++) s = s + r[t];
+            sum[i * ng + h] = s;
+        }
+    for (int64_t d0 = 0; d0 < hd; d0 += 32) tok_out(out, out_ld, hd, vm, kv_ld, e, ld, np0, sum, d0, nt, ng);
+}
+
+void kern_attn_tokens_avx512(float *out, int64_t out_ld, const float *q, int64_t q_ld, const float *kc,
+                             const float *vc, int64_t kv_ld, int64_t n_pos0, int64_t n_tok, int64_t hd,
+                             int64_t n_head, int64_t n_kv_head, float scale, float *scratch, int64_t h0,
+                             int64_t h1)
+{
+    if (n_tok < 2 || n_tok > KERN_ATTN_TOKS || hd % 32 != 0 || n_pos0 < 1) {
+        for (int64_t i = 0; i < n_tok; i++)
+            kern_attn_avx512(out + i * out_ld, q + i * q_ld, kc, vc, kv_ld, n_pos0 + i, hd, n_head, n_kv_head,
+                             scale, scratch, h0, h1);
+        return;
+    }
+    int64_t group = n_head / n_kv_head, ld = n_pos0 + n_tok - 1;
+    for (int64_t j = h0; j < h1;) {
+        int64_t m = j / group, jr = j + 1;
+        while (jr < h1 && jr / group == m && jr - j < KERN_ATTN_HEADS) jr++;
+        const float *qj = q + j * hd, *km = kc + m * hd, *vm = vc + m * hd;
+        float *oj = out + j * hd;
+        /* constant shapes for the register tiles: (queries, heads) */
+        switch ((n_tok == 3 ? 4 : 0) + (int)(jr - j) - 1) {
+        case 0: tok_heads(oj, out_ld, qj, q_ld, km, vm, kv_ld, n_pos0, hd, scale, scratch, ld, 2, 1); break;
+        case 1: tok_heads(oj, out_ld, qj, q_ld, km, vm, kv_ld, n_pos0, hd, scale, scratch, ld, 2, 2); break;
+        case 2: tok_heads(oj, out_ld, qj, q_ld, km, vm, kv_ld, n_pos0, hd, scale, scratch, ld, 2, 3); break;
+        case 3: tok_heads(oj, out_ld, qj, q_ld, km, vm, kv_ld, n_pos0, hd, scale, scratch, ld, 2, 4); break;
+        case 4: tok_heads(oj, out_ld, qj, q_ld, km, vm, kv_ld, n_pos0, hd, scale, scratch, ld, 3, 1); break;
+        case 5: tok_heads(oj, out_ld, qj, q_ld, km, vm, kv_ld, n_pos0, hd, scale, scratch, ld, 3, 2); break;
+        case 6: tok_heads(oj, out_ld, qj, q_ld, km, vm, kv_ld, n_pos0, hd, scale, scratch, ld, 3, 3); break;
+        default: tok_heads(oj, out_ld, qj, q_ld, km, vm, kv_ld, n_pos0, hd, scale, scratch, ld, 3, 4); break;
         }
         j = jr;
     }

@@ -164,3 +164,62 @@ Test(kern_simd_recur, gdn_avx2) { rec_gdn("avx2"); }
 Test(kern_simd_recur, gdn_avx512) { rec_gdn("avx512"); }
 Test(kern_simd_recur, attn_avx2) { rec_attn("avx2"); }
 Test(kern_simd_recur, attn_avx512) { rec_attn("avx512"); }
+
+/* kern_attn_tokens of every variant (and the scalar one) equals one scalar kern_attn call
+ * per query, bit for bit: n_tok 1..KERN_ATTN_TOKS consecutive queries, head sizes with and
+ * without a 32-multiple (the batched path needs one), GQA groups of 1..8, short and long
+ * key ranges (the later queries' own keys included), head subranges; outputs of heads
+ * outside the range untouched. */
+static void rec_attn_tokens(const char *variant, int64_t nh, int64_t nkv)
+{
+    const struct kern_ops *v = strcmp(variant, "scalar") ? rec_variant_or_skip(variant) : kern_ops_for("scalar");
+    static const int64_t hds[] = { 16, 48, 64, 256 };
+    static const int64_t nps[] = { 1, 2, 3, 7, 70 };
+    rec_seed(40 + (uint64_t)(nh * 7 + nkv));
+    for (size_t a = 0; a < sizeof(hds) / sizeof(hds[0]); a++)
+        for (size_t b = 0; b < sizeof(nps) / sizeof(nps[0]); b++)
+            for (int64_t nt = 1; nt <= KERN_ATTN_TOKS; nt++)
+                for (int sub = 0; sub < 2; sub++) {
+                    int64_t hd = hds[a], np0 = nps[b], ld = nkv * hd + 5, np = np0 + nt - 1;
+                    int64_t q_ld = nh * hd + 3, o_ld = nh * hd + 2;
+                    int64_t h0 = sub ? 1 : 0, h1 = sub ? HS_MIN(nh, 6) : nh;
+                    float *q = malloc((size_t)(nt * q_ld) * sizeof(float));
+                    float *kc = malloc((size_t)(np * ld) * sizeof(float)), *vc = malloc((size_t)(np * ld) * sizeof(float));
+                    float *o1 = malloc((size_t)(nt * o_ld) * sizeof(float)), *o2 = malloc((size_t)(nt * o_ld) * sizeof(float));
+                    float *sc1 = malloc((size_t)(KERN_ATTN_HEADS * np) * sizeof(float));
+                    float *sc2 = malloc((size_t)(KERN_ATTN_TOKS * KERN_ATTN_HEADS * np) * sizeof(float));
+                    rec_fill(q, nt * q_ld);
+                    rec_fill(kc, np * ld);
+                    rec_fill(vc, np * ld);
+                    rec_fill(o1, nt * o_ld);
+                    memcpy(o2, o1, (size_t)(nt * o_ld) * sizeof(float));
+                    float scale = 1.0f / sqrtf((float)hd);
+                    for (int64_t i = 0; i < nt; i++)
+                        kern_attn(o1 + i * o_ld, q + i * q_ld, kc, vc, ld, np0 + i, hd, nh, nkv, scale, sc1, h0, h1);
+                    v->attn_tokens(o2, o_ld, q, q_ld, kc, vc, ld, np0, nt, hd, nh, nkv, scale, sc2, h0, h1);
+                    cr_assert(memcmp(o1, o2, (size_t)(nt * o_ld) * sizeof(float)) == 0,
+                              "%s attn_tokens differs: heads %lld/%lld [%lld, %lld), hd %lld, n_pos0 %lld, n_tok %lld",
+                              variant, (long long)nh, (long long)nkv, (long long)h0, (long long)h1, (long long)hd,
+                              (long long)np0, (long long)nt);
+                    free(q);
+                    free(kc);
+                    free(vc);
+                    free(o1);
+                    free(o2);
+                    free(sc1);
+                    free(sc2);
+                }
+}
+
+static void rec_attn_tokens_all(const char *variant)
+{
+    rec_attn_tokens(variant, 8, 2);  /* groups of 4 */
+    rec_attn_tokens(variant, 6, 2);  /* groups of 3 */
+    rec_attn_tokens(variant, 16, 2); /* groups of 8: runs of 4 */
+    rec_attn_tokens(variant, 4, 4);  /* no sharing */
+    rec_attn_tokens(variant, 2, 1);  /* a group of 2 */
+}
+
+Test(kern_simd_recur, attn_tokens_scalar) { rec_attn_tokens_all("scalar"); }
+Test(kern_simd_recur, attn_tokens_avx2) { rec_attn_tokens_all("avx2"); }
+Test(kern_simd_recur, attn_tokens_avx512) { rec_attn_tokens_all("avx512"); }
