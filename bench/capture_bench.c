@@ -8,10 +8,12 @@
  * -----------
  * Capture positions are spread evenly over the prompt, the last at its end (pos_i =
  * n * (i + 1) / N), as the bank places its checkpoints through a long prompt. Each arm
- * runs REPS times in the order none, caps, none, caps, ...; every run gets a new sequence
+ * runs REPS times, alternating; every run gets a new sequence
  * and one engine_forward over the whole prompt with only the last position's logits, as
  * `headstart run` prefills; an untimed 32-token prefill first faults the weights in, and the
- * capture buffers are written once before timing. Per arm: the best and the median wall seconds and the least
+ * capture buffers are written once before timing. The order alternates (none, caps in
+ * even reps; caps, none in odd ones), so a drift between a rep's first and second run
+ * does not land on one arm. Per arm: the best and the median wall seconds and the least
  * CPU seconds (process user + system over the run, all threads). The cost is reported as
  * (caps - none) / none for the best and the median wall time and for CPU time; on a shared
  * machine a few percent either way is noise. So the copies themselves are also timed on
@@ -130,7 +132,8 @@ int main(int argc, char **argv)
     seq_free(ws);
     if (rc) fprintf(stderr, "capture_bench: %s\n", err.msg);
     for (int r = 0; r < reps && !rc; r++) {
-        for (int arm = 0; arm < 2 && !rc; arm++) {
+        for (int a = 0; a < 2 && !rc; a++) {
+            int arm = r % 2 ? 1 - a : a; /* none first in even reps, captures first in odd ones */
             for (int c = 0; c < n_caps; c++) caps[c].filled = false;
             struct seq *s = seq_new(e, n);
             double c0 = cpu_seconds(), t0 = sys_time_sec();
