@@ -55,6 +55,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/kquant_x86.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define TOKS 4
@@ -90,23 +91,6 @@ INLINE __m512i spread_idx(int base, int per)
     return _mm512_loadu_si512(ix);
 }
 
-/* The f16 scale at p as f32: vcvtph2ps, exact and equal to hs_f16_to_f32 (NaN quieted). */
-INLINE float f16_at(const uint8_t *p) { return _cvtsh_ss(hs_rd_u16(p)); }
-
-/* kern_q4k_scales on 32-bit words: sc[0..3] | sc[4..7] | m[0..3] | m[4..7] as four words
- * (byte j of a word is entry j of its group), the same bit moves as the scalar formula. */
-INLINE __m128i q4k_scales_u32(const uint8_t *s12)
-{
-    uint32_t u0, u1, u2;
-    memcpy(&u0, s12, 4);
-    memcpy(&u1, s12 + 4, 4);
-    memcpy(&u2, s12 + 8, 4);
-    uint32_t sc_lo = u0 & 0x3f3f3f3fu, m_lo = u1 & 0x3f3f3f3fu;
-    uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4;
-    uint32_t m_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4;
-    return _mm_set_epi32((int)m_hi, (int)m_lo, (int)sc_hi, (int)sc_lo);
-}
-
 static void q4k_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8k_block *xq,
                      int64_t n_tok, int64_t nb, int64_t r0, int64_t r1)
 {
@@ -124,7 +108,7 @@ static void q4k_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern
                 _mm_prefetch((const char *)blk + PF_BYTES, _MM_HINT_T0);
                 _mm_prefetch((const char *)blk + PF_BYTES + 64, _MM_HINT_T0);
                 _mm_prefetch((const char *)blk + PF_BYTES + 128, _MM_HINT_T0);
-                __m128i sm = q4k_scales_u32(blk + 4);
+                __m128i sm = kq_scales_u32(blk + 4);
                 /* 8 scales as int16 (lanes 0..7), 16 mins as int16 pairs [m0 m0 m1 m1 ...] */
                 __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm));
                 __m128i m8 = _mm_unpackhi_epi64(sm, sm);
@@ -141,7 +125,7 @@ static void q4k_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern
                 __m512i ws[4];
                 _Pragma("GCC unroll 8")
                 for (int j = 0; j < 4; j++) ws[j] = _mm512_permutexvar_epi16(sidx[j], sc16);
-                float dw = f16_at(blk), dmin = f16_at(blk + 2);
+                float dw = kq_f16_at(blk), dmin = kq_f16_at(blk + 2);
                 for (int t = 0; t < nt; t++) {
                     const struct kern_q8k_block *xb = xq + (t0 + t) * nb + b;
                     __m512i s = _mm512_setzero_si512();
@@ -204,7 +188,7 @@ static void q6k_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern
                 }
                 _Pragma("GCC unroll 8")
                 for (int c = 0; c < 4; c++) ws[c] = _mm512_permutexvar_epi16(sidx[c], _mm512_castsi256_si512(sc16));
-                float dw = f16_at(blk + 208);
+                float dw = kq_f16_at(blk + 208);
                 for (int t = 0; t < nt; t++) {
                     const struct kern_q8k_block *xb = xq + (t0 + t) * nb + b;
                     __m512i s = _mm512_setzero_si512();
@@ -318,7 +302,7 @@ static void q4p_pack_group(struct q4p_blk *dst, const uint8_t *w, size_t rb, int
                     _mm512_store_si512(&d->w[2 * c][4 * ab + u], _mm512_and_si512(q, m4));
                     _mm512_store_si512(&d->w[2 * c + 1][4 * ab + u], _mm512_and_si512(_mm512_srli_epi32(q, 4), m4));
                 }
-        /* kern_q4k_scales lane-wise (q4k_scales_u32's bit moves on 16 rows) */
+        /* kern_q4k_scales lane-wise (kq_scales_u32's bit moves on 16 rows) */
         __m512i u0 = col_u32(blk + 4, rb), u1 = col_u32(blk + 8, rb), u2 = col_u32(blk + 12, rb);
         __m512i w4[4];
         w4[0] = _mm512_and_si512(u0, k3f);

@@ -20,25 +20,11 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/kquant_x86.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define TOKS 4
 #define PF_BYTES 2048 /* software prefetch distance along the weight rows (q4k_avx2.c's) */
-
-INLINE float f16_at(const uint8_t *p) { return _cvtsh_ss(hs_rd_u16(p)); }
-
-/* kern_q4k_scales on 32-bit words: sc[0..3] | sc[4..7] | m[0..3] | m[4..7]. */
-INLINE __m128i scales_u32(const uint8_t *s12)
-{
-    uint32_t u0, u1, u2;
-    memcpy(&u0, s12, 4);
-    memcpy(&u1, s12 + 4, 4);
-    memcpy(&u2, s12 + 8, 4);
-    uint32_t sc_lo = u0 & 0x3f3f3f3fu, m_lo = u1 & 0x3f3f3f3fu;
-    uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4;
-    uint32_t m_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4;
-    return _mm_set_epi32((int)m_hi, (int)m_lo, (int)sc_hi, (int)sc_lo);
-}
 
 void kern_matmul_q5k_avx2(float *y, int64_t y_ld, const void *w, const struct kern_q8k_block *xq,
                           int64_t n_tok, int64_t k, int64_t r0, int64_t r1)
@@ -55,7 +41,7 @@ void kern_matmul_q5k_avx2(float *y, int64_t y_ld, const void *w, const struct ke
                 _mm_prefetch((const char *)blk + PF_BYTES, _MM_HINT_T0);
                 _mm_prefetch((const char *)blk + PF_BYTES + 64, _MM_HINT_T0);
                 _mm_prefetch((const char *)blk + PF_BYTES + 128, _MM_HINT_T0);
-                __m128i sm = scales_u32(blk + 4);
+                __m128i sm = kq_scales_u32(blk + 4);
                 __m256i sc16 = _mm256_cvtepu8_epi16(sm);
                 __m128i m8 = _mm_unpackhi_epi64(sm, sm);
                 __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
@@ -81,7 +67,7 @@ void kern_matmul_q5k_avx2(float *y, int64_t y_ld, const void *w, const struct ke
                     wq[2 * j] = _mm256_or_si256(_mm256_and_si256(q, m4), h0);
                     wq[2 * j + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), h1);
                 }
-                float dw = f16_at(blk), dmin = f16_at(blk + 2);
+                float dw = kq_f16_at(blk), dmin = kq_f16_at(blk + 2);
                 for (int t = 0; t < nt; t++) {
                     const struct kern_q8k_block *xb = xq + (t0 + t) * nb + b;
                     __m256i s = _mm256_setzero_si256();

@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/kquant_x86.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define TOKS 8 /* tokens per decoded block: one ymm of accumulators */
@@ -52,21 +53,6 @@
 #ifndef PF_BYTES
 #define PF_BYTES 2048 /* prefetch distance along a weight row (q4k_avx512.c's, measured there) */
 #endif
-
-INLINE float f16_at(const uint8_t *p) { return _cvtsh_ss(hs_rd_u16(p)); }
-
-/* kern_q4k_scales on 32-bit words: sc[0..3] | sc[4..7] | m[0..3] | m[4..7]. */
-INLINE __m128i scales_u32(const uint8_t *s12)
-{
-    uint32_t u0, u1, u2;
-    memcpy(&u0, s12, 4);
-    memcpy(&u1, s12 + 4, 4);
-    memcpy(&u2, s12 + 8, 4);
-    uint32_t sc_lo = u0 & 0x3f3f3f3fu, m_lo = u1 & 0x3f3f3f3fu;
-    uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4;
-    uint32_t m_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4;
-    return _mm_set_epi32((int)m_hi, (int)m_lo, (int)sc_hi, (int)sc_lo);
-}
 
 /* Lane i (of 32 int16) takes entry base + i / 16 of a 16-entry table. */
 INLINE __m512i spread_idx(int base)
@@ -88,7 +74,7 @@ INLINE void q5_decode(struct q5_dec *d, const uint8_t *blk, const __m512i sidx[4
 {
     const __m256i m4 = _mm256_set1_epi8(15);
     const __m512i m16 = _mm512_set1_epi8(16);
-    __m128i sm = scales_u32(blk + 4);
+    __m128i sm = kq_scales_u32(blk + 4);
     __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm));
     __m128i m8 = _mm_unpackhi_epi64(sm, sm);
     d->mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
@@ -102,8 +88,8 @@ INLINE void q5_decode(struct q5_dec *d, const uint8_t *blk, const __m512i sidx[4
         d->wq[j] = _mm512_mask_add_epi8(wv, h, wv, m16);
         d->ws[j] = _mm512_permutexvar_epi16(sidx[j], sc16);
     }
-    d->dw = f16_at(blk);
-    d->dmin = f16_at(blk + 2);
+    d->dw = kq_f16_at(blk);
+    d->dmin = kq_f16_at(blk + 2);
 }
 
 /* acc after one decoded block times one activation block (the scalar's float steps). */
