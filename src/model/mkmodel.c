@@ -645,11 +645,12 @@ static void mk_put16(uint8_t *p, uint16_t v)
 
 static float mk_clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-/* One Q4_K super-block of 256 values (layout: kernels/q4k.c), round to nearest: per
- * sub-block of 32 the range [min(0, lo), hi] in 15 steps (x = s * q - o, o = -min >= 0);
- * d = max s / 63 and dmin = max o / 63 as f16; 6-bit sc = round(s / d), m = round(o / dmin);
- * then q = round((x + dmin * m) / (d * sc)) in [0, 15] with the stored (rounded) scales. */
-static void mk_store_q4k(const float *x, uint8_t *blk)
+/* The part Q4_K and Q5_K share (layouts: kernels/q4k.c, kernels/q5k.c), round to nearest:
+ * per sub-block of 32 the range [min(0, lo), hi] in qmax steps (x = s * q - o, o = -min >=
+ * 0); d = max s / 63 and dmin = max o / 63 as f16; 6-bit sc = round(s / d), m = round(o /
+ * dmin); then q = round((x + dmin * m) / (d * sc)) in [0, qmax] with the stored (rounded)
+ * scales. Writes d, dmin and the 12 packed scale bytes to blk[0..16), the quants to q. */
+static void mk_store_kq_scales(const float *x, float qmax, uint8_t *blk, uint8_t q[256])
 {
     float s[8], o[8], smax = 0.0f, omax = 0.0f;
     for (int j = 0; j < 8; j++) {
@@ -658,7 +659,7 @@ static void mk_store_q4k(const float *x, uint8_t *blk)
             lo = HS_MIN(lo, x[32 * j + i]);
             hi = HS_MAX(hi, x[32 * j + i]);
         }
-        s[j] = (hi - lo) / 15.0f;
+        s[j] = (hi - lo) / qmax;
         o[j] = -lo;
         smax = HS_MAX(smax, s[j]);
         omax = HS_MAX(omax, o[j]);
@@ -678,54 +679,33 @@ static void mk_store_q4k(const float *x, uint8_t *blk)
         s12[j + 4] = (uint8_t)(m[j] | (m[j + 4] >> 4) << 6);
         s12[j + 8] = (uint8_t)((sc[j + 4] & 15) | (m[j + 4] & 15) << 4);
     }
-    uint8_t q[256];
     for (int i = 0; i < 256; i++) {
         float step = d * (float)sc[i / 32], off = dmin * (float)m[i / 32];
-        q[i] = (uint8_t)(step > 0.0f ? mk_clampf(roundf((x[i] + off) / step), 0.0f, 15.0f) : 0.0f);
+        q[i] = (uint8_t)(step > 0.0f ? mk_clampf(roundf((x[i] + off) / step), 0.0f, qmax) : 0.0f);
     }
+}
+
+/* One Q4_K super-block of 256 values: q in [0, 15], two sub-blocks per 32 bytes of nibbles. */
+static void mk_store_q4k(const float *x, uint8_t *blk)
+{
+    uint8_t q[256];
+    mk_store_kq_scales(x, 15.0f, blk, q);
     for (int j = 0; j < 4; j++)
         for (int l = 0; l < 32; l++) blk[16 + 32 * j + l] = (uint8_t)(q[64 * j + l] | q[64 * j + 32 + l] << 4);
 }
 
-/* One Q5_K super-block of 256 values (layout: kernels/q5k.c): mk_store_q4k with 31 steps
- * per sub-block (q in [0, 31]), the 5th bit of q going to qh. */
+/* One Q5_K super-block of 256 values: q in [0, 31], the low nibbles as Q4_K's (at byte 48),
+ * the 5th bit of value l of sub-block sb in bit sb of qh[l] (bytes 16..47). */
 static void mk_store_q5k(const float *x, uint8_t *blk)
 {
-    float s[8], o[8], smax = 0.0f, omax = 0.0f;
-    for (int j = 0; j < 8; j++) {
-        float lo = 0.0f, hi = 0.0f;
-        for (int i = 0; i < 32; i++) {
-            lo = HS_MIN(lo, x[32 * j + i]);
-            hi = HS_MAX(hi, x[32 * j + i]);
-        }
-        s[j] = (hi - lo) / 31.0f;
-        o[j] = -lo;
-        smax = HS_MAX(smax, s[j]);
-        omax = HS_MAX(omax, o[j]);
-    }
-    uint16_t dh = hs_f32_to_f16(smax / 63.0f), mh = hs_f32_to_f16(omax / 63.0f);
-    float d = hs_f16_to_f32(dh), dmin = hs_f16_to_f32(mh);
-    uint8_t sc[8], m[8];
-    for (int j = 0; j < 8; j++) {
-        sc[j] = (uint8_t)(d > 0.0f ? mk_clampf(roundf(s[j] / d), 0.0f, 63.0f) : 0.0f);
-        m[j] = (uint8_t)(dmin > 0.0f ? mk_clampf(roundf(o[j] / dmin), 0.0f, 63.0f) : 0.0f);
-    }
+    uint8_t q[256];
     memset(blk, 0, 176);
-    mk_put16(blk, dh);
-    mk_put16(blk + 2, mh);
-    uint8_t *s12 = blk + 4;
-    for (int j = 0; j < 4; j++) {
-        s12[j] = (uint8_t)(sc[j] | (sc[j + 4] >> 4) << 6);
-        s12[j + 4] = (uint8_t)(m[j] | (m[j + 4] >> 4) << 6);
-        s12[j + 8] = (uint8_t)((sc[j + 4] & 15) | (m[j + 4] & 15) << 4);
-    }
+    mk_store_kq_scales(x, 31.0f, blk, q);
     for (int i = 0; i < 256; i++) {
-        float step = d * (float)sc[i / 32], off = dmin * (float)m[i / 32];
-        int q = (int)(step > 0.0f ? mk_clampf(roundf((x[i] + off) / step), 0.0f, 31.0f) : 0.0f);
         int sb = i / 32, l = i % 32;
         uint8_t *qs = blk + 48 + 32 * (i / 64) + l;
-        *qs = (uint8_t)(*qs | (sb % 2 ? (q & 15) << 4 : (q & 15)));
-        blk[16 + l] = (uint8_t)(blk[16 + l] | (q >> 4) << sb);
+        *qs = (uint8_t)(*qs | (sb % 2 ? (q[i] & 15) << 4 : (q[i] & 15)));
+        blk[16 + l] = (uint8_t)(blk[16 + l] | (q[i] >> 4) << sb);
     }
 }
 
