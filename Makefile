@@ -30,7 +30,7 @@ OBJ      := $(SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/chat_template.o
 LIB      := $(BUILD)/libheadstart.a
 BIN      := $(BUILD)/headstart
 
-TEST_MODULES := $(notdir $(wildcard tests/unit/*))
+TEST_MODULES := $(notdir $(patsubst %/,%,$(wildcard tests/unit/*/)))
 TEST_BINS    := $(foreach m,$(TEST_MODULES),$(BUILD)/tests/unit_$(m))
 
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -79,7 +79,7 @@ $(BIN): $(CMD_SRC) src/cmd.h $(LIB)
 
 # ---- tests -----------------------------------------------------------------------------
 .SECONDEXPANSION:
-$(BUILD)/tests/unit_%: $$(wildcard tests/unit/%/*.c) $$(wildcard tests/unit/%/*.h) $(LIB)
+$(BUILD)/tests/unit_%: $$(wildcard tests/unit/%/*.c) $$(wildcard tests/unit/%/*.h) $(wildcard tests/unit/*.h) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests $(filter %.c,$^) $(LIB) $(LDLIBS) -lcriterion -o $@
 
@@ -95,7 +95,7 @@ $(ASAN_LIB): $(ASAN_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/asan/tests/unit_%: $$(wildcard tests/unit/%/*.c) $$(wildcard tests/unit/%/*.h) $(ASAN_LIB)
+$(BUILD)/asan/tests/unit_%: $$(wildcard tests/unit/%/*.c) $$(wildcard tests/unit/%/*.h) $(wildcard tests/unit/*.h) $(ASAN_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ASAN_FLAGS) -Itests $(filter %.c,$^) $(ASAN_LIB) $(LDLIBS) -lcriterion -o $@
 

@@ -1,13 +1,17 @@
 #!/bin/sh
 # run_tests.sh [--unit-only|--asan] BUILD — run every test and print one closing line
-# "N passed, N failed". Unit tests are Criterion binaries (their "Synthesis" counts are
-# summed); script tests (tests/golden/*.sh, tests/e2e/*.sh) count one each unless they
+# "N passed, N failed, N skipped". Unit tests are Criterion binaries (their "Synthesis"
+# counts are summed; "[SKIP]" lines are counted, and their reasons listed, as skipped).
+# The unit suites run once per kernel level in HS_TEST_CPU_LEVELS (default "native avx2
+# scalar": the machine's own table, then HEADSTART_CPU=avx2 and =scalar, so an AVX-512
+# machine also proves what an AVX2-only CPU runs; --asan runs "native" only). Script tests
+# (tests/golden/*.sh, tests/e2e/*.sh) run once, natively, and count one each unless they
 # print a line "RESULT: N passed, N failed", whose counts are summed instead.
 set -u
 mode=all
 case "${1:-}" in --unit-only) mode=unit; shift ;; --asan) mode=asan; shift ;; esac
 build=${1:-build}
-passed=0 failed=0 failures=""
+passed=0 failed=0 skipped=0 failures=""
 log=$build/test-logs
 mkdir -p "$log"
 
@@ -17,24 +21,37 @@ count_criterion() { # file name
     f=$(echo "$line" | sed -n 's/.*Failing: \([0-9]*\).*/\1/p')
     c=$(echo "$line" | sed -n 's/.*Crashing: \([0-9]*\).*/\1/p')
     [ -n "$p" ] || { p=0; f=1; c=0; }
-    passed=$((passed + p)); failed=$((failed + f + c))
+    s=$(grep -a '^\[SKIP\]' "$1" | grep -a -c -v ': Test is disabled$')
+    passed=$((passed + p)); failed=$((failed + f + c)); skipped=$((skipped + s))
     [ $((f + c)) -eq 0 ] || failures="$failures $2"
+    # the skips, by reason ("[SKIP] suite::test: reason")
+    [ "$s" -eq 0 ] || grep -a '^\[SKIP\]' "$1" | grep -a -v ': Test is disabled$' |
+        sed 's/^\[SKIP\] [^ ]*: /  skipped: /' | sort | uniq -c
 }
 
-if [ "$mode" = asan ]; then dir=$build/asan/tests; else dir=$build/tests; fi
+if [ "$mode" = asan ]; then dir=$build/asan/tests; levels=native
+else dir=$build/tests; levels=${HS_TEST_CPU_LEVELS:-native avx2 scalar}
+fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-for t in "$dir"/unit_*; do
-    [ -x "$t" ] || continue
-    name=$(basename "$t")
-    echo "== $name"
-    "$t" --jobs 2 > "$log/$name.log" 2>&1
-    rc=$?
-    grep -a -E '^\[(----|FAIL)\]|Synthesis|ERROR|runtime error|Sanitizer' "$log/$name.log" | tail -40
-    count_criterion "$log/$name.log" "$name"
-    if [ $rc -ne 0 ] && ! echo "$failures" | grep -q "$name"; then
-        failed=$((failed + 1)); failures="$failures $name(rc=$rc)"
-    fi
+for level in $levels; do
+    echo "==== unit tests, kernel level: $level"
+    for t in "$dir"/unit_*; do
+        [ -x "$t" ] || continue
+        name=$(basename "$t")
+        [ "$level" = native ] && tag=$name || tag="$name@$level"
+        echo "== $tag"
+        if [ "$level" = native ]; then env -u HEADSTART_CPU "$t" --verbose --jobs 2 > "$log/$tag.log" 2>&1
+        else HEADSTART_CPU=$level "$t" --verbose --jobs 2 > "$log/$tag.log" 2>&1
+        fi
+        rc=$?
+        grep -a -E '^\[(----|FAIL)\]|Synthesis|ERROR|runtime error|Sanitizer' "$log/$tag.log" |
+            grep -a -v -E '^\[----\] (Criterion v|  )' | tail -40
+        count_criterion "$log/$tag.log" "$tag"
+        if [ $rc -ne 0 ] && ! echo "$failures" | grep -q "$tag"; then
+            failed=$((failed + 1)); failures="$failures $tag(rc=$rc)"
+        fi
+    done
 done
 
 if [ "$mode" = all ]; then
@@ -59,5 +76,5 @@ if [ "$mode" = all ]; then
 fi
 
 [ -z "$failures" ] || echo "failed:$failures (logs in $log/)"
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

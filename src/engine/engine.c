@@ -231,7 +231,7 @@ static uint64_t hash_file_ends(uint64_t h, const char *path, uint64_t size)
 /* The best kernel variant for this CPU. sys_cpu has no AVX-512 DQ flag: every CPU with
  * AVX-512 F+BW+VL and VNNI has DQ (Cascade Lake, Ice Lake, Sapphire Rapids and later,
  * Zen 4 and later). */
-static const char *best_variant(void)
+const char *engine_best_variant(void)
 {
     const struct sys_cpu *cpu = sys_cpu_get();
     bool vnni = cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512_vnni;
@@ -360,7 +360,7 @@ int engine_new(const struct model *m, const struct engine_opts *o, struct engine
     e->n_batch = o->n_batch;
     /* The variant: the best the CPU has (HEADSTART_CPU=scalar|avx2|avx512vnni|avx512
      * lowers it). */
-    e->variant = best_variant();
+    e->variant = engine_best_variant();
     e->ops = kern_ops_for(e->variant);
     if (!e->ops) e->ops = kern_ops_for(e->variant = "scalar");
     int rc = geom_init(m, &e->g, err);
@@ -387,14 +387,9 @@ void engine_free(struct engine *e)
 
 int engine_force_variant(struct engine *e, const char *name, struct hs_err *err)
 {
-    static const char *const order[] = { "scalar", "avx2", "avx512vnni", "avx512" };
-    int want = -1, best = 0;
-    const char *b = best_variant();
-    for (int i = 0; i < (int)HS_ARRAY_LEN(order); i++) {
-        if (!strcmp(order[i], name)) want = i;
-        if (!strcmp(order[i], b)) best = i;
-    }
-    const struct kern_ops *ops = want >= 0 && want <= best ? kern_ops_for(order[want]) : NULL;
+    const char *b = engine_best_variant();
+    int want = kern_variant_rank(name);
+    const struct kern_ops *ops = want >= 0 && want <= kern_variant_rank(b) ? kern_ops_for(name) : NULL;
     if (!ops) return hs_err_set(err, HS_ERR_UNSUPPORTED, "engine: kernel variant '%s' is not available here (best: %s)", name, b);
     e->ops = ops;
     e->variant = ops->name;

@@ -55,9 +55,12 @@ int engine_new(const struct model *m, const struct engine_opts *o, struct engine
                struct hs_err *err);
 void engine_free(struct engine *e);
 const struct model *engine_model(const struct engine *e);
-/* Name of the kernel variant in use ("scalar", "avx2", "avx512") — part of the numerics
- * fingerprint. */
+/* Name of the kernel variant in use ("scalar", "avx2", "avx512vnni", "avx512") — part of
+ * the numerics fingerprint. */
 const char *engine_kernel_variant(const struct engine *e);
+/* The variant a new engine uses on this machine: the best the CPU has, lowered by
+ * HEADSTART_CPU=scalar|avx2|avx512vnni|avx512 (static string). */
+const char *engine_best_variant(void);
 /* A 64-bit fingerprint of (build, kernel variant, model geometry): state made under another
  * fingerprint must never be restored. */
 uint64_t engine_fingerprint(const struct engine *e);

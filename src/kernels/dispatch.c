@@ -21,6 +21,7 @@
 #define KERN_HAVE_X86 0
 #endif
 
+/* In rank order (kern_variant_rank): each row's instructions are a superset of the rows above. */
 static const struct kern_ops ops_table[] = {
     {"scalar", kern_matmul, kern_q8_quantize, kern_dot, kern_attn, kern_gdn_step, kern_matmul_k,
      kern_bf16_round, kern_bf16_matmul, kern_swiglu, kern_sigmoid_mul, kern_gated_scale, kern_conv1d_step,
@@ -48,6 +49,12 @@ const struct kern_ops *kern_ops_for(const char *variant)
     for (size_t i = 0; i < sizeof(ops_table) / sizeof(ops_table[0]); i++)
         if (strcmp(ops_table[i].name, variant) == 0) return &ops_table[i];
     return NULL;
+}
+
+int kern_variant_rank(const char *variant)
+{
+    const struct kern_ops *o = kern_ops_for(variant);
+    return o ? (int)(o - ops_table) : -1;
 }
 
 const char *kern_best_variant(bool avx2_fma_f16c, bool avx512_vnni, bool avx512_bf16)

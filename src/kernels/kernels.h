@@ -458,6 +458,10 @@ struct kern_ops {
  * storage, never freed. */
 const struct kern_ops *kern_ops_for(const char *variant);
 
+/* The rank of a variant in the order scalar < avx2 < avx512vnni < avx512 (0, 1, 2, 3): a CPU
+ * that runs one runs every lower one. -1 for a name this build has no table for. */
+int kern_variant_rank(const char *variant);
+
 /* The fastest variant this build has for a CPU with the given features (from sys CPU
  * detection; kernels may not include sys): avx2_fma_f16c = AVX2, FMA and F16C all present;
  * avx512_vnni = AVX-512 F, BW, VL, DQ and VNNI all present (Cascade Lake, Ice Lake and

@@ -7,6 +7,7 @@
  * identical logits; seeded sampling is identical likewise. Plus the error paths: bad
  * tokens, n_ctx, corrupt / foreign / truncated blobs leave the sequence unchanged. */
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 
 #include <ftw.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #include "engine/engine_int.h"
+#include "unit/cpu_level.h"
 
 #define N_PROMPT 100
 
@@ -272,17 +274,26 @@ Test(forward_exact, qwen35_q5_k_m_gguf) { struct spec s = { MODEL_ARCH_QWEN35, D
 Test(forward_exact, qwen35moe_q5_k_m_gguf) { struct spec s = { MODEL_ARCH_QWEN35MOE, DTYPE_Q5_K, true, 0, 0, 20 }; sweep(&s); }
 Test(forward_exact, qwen3next_bf16_hf_hk1_hv2) { struct spec s = { MODEL_ARCH_QWEN3NEXT, DTYPE_BF16, false, 1, 2, 9 }; sweep(&s); }
 
-/* Every kernel variant this CPU has gives the same logits, bit for bit, as the scalar
- * reference (kernels.h: the variants keep the scalar accumulation orders); the fingerprint
- * still names the variant. */
-Test(forward_exact, variants_equal_scalar)
+/* Every kernel variant that runs here (cpu_level.h) gives the same logits, bit for bit, as
+ * the scalar reference (kernels.h: the variants keep the scalar accumulation orders); the
+ * fingerprint still names the variant. One test per variant, a skip where it does not run. */
+static const char *const fw_variants[] = { "avx2", "avx512vnni", "avx512" };
+
+ParameterizedTestParameters(forward_exact, variants_equal_scalar)
 {
+    static int idx[] = { 0, 1, 2 };
+    return cr_make_param_array(int, idx, HS_ARRAY_LEN(idx));
+}
+
+ParameterizedTest(int *vi, forward_exact, variants_equal_scalar)
+{
+    const char *name = fw_variants[*vi];
+    cpu_level_ops_or_skip(name);
     static const struct spec sps[] = { { MODEL_ARCH_QWEN35, DTYPE_Q8_0, true, 0, 0, 11 },
                                        { MODEL_ARCH_QWEN35MOE, DTYPE_BF16, false, 0, 0, 12 },
                                        { MODEL_ARCH_QWEN3NEXT, DTYPE_F32, true, 0, 0, 13 },
                                        { MODEL_ARCH_QWEN35MOE, DTYPE_Q4_K, true, 0, 0, 18 },
                                        { MODEL_ARCH_QWEN35, DTYPE_Q5_K, true, 0, 0, 21 } };
-    static const char *const names[] = { "avx2", "avx512vnni", "avx512" };
     for (size_t k = 0; k < sizeof(sps) / sizeof(sps[0]); k++) {
         char nm[16];
         snprintf(nm, sizeof(nm), "v%zu", k);
@@ -299,22 +310,44 @@ Test(forward_exact, variants_equal_scalar)
         float *ref = malloc((size_t)(n * V) * sizeof(float)), *l = malloc((size_t)(n * V) * sizeof(float));
         struct seq *s = seq_new(es, n);
         run_chunks(es, s, ids, n, 7, ref);
-        for (size_t v = 0; v < HS_ARRAY_LEN(names); v++) {
-            struct engine *ev = make_engine(m, 2, 512);
-            hs_err_clear(&err);
-            if (engine_force_variant(ev, names[v], &err)) { engine_free(ev); continue; } /* not on this CPU */
-            cr_assert_neq(engine_fingerprint(ev), engine_fingerprint(es));
-            struct seq *sv = seq_new(ev, n);
-            run_chunks(ev, sv, ids, n, 13, l);
-            int64_t d = first_diff(ref, l, n, V);
-            cr_assert_eq(d, -1, "%s vs scalar, model %zu: position %lld differs", names[v], k, (long long)d);
-            seq_free(sv);
-            engine_free(ev);
-        }
+        struct engine *ev = make_engine(m, 2, 512);
+        hs_err_clear(&err);
+        cr_assert_eq(engine_force_variant(ev, name, &err), 0, "%s", err.msg);
+        cr_assert_str_eq(engine_kernel_variant(ev), name);
+        cr_assert_neq(engine_fingerprint(ev), engine_fingerprint(es));
+        struct seq *sv = seq_new(ev, n);
+        run_chunks(ev, sv, ids, n, 13, l);
+        int64_t d = first_diff(ref, l, n, V);
+        cr_assert_eq(d, -1, "%s vs scalar, model %zu: position %lld differs", name, k, (long long)d);
+        seq_free(sv);
+        engine_free(ev);
         free(ref);
         free(l);
         seq_free(s);
         engine_free(es);
         model_free(m);
     }
+}
+
+/* A new engine runs the table cpu_level_expected() names: the CPU's best, or the lower
+ * HEADSTART_CPU (make test runs this suite natively and forced to avx2 and scalar), and a
+ * variant above it cannot be forced. */
+Test(forward_exact, engine_uses_the_expected_table)
+{
+    struct spec sp = { MODEL_ARCH_QWEN35, DTYPE_F32, true, 0, 0, 22 };
+    struct model *m = make_model(&sp, "lvl");
+    struct engine *e = make_engine(m, 1, 16);
+    const char *want = cpu_level_expected();
+    cr_assert_str_eq(engine_kernel_variant(e), want, "HEADSTART_CPU=%s", getenv("HEADSTART_CPU") ? getenv("HEADSTART_CPU") : "");
+    cr_assert_eq(e->ops, kern_ops_for(want));
+    cr_log_info("engine kernel table: %s", want);
+    static const char *const all[] = { "scalar", "avx2", "avx512vnni", "avx512" };
+    for (size_t i = 0; i < HS_ARRAY_LEN(all); i++) {
+        struct hs_err err;
+        hs_err_clear(&err);
+        bool allowed = kern_variant_rank(all[i]) >= 0 && kern_variant_rank(all[i]) <= kern_variant_rank(want);
+        cr_assert_eq(engine_force_variant(e, all[i], &err) == 0, allowed, "force %s under %s", all[i], want);
+    }
+    engine_free(e);
+    model_free(m);
 }

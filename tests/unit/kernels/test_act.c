@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "unit/cpu_level.h"
 
 static uint64_t act_rng;
 static uint64_t act_next(void)
@@ -48,19 +49,6 @@ static float *act_vec(int64_t n)
     float *v = hs_malloc((size_t)n * sizeof(float));
     for (int64_t i = 0; i < n; i++) v[i] = act_val();
     return v;
-}
-
-static bool act_has(const char *variant)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    if (!strcmp(variant, "avx2")) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (!strcmp(variant, "avx512"))
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-               __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni");
-#endif
-    return false;
 }
 
 /* Same bits, or NaN in both. */
@@ -113,9 +101,7 @@ Test(kern_expf, special_values)
 
 static void act_check(const char *variant)
 {
-    if (!act_has(variant)) cr_skip_test("variant %s: this CPU lacks its instructions", variant);
-    const struct kern_ops *v = kern_ops_for(variant), *s = kern_ops_for("scalar");
-    cr_assert_not_null(v);
+    const struct kern_ops *v = cpu_level_ops_or_skip(variant), *s = kern_ops_for("scalar");
     act_rng = 99;
     static const int64_t ns[] = {1, 7, 8, 15, 16, 17, 33, 100, 4096};
     int bad = 0;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "unit/cpu_level.h"
 
 static uint64_t qk_rng;
 static void qk_seed(uint64_t s) { qk_rng = s * 0x9E3779B97F4A7C15ull + 11; }
@@ -20,19 +21,6 @@ static uint64_t qk_next(void)
 }
 static float qk_uniform(void) { return (float)((double)(qk_next() >> 11) / 9007199254740992.0) * 2.0f - 1.0f; }
 static void qk_put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
-
-static bool qk_cpu_has(const char *variant)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    if (strcmp(variant, "avx2") == 0) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (strcmp(variant, "avx512") == 0)
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-               __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni");
-#endif
-    return strcmp(variant, "scalar") == 0;
-}
 
 /* ---- packing (the test's own inverse of the layouts in q4k.c) ----------------------------- */
 
@@ -218,9 +206,7 @@ Test(kernels_q4k, matmul_matches_dequantized_dot)
 
 static void variant_equal(const char *variant)
 {
-    if (!qk_cpu_has(variant)) cr_skip_test("variant %s: this CPU lacks its instructions, not tested", variant);
-    const struct kern_ops *ops = kern_ops_for(variant), *ref = kern_ops_for("scalar");
-    cr_assert_not_null(ops);
+    const struct kern_ops *ops = cpu_level_ops_or_skip(variant), *ref = kern_ops_for("scalar");
     qk_seed(17);
     const int types[2] = { KERN_K_Q4_K, KERN_K_Q6_K };
     const int64_t ks[3] = { 256, 512, 1280 };
@@ -258,7 +244,7 @@ Test(kernels_q4k, batch_and_range_invariance)
     static const char *variants[3] = { "scalar", "avx2", "avx512" };
     qk_seed(29);
     for (int v = 0; v < 3; v++) {
-        if (!qk_cpu_has(variants[v])) continue;
+        if (!cpu_level_runs(variants[v])) continue;
         const struct kern_ops *ops = kern_ops_for(variants[v]);
         for (int ti = 0; ti < 2; ti++) {
             int wt = ti ? KERN_K_Q6_K : KERN_K_Q4_K;
@@ -360,10 +346,7 @@ static void panel_case(const struct kern_ops *ops, int wt, int64_t rows, int64_t
 
 static const struct kern_ops *panel_ops(void)
 {
-    if (!qk_cpu_has("avx512")) cr_skip_test("variant avx512: this CPU lacks its instructions, not tested");
-    const struct kern_ops *ops = kern_ops_for("avx512");
-    cr_assert_not_null(ops);
-    return ops;
+    return cpu_level_ops_or_skip("avx512");
 }
 
 /* Every n_tok 1..20 (the tile's token counts and remainders, and the per-row code below 4) on

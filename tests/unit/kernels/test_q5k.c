@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "unit/cpu_level.h"
 
 static uint64_t q5_rng;
 static void q5_seed(uint64_t s) { q5_rng = s * 0x9E3779B97F4A7C15ull + 5; }
@@ -21,20 +22,6 @@ static uint64_t q5_next(void)
     return z ^ (z >> 31);
 }
 static float q5_uniform(void) { return (float)((double)(q5_next() >> 11) / 9007199254740992.0) * 2.0f - 1.0f; }
-
-static bool q5_cpu_has(const char *variant)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                  __builtin_cpu_supports("avx512vnni");
-    if (strcmp(variant, "avx2") == 0) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (strcmp(variant, "avx512vnni") == 0) return avx512;
-    if (strcmp(variant, "avx512") == 0) return avx512 && __builtin_cpu_supports("avx512bf16");
-#endif
-    return strcmp(variant, "scalar") == 0;
-}
 
 /* ---- one block, unpacked: the test's own inverse of the layout in q5k.c ------------------- */
 
@@ -252,9 +239,7 @@ static void q5_case(const struct kern_ops *ops, int64_t rows, int64_t k, int64_t
 
 static void variant_equal(const char *variant)
 {
-    if (!q5_cpu_has(variant)) cr_skip_test("variant %s: this CPU lacks its instructions, not tested", variant);
-    const struct kern_ops *ops = kern_ops_for(variant);
-    cr_assert_not_null(ops);
+    const struct kern_ops *ops = cpu_level_ops_or_skip(variant);
     q5_seed(17);
     const int64_t ks[4] = { 256, 512, 1280, 4096 };
     for (int64_t n_tok = 1; n_tok <= 20; n_tok++)
@@ -292,7 +277,7 @@ Test(kernels_q5k, batch_and_range_invariance)
     q5_fill_x(x, T * k, Q5_RANDOM);
     kern_q8k_quantize(xq, x, T, k);
     for (int v = 0; v < 4; v++) {
-        if (!q5_cpu_has(variants[v])) continue;
+        if (!cpu_level_runs(variants[v])) continue;
         const struct kern_ops *ops = kern_ops_for(variants[v]);
         float ya[11 * 13], yb[11 * 13];
         ops->matmul_k(ya, rows, w, KERN_K_Q5_K, xq, T, k, 0, rows);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "unit/cpu_level.h"
 
 static uint64_t qv_rng;
 static uint64_t qv_next(void)
@@ -18,18 +19,6 @@ static uint64_t qv_next(void)
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
-}
-
-static bool qv_has_vnni(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni");
-#else
-    return false;
-#endif
 }
 
 static uint8_t *qv_weights(int64_t rows, int64_t k)
@@ -97,8 +86,7 @@ static void qv_case(const struct kern_ops *v, int64_t rows, int64_t k, int64_t n
 
 Test(kern_q8vnni, single_token_groups_and_tails)
 {
-    if (!qv_has_vnni()) cr_skip_test("no AVX512-VNNI here: the avx512 variant is not used");
-    const struct kern_ops *v = kern_ops_for("avx512");
+    const struct kern_ops *v = cpu_level_ops_or_skip("avx512");
     static const int64_t ks[] = {32, 256, 480, 512, 544, 1024, 3584, 8192, 8224};
     int bad = 0, calls = 0;
     qv_rng = 1;
@@ -111,8 +99,7 @@ Test(kern_q8vnni, single_token_groups_and_tails)
 
 Test(kern_q8vnni, panel_rows_tokens_and_ranges)
 {
-    if (!qv_has_vnni()) cr_skip_test("no AVX512-VNNI here: the avx512 variant is not used");
-    const struct kern_ops *v = kern_ops_for("avx512");
+    const struct kern_ops *v = cpu_level_ops_or_skip("avx512");
     static const int64_t rows[] = {15, 16, 33, 50, 64};
     static const int64_t toks[] = {2, 5, 6, 7, 12, 13, 19};
     static const int64_t ks[] = {32, 96, 512, 1056};
@@ -130,8 +117,7 @@ Test(kern_q8vnni, panel_rows_tokens_and_ranges)
 
 Test(kern_q8vnni, panel_large_k_and_many_groups)
 {
-    if (!qv_has_vnni()) cr_skip_test("no AVX512-VNNI here: the avx512 variant is not used");
-    const struct kern_ops *v = kern_ops_for("avx512");
+    const struct kern_ops *v = cpu_level_ops_or_skip("avx512");
     int bad = 0, calls = 0;
     qv_rng = 3;
     qv_case(v, 20, 8192, 3, 0, 20, &bad, &calls);   /* one group fills the panel */

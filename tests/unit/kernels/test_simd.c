@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "unit/cpu_level.h"
 
 static uint64_t simd_rng;
 static void simd_seed(uint64_t s) { simd_rng = s * 0x9E3779B97F4A7C15ull + 7; }
@@ -29,29 +30,6 @@ static float simd_val(void)
 static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
 
 /* ---- variants --------------------------------------------------------------------------- */
-
-static bool cpu_has(const char *variant)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    if (strcmp(variant, "avx2") == 0)
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (strcmp(variant, "avx512") == 0)
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-               __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni");
-#endif
-    return strcmp(variant, "scalar") == 0;
-}
-
-/* The table of a variant, or a skipped test when this CPU (or build) lacks it. */
-static const struct kern_ops *variant_or_skip(const char *variant)
-{
-    if (!cpu_has(variant)) cr_skip_test("variant %s: this CPU lacks its instructions, not tested", variant);
-    const struct kern_ops *ops = kern_ops_for(variant);
-    cr_assert_not_null(ops, "variant %s missing from an x86 build", variant);
-    return ops;
-}
 
 static const struct kern_ops *scalar_ops(void) { return kern_ops_for("scalar"); }
 
@@ -137,7 +115,7 @@ static int simd_cmp_matmul(const struct kern_ops *ops, const uint8_t *w, enum ke
  * batch and row-range invariance is test_matmul.c's), sentinels elsewhere, whole buffers. */
 static void simd_matmul_sweep(const char *variant, enum kern_wtype wt)
 {
-    const struct kern_ops *ops = variant_or_skip(variant);
+    const struct kern_ops *ops = cpu_level_ops_or_skip(variant);
     static const int64_t ks_float[] = {1, 5, 31, 32, 33, 63, 64, 96, 100, 4128, 4131};
     static const int64_t ks_q8[] = {32, 64, 96, 224, 256, 288, 544, 4128};
     const int64_t *ks = wt == KERN_W_Q8_0 ? ks_q8 : ks_float;
@@ -255,7 +233,7 @@ Test(kern_simd_dispatch, order_sensitive)
 
 static void simd_dot(const char *variant)
 {
-    const struct kern_ops *ops = variant_or_skip(variant);
+    const struct kern_ops *ops = cpu_level_ops_or_skip(variant);
     simd_seed(11);
     int bad = 0, n_calls = 0;
     for (int64_t n = 1; n <= 4131; n = n < 130 ? n + 1 : n + 1000) {
@@ -273,7 +251,7 @@ static void simd_dot(const char *variant)
  * an all-zero block, signed zeros, subnormals, NaN, +-inf. */
 static void simd_quantize(const char *variant)
 {
-    const struct kern_ops *ops = variant_or_skip(variant);
+    const struct kern_ops *ops = cpu_level_ops_or_skip(variant);
     simd_seed(12);
     int bad = 0;
     for (int64_t k = 32; k <= 4128; k = k < 256 ? k + 32 : k + 3872) {
@@ -317,7 +295,7 @@ static void simd_quantize(const char *variant)
  * 1..31 are outside the tail chunk), and the scalar result is -0.0. */
 static void simd_negzero_tail(const char *variant)
 {
-    const struct kern_ops *ops = variant_or_skip(variant);
+    const struct kern_ops *ops = cpu_level_ops_or_skip(variant);
     static const enum kern_wtype types[] = {KERN_W_F32, KERN_W_F16, KERN_W_BF16};
     int bad = 0;
     for (size_t ti = 0; ti < 3; ti++) {
@@ -351,7 +329,7 @@ static void simd_negzero_tail(const char *variant)
  * 0, inf - inf) are the machine's default NaN in every variant, so memcmp still holds. */
 static void simd_special(const char *variant)
 {
-    const struct kern_ops *ops = variant_or_skip(variant);
+    const struct kern_ops *ops = cpu_level_ops_or_skip(variant);
     static const enum kern_wtype types[] = {KERN_W_F32, KERN_W_F16, KERN_W_BF16};
     simd_seed(13);
     int bad = 0;
@@ -388,7 +366,7 @@ static void simd_special(const char *variant)
  * partial last one, for each weight type, T = 1 and batched, full and partial row ranges. */
 static void simd_panels(const char *variant)
 {
-    const struct kern_ops *ops = variant_or_skip(variant);
+    const struct kern_ops *ops = cpu_level_ops_or_skip(variant);
     static const struct { enum kern_wtype wt; int64_t k, rows; } cases[] = {
         {KERN_W_F32, 4128, 37}, {KERN_W_F16, 8224, 37}, {KERN_W_BF16, 8224, 33}, {KERN_W_Q8_0, 32000, 17},
     };

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "unit/cpu_level.h"
 
 static uint64_t rec_rng;
 static void rec_seed(uint64_t s) { rec_rng = s * 0x9E3779B97F4A7C15ull + 11; }
@@ -33,19 +34,7 @@ static void rec_fill(float *p, int64_t n)
 
 static const struct kern_ops *rec_variant_or_skip(const char *variant)
 {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    bool has = strcmp(variant, "avx2") == 0
-                   ? __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
-                   : __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                         __builtin_cpu_supports("avx512bf16");
-#else
-    bool has = false;
-#endif
-    if (!has) cr_skip_test("variant %s: this CPU (or build) lacks it, not tested", variant);
-    const struct kern_ops *ops = kern_ops_for(variant);
-    cr_assert_not_null(ops);
+    const struct kern_ops *ops = cpu_level_ops_or_skip(variant);
     cr_assert_not_null(ops->attn);
     cr_assert_not_null(ops->gdn_step);
     return ops;
