@@ -64,6 +64,8 @@ struct chat_request {
                                   (OpenAI `stop`, Anthropic `stop_sequences`) */
     enum chat_tool_choice tool_choice;
     char *tool_name;           /* CHAT_TOOL_NAMED: a name in tools; owned */
+    int n_media_placeholders;  /* images / documents / files inside tool results that were
+                                  replaced by a text placeholder (messages.c rule 4) */
 };
 
 /* Parse the conversation part of an OpenAI chat-completions request body (messages, tools;

@@ -17,7 +17,15 @@
  *      An empty late system message is dropped.
  *   3. Text parts / text blocks of one message are joined with "" (what the Qwen3.5
  *      template does with a list of parts in transformers, vLLM and llama.cpp).
- *   4. Images, audio, files and documents are errors naming the part, never dropped.
+ *   4. Images, audio, files and documents are errors naming the part, never dropped —
+ *      except inside tool results (Anthropic tool_result blocks, OpenAI role "tool"
+ *      messages, Responses function_call_output): there each becomes a fixed placeholder,
+ *      "[image omitted (image/png): this model reads text only]", counted in
+ *      chat_request.n_media_placeholders. A client cannot declare a model text-only, and
+ *      an image a tool returned (Claude Code's Read of a PNG, Codex's view_image) stays in
+ *      the history, so refusing it would end the session for good. The bytes depend only
+ *      on the kind and the media type (validated, lower-cased), never on the data, so the
+ *      bank's prefix stays the same across turns.
  *   5. Tool-call arguments become objects; tools and arguments keep the client's key
  *      order (jansson objects keep insertion order, json_deep_copy copies in order).
  *
@@ -81,11 +89,77 @@ static const char *const media_types[] = {
     "input_file", "video_url",
 };
 
-static bool is_media(const char *type)
+bool api_is_media(const char *type)
 {
     for (size_t i = 0; i < HS_ARRAY_LEN(media_types); i++)
         if (strcmp(type, media_types[i]) == 0) return true;
     return false;
+}
+
+/* The kind a placeholder names, by part type. */
+static const char *media_kind(const char *type)
+{
+    if (strstr(type, "image")) return "image";
+    if (strstr(type, "audio")) return "audio";
+    if (strstr(type, "video")) return "video";
+    return strcmp(type, "document") == 0 ? "document" : "file";
+}
+
+/* A media type "type/subtype" of RFC 6838 token characters, at most 63 bytes, lower-cased
+ * into dst (64 bytes); false when s is none. */
+static bool media_type_copy(char *dst, const char *s, size_t n)
+{
+    if (!s || n == 0 || n > 63) return false;
+    int slashes = 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        bool tok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                   (ch && strchr("!#$&^_.+-", ch));
+        if (ch == '/') slashes++;
+        else if (!tok) return false;
+        dst[i] = (ch >= 'A' && ch <= 'Z') ? (char)(ch - 'A' + 'a') : ch;
+    }
+    dst[n] = 0;
+    return slashes == 1 && dst[0] != '/' && dst[n - 1] != '/';
+}
+
+/* The media type of a "data:TYPE[;...],..." URL. */
+static bool media_type_of_data_url(char *dst, const json_t *url)
+{
+    const char *u = json_string_value(url);
+    if (!u || strncmp(u, "data:", 5) != 0) return false;
+    size_t n = strcspn(u + 5, ";,");
+    return media_type_copy(dst, u + 5, n);
+}
+
+/* The media type a part declares: Anthropic source.media_type, an OpenAI image_url.url or
+ * Responses image_url / file_data data URL, or input_audio.format ("wav" -> audio/wav). */
+static bool media_type_of(char *dst, const json_t *part)
+{
+    const json_t *src = json_object_get(part, "source");
+    const json_t *mt = json_object_get(src, "media_type");
+    if (json_is_string(mt) && media_type_copy(dst, json_string_value(mt), json_string_length(mt))) return true;
+    const json_t *iu = json_object_get(part, "image_url");
+    if (json_is_object(iu)) iu = json_object_get(iu, "url");
+    if (media_type_of_data_url(dst, iu) || media_type_of_data_url(dst, json_object_get(part, "file_data")))
+        return true;
+    const json_t *fmt = json_object_get(json_object_get(part, "input_audio"), "format");
+    if (json_is_string(fmt) && json_string_length(fmt) < 40) {
+        char t[64];
+        snprintf(t, sizeof t, "audio/%s", json_string_value(fmt));
+        return media_type_copy(dst, t, strlen(t));
+    }
+    return false;
+}
+
+void api_media_placeholder(struct api_conv *c, const json_t *part, const char *type, struct strbuf *out)
+{
+    char mt[64], text[160];
+    int n = media_type_of(mt, part)
+                ? snprintf(text, sizeof text, "[%s omitted (%s): this model reads text only]", media_kind(type), mt)
+                : snprintf(text, sizeof text, "[%s omitted: this model reads text only]", media_kind(type));
+    strbuf_append(out, text, (size_t)n);
+    c->n_media++;
 }
 
 /* An optional string field: absent or null → *s = NULL; a string → *s; else an error. */
@@ -120,6 +194,7 @@ void api_conv_init(struct api_conv *c)
     c->msgs = json_array();
     strbuf_init(&c->system);
     c->started = false;
+    c->n_media = 0;
 }
 
 void api_conv_free(struct api_conv *c)
@@ -173,6 +248,7 @@ void api_conv_deliver(struct api_conv *c, struct chat_request *out, json_t *tool
     out->tools = tools;
     out->enable_thinking = thinking;
     out->add_generation_prompt = true;
+    out->n_media_placeholders = c->n_media;
 }
 
 /* Parse a tool call's arguments: a JSON string holding an object (OpenAI), an object
@@ -212,8 +288,10 @@ int api_args_parse(const json_t *v, const char *path, json_t **out, struct hs_er
 /* ---- OpenAI ------------------------------------------------------------------------ */
 
 /* Append the text of an OpenAI `content`: a string, null/absent, or text parts joined
- * with "" (rule 3). `refusal` parts (assistant) count as text. */
-static int oai_text(const json_t *content, const char *path, struct strbuf *out, struct hs_err *err)
+ * with "" (rule 3). `refusal` parts (assistant) count as text. media: the conversation
+ * that counts placeholders for media parts (a tool message, rule 4), or NULL (an error). */
+static int oai_text(const json_t *content, const char *path, struct api_conv *media, struct strbuf *out,
+                    struct hs_err *err)
 {
     if (!content || json_is_null(content)) return HS_OK;
     if (json_is_string(content)) {
@@ -234,7 +312,10 @@ static int oai_text(const json_t *content, const char *path, struct strbuf *out,
         const char *field;
         if (strcmp(type, "text") == 0) field = "text";
         else if (strcmp(type, "refusal") == 0) field = "refusal";
-        else if (is_media(type)) return api_req_bad(err, p, "%s parts are not supported (text-only model)", type);
+        else if (api_is_media(type) && media) {
+            api_media_placeholder(media, part, type, out);
+            continue;
+        } else if (api_is_media(type)) return api_req_bad(err, p, "%s parts are not supported (text-only model)", type);
         else return api_req_bad(err, p, "unknown content part type '%.40s'", type);
         const json_t *t = json_object_get(part, field);
         if (!json_is_string(t)) return api_req_bad(err, p, "\"%s\" must be a string", field);
@@ -317,7 +398,7 @@ static int oai_message(struct api_conv *c, const json_t *m, size_t i, struct hs_
     struct strbuf text;
     strbuf_init(&text);
     api_req_path(pf, "%s.content", p);
-    int rc = oai_text(json_object_get(m, "content"), pf, &text, err);
+    int rc = oai_text(json_object_get(m, "content"), pf, strcmp(role, "tool") == 0 ? c : NULL, &text, err);
     if (rc) goto out;
     if (strcmp(role, "system") == 0) {
         api_conv_system(c, text.buf, text.len);
@@ -569,7 +650,7 @@ fail:
 
 static int ant_block_error(const char *type, const char *path, const char *where, struct hs_err *err)
 {
-    if (is_media(type)) return api_req_bad(err, path, "%s blocks are not supported (text-only model)", type);
+    if (api_is_media(type)) return api_req_bad(err, path, "%s blocks are not supported (text-only model)", type);
     if (strcmp(type, "tool_use") == 0 || strcmp(type, "thinking") == 0 ||
         strcmp(type, "redacted_thinking") == 0)
         return api_req_bad(err, path, "%s blocks belong in assistant messages, not in %s", type, where);
@@ -600,9 +681,10 @@ static int ant_block_text(const json_t *b, const char *path, const char *field, 
 }
 
 /* Text of a string or an array of text blocks (joined with ""), appended to out; `where`
- * names the container in errors. */
-static int ant_text(const json_t *content, const char *path, const char *where, struct strbuf *out,
-                    struct hs_err *err)
+ * names the container in errors. media: the conversation that counts placeholders for
+ * image / document blocks (a tool result, rule 4), or NULL (an error). */
+static int ant_text(const json_t *content, const char *path, const char *where, struct api_conv *media,
+                    struct strbuf *out, struct hs_err *err)
 {
     if (!content || json_is_null(content)) return HS_OK;
     if (json_is_string(content)) {
@@ -620,6 +702,10 @@ static int ant_text(const json_t *content, const char *path, const char *where, 
         api_req_path(p, "%s[%zu]", path, i);
         int rc = ant_block_type(b, p, &type, err);
         if (rc) return rc;
+        if (media && api_is_media(type)) {
+            api_media_placeholder(media, b, type, out);
+            continue;
+        }
         if (strcmp(type, "text") != 0) return ant_block_error(type, p, where, err);
         if ((rc = ant_block_text(b, p, "text", &s, &len, err))) return rc;
         strbuf_append(out, s, len);
@@ -670,7 +756,7 @@ static int ant_system(struct api_conv *c, const json_t *sys, struct hs_err *err)
 
 /* A tool_result block → a role "tool" message. is_error has no place in the templates;
  * the result text itself says what went wrong (Claude Code wraps it in <tool_use_error>). */
-static int ant_tool_result(const json_t *b, const char *path, json_t **out, struct hs_err *err)
+static int ant_tool_result(struct api_conv *c, const json_t *b, const char *path, json_t **out, struct hs_err *err)
 {
     *out = NULL;
     const char *id;
@@ -683,7 +769,7 @@ static int ant_tool_result(const json_t *b, const char *path, json_t **out, stru
     api_req_path(p, "%s.content", path);
     struct strbuf text;
     strbuf_init(&text);
-    if ((rc = ant_text(json_object_get(b, "content"), p, "a tool result", &text, err))) {
+    if ((rc = ant_text(json_object_get(b, "content"), p, "a tool result", c, &text, err))) {
         strbuf_free(&text);
         return rc;
     }
@@ -716,7 +802,7 @@ static int ant_user_blocks(struct api_conv *c, const json_t *content, const char
             in_text = true;
         } else if (strcmp(type, "tool_result") == 0) {
             json_t *msg;
-            if ((rc = ant_tool_result(b, p, &msg, err))) goto out;
+            if ((rc = ant_tool_result(c, b, p, &msg, err))) goto out;
             if (in_text) api_conv_add(c, api_msg_new("user", text.buf, text.len));
             strbuf_reset(&text);
             in_text = false;
@@ -820,7 +906,7 @@ static int ant_message(struct api_conv *c, const json_t *m, size_t i, struct hs_
         /* Claude Code's environment note after the user turn: rule 2 */
         struct strbuf text;
         strbuf_init(&text);
-        int rc = ant_text(content, pf, "system messages", &text, err);
+        int rc = ant_text(content, pf, "system messages", NULL, &text, err);
         if (!rc) api_conv_system(c, text.buf, text.len);
         strbuf_free(&text);
         return rc;

@@ -9,7 +9,8 @@
  * -----------
  * Request → conversation (chat_from_responses). The rules of messages.c hold (one merged
  * leading system message; a late system text becomes a user turn at its place; text parts
- * joined with ""; media parts are errors naming the item and part):
+ * joined with ""; media parts are errors naming the item and part, except in a tool's
+ * output, where each becomes messages.c's placeholder):
  *
  *   instructions (string)          the first piece of the system message
  *   input: a string                one user message
@@ -96,8 +97,6 @@ static const struct {
     { "refusal", "refusal" }, { "summary_text", "text" }, { "reasoning_text", "text" },
 };
 
-static const char *const rs_media_parts[] = { "input_image", "input_file", "input_audio", "image_url", "image", "file" };
-
 struct rconv {
     struct api_conv b;       /* the conversation, as messages.c builds it */
     struct strbuf reasoning; /* a reasoning item's text waiting for its assistant message */
@@ -128,8 +127,11 @@ static void rconv_turn_break(struct rconv *c)
     c->have_reasoning = false;
 }
 
-/* Append the text of `content`: a string, null/absent, or text parts joined with "". */
-static int rs_text(const json_t *content, const char *path, struct strbuf *out, struct hs_err *err)
+/* Append the text of `content`: a string, null/absent, or text parts joined with "".
+ * media: the conversation that counts placeholders for media parts (a tool's output,
+ * messages.c rule 4), or NULL (an error). */
+static int rs_text(const json_t *content, const char *path, struct api_conv *media, struct strbuf *out,
+                   struct hs_err *err)
 {
     if (!content || json_is_null(content)) return HS_OK;
     if (json_is_string(content)) {
@@ -149,9 +151,11 @@ static int rs_text(const json_t *content, const char *path, struct strbuf *out, 
         const char *field = NULL;
         for (size_t k = 0; k < HS_ARRAY_LEN(rs_text_parts); k++)
             if (!strcmp(type, rs_text_parts[k].type)) field = rs_text_parts[k].field;
-        for (size_t k = 0; !field && k < HS_ARRAY_LEN(rs_media_parts); k++)
-            if (!strcmp(type, rs_media_parts[k]))
-                return api_req_bad(err, p, "%s parts are not supported (text-only model)", type);
+        if (!field && media && api_is_media(type)) {
+            api_media_placeholder(media, part, type, out);
+            continue;
+        }
+        if (!field && api_is_media(type)) return api_req_bad(err, p, "%s parts are not supported (text-only model)", type);
         if (!field) return api_req_bad(err, p, "unknown content part type '%.40s'", type);
         const json_t *t = json_object_get(part, field);
         if (!json_is_string(t)) return api_req_bad(err, p, "\"%s\" must be a string", field);
@@ -181,7 +185,7 @@ static int rs_item_message(struct rconv *c, const json_t *it, const char *p, str
     struct strbuf text;
     strbuf_init(&text);
     api_req_path(pf, "%s.content", p);
-    int rc = rs_text(json_object_get(it, "content"), pf, &text, err);
+    int rc = rs_text(json_object_get(it, "content"), pf, NULL, &text, err);
     if (rc == HS_OK) {
         if (sys) {
             api_conv_system(&c->b, text.buf, text.len);
@@ -240,7 +244,7 @@ static int rs_item_output(struct rconv *c, const json_t *it, const char *p, stru
     strbuf_init(&text);
     char pf[API_PATH_LEN];
     api_req_path(pf, "%s.output", p);
-    rc = rs_text(json_object_get(it, "output"), pf, &text, err);
+    rc = rs_text(json_object_get(it, "output"), pf, &c->b, &text, err);
     if (rc == HS_OK) {
         rconv_turn_break(c);
         json_t *m = api_msg_new("tool", text.buf, text.len);
@@ -257,7 +261,7 @@ static int rs_item_reasoning(struct rconv *c, const json_t *it, const char *p, s
     strbuf_init(&text);
     char pf[API_PATH_LEN];
     api_req_path(pf, "%s.content", p);
-    int rc = rs_text(json_object_get(it, "content"), pf, &text, err);
+    int rc = rs_text(json_object_get(it, "content"), pf, NULL, &text, err);
     const json_t *summary = json_object_get(it, "summary");
     if (rc == HS_OK && text.len == 0 && summary && !json_is_null(summary)) {
         api_req_path(pf, "%s.summary", p);

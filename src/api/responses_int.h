@@ -24,12 +24,18 @@ struct api_conv {
     json_t *msgs;          /* everything but the leading system message */
     struct strbuf system;  /* leading system text, pieces joined with "\n\n" */
     bool started;          /* a non-system message has been added */
+    int n_media;           /* media parts of tool results replaced by their placeholder */
 };
 void api_conv_init(struct api_conv *c);
 void api_conv_free(struct api_conv *c);
 json_t *api_msg_new(const char *role, const char *text, size_t len); /* {role, content} */
 void api_conv_add(struct api_conv *c, json_t *msg);                   /* takes msg */
 void api_conv_system(struct api_conv *c, const char *text, size_t len);
+/* Content types a text-only model cannot take (images, audio, video, files, documents). */
+bool api_is_media(const char *type);
+/* A media part inside a tool result: append its placeholder (fixed bytes for a given kind
+ * and media type, so the prefix of a conversation stays stable) to out, count it in c. */
+void api_media_placeholder(struct api_conv *c, const json_t *part, const char *type, struct strbuf *out);
 /* Move the conversation (system message first), tools and thinking flag into out. */
 void api_conv_deliver(struct api_conv *c, struct chat_request *out, json_t *tools, int thinking);
 /* A tool call's arguments: a JSON string holding an object, an object, or nothing ("", null,

@@ -346,6 +346,7 @@ static enum MHD_Result run_job(struct server *srv, struct MHD_Connection *c, str
     if (rc == HS_OK && type == JOB_TYPE_GENERATE) rc = job_fields(body, j, &err);
     j->body = body; /* the job owns it now */
     if (rc != HS_OK) return reply_error(srv, c, rq, rc, err.msg);
+    if (j->chat.n_media_placeholders) metrics_media(&srv->metrics, j->chat.n_media_placeholders);
     pthread_mutex_lock(&srv->ids_mu);
     api_ids_next(&srv->ids, j->kind, j->id);
     if (j->sampling.seed == 0) j->sampling.seed = srv->ids.counter;

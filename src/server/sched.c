@@ -279,6 +279,13 @@ void metrics_request(struct metrics *m, int route, int status)
     pthread_mutex_unlock(&m->mu);
 }
 
+void metrics_media(struct metrics *m, int n)
+{
+    pthread_mutex_lock(&m->mu);
+    m->media_placeholders += n;
+    pthread_mutex_unlock(&m->mu);
+}
+
 void metrics_tokens(struct metrics *m, int64_t prompt, int64_t cached, int64_t generated,
                     double prefill_s, double decode_s, double ttft_s)
 {
@@ -428,8 +435,12 @@ void metrics_write(struct metrics *m, const char *const *route_names, int n_rout
                   "# HELP headstart_cancelled_prefill_tokens_total Prompt tokens left uncomputed by prefills a "
                   "cancel cut part-way.\n"
                   "# TYPE headstart_cancelled_prefill_tokens_total counter\n"
-                  "headstart_cancelled_prefill_tokens_total %lld\n",
-                  (long long)m->cancelled_prefill_tokens);
+                  "headstart_cancelled_prefill_tokens_total %lld\n"
+                  "# HELP headstart_tool_media_placeholders_total Images, documents and files inside tool "
+                  "results that were replaced by a text placeholder (the model reads text only).\n"
+                  "# TYPE headstart_tool_media_placeholders_total counter\n"
+                  "headstart_tool_media_placeholders_total %lld\n",
+                  (long long)m->cancelled_prefill_tokens, (long long)m->media_placeholders);
     if (m->have_bank) metrics_write_bank(&m->bank, out);
     if (m->have_disk) metrics_write_disk(&m->disk, out);
     pthread_mutex_unlock(&m->mu);

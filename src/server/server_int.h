@@ -137,6 +137,7 @@ struct metrics {
     int64_t ttft_n;
     int64_t cancelled[METRICS_CANCEL_COUNT];
     int64_t cancelled_prefill_tokens; /* prompt tokens the cut prefills left uncomputed */
+    int64_t media_placeholders;   /* tool-result images/documents replaced by text (api rule 4) */
     /* the bank's numbers, copied by the engine thread (the bank's owner) after each job */
     bool have_bank, have_disk;
     struct bank_stats bank;
@@ -144,6 +145,8 @@ struct metrics {
 };
 
 void metrics_request(struct metrics *m, int route, int status);
+/* n media parts of an accepted request's tool results were replaced by placeholders. */
+void metrics_media(struct metrics *m, int n);
 void metrics_tokens(struct metrics *m, int64_t prompt, int64_t cached, int64_t generated,
                     double prefill_s, double decode_s, double ttft_s);
 /* Count a cancelled request: r NULL, one skipped before it ran; otherwise session_run's

@@ -2,7 +2,7 @@
 # server_basic.sh — `headstart serve` end to end with curl on a tiny random model
 # (headstart mkmodel): /, /health, /v1/models in both shapes, non-streaming and streaming
 # OpenAI chat and Anthropic messages (JSON fields, usage numbers, SSE framing, [DONE] /
-# message_stop), count_tokens, the error statuses and shapes (400 with the JSON position, a
+# message_stop), count_tokens, an image inside a tool result (a placeholder, counted), the error statuses and shapes (400 with the JSON position, a
 # bad field, a prompt over the context; 401, 404, 405, 413, 429 with Retry-After), a client disconnect mid-stream (the engine stops
 # early and the server keeps serving), /metrics, stop strings (OpenAI `stop`, Anthropic
 # `stop_sequences`, streamed and not: the text ends before the string), tool_choice (unknown
@@ -192,6 +192,23 @@ grep -q -E '^headstart_requests_total\{route="/v1/chat/completions",status="4xx"
     && grep -q '^headstart_cancelled_requests_total{stage="generation"} 1$' "$tmp/metrics" \
     && grep -q '^headstart_cancelled_requests_total{stage="prefill"} 0$' "$tmp/metrics" \
     && pass "/metrics (requests, queue depth, ttft, the stream cancelled in generation)" || fail "metrics: $(cat "$tmp/metrics")"
+
+# an image a tool returned (Claude Code's Read of a PNG) is a placeholder, not a 400; the same
+# image at the top level of a user turn still is; /metrics counts the placeholder
+img='{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}'
+tmsgs='{"model":"m","max_tokens":4,"temperature":0,"messages":[{"role":"user","content":"Read a.png"},
+ {"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Read","input":{"file_path":"a.png"}}]},
+ {"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":['"$img"']}]}]}'
+st=$(code POST /v1/messages "$tmp/ti" -H "x-api-key: $key" -H 'Content-Type: application/json' -d "$tmsgs")
+curl -s -o "$tmp/metrics2" "$base/metrics"
+[ "$st" = 200 ] && check "$tmp/ti" 'j["type"] == "message"' \
+    && grep -q '^headstart_tool_media_placeholders_total 1$' "$tmp/metrics2" \
+    && pass "an image inside a tool_result becomes a placeholder (200, counted in /metrics)" \
+    || fail "tool_result image: $st $(cat "$tmp/ti") $(grep media "$tmp/metrics2")"
+st=$(code POST /v1/messages "$tmp/ui" -H "x-api-key: $key" -H 'Content-Type: application/json' \
+    -d '{"model":"m","max_tokens":4,"messages":[{"role":"user","content":['"$img"']}]}')
+[ "$st" = 400 ] && check "$tmp/ui" "$an_err"' and "image blocks are not supported" in j["error"]["message"]' \
+    && pass "a top-level user image is still a 400" || fail "user image: $st $(cat "$tmp/ui")"
 
 # stop strings: a greedy answer, then the same request with a stop string taken from its
 # middle ends right before it (non-stream and stream, both APIs); tool_choice; bad values 400

@@ -513,10 +513,6 @@ Test(messages_anthropic, block_errors_name_the_block)
           "messages[3].content[1]: image blocks are not supported (text-only model)");
     fails(ANT, "{'messages':[{'role':'user','content':[{'type':'document','source':{}}]}]}",
           "messages[0].content[0]: document blocks are not supported (text-only model)");
-    fails(ANT, "{'messages':[{'role':'user','content':'u'},{'role':'assistant','content':[{'type':'tool_use','id':'t','name':'f','input':{}}]},"
-               "{'role':'user','content':[{'type':'tool_result','tool_use_id':'t','content':[{'type':'text','text':'x'},"
-               "{'type':'image','source':{}}]}]}]}",
-          "messages[2].content[0].content[1]: image blocks are not supported (text-only model)");
     fails(ANT, "{'messages':[{'role':'user','content':'u'},{'role':'assistant','content':[{'type':'tool_result','tool_use_id':'t'}]}]}",
           "messages[1].content[0]: tool_result blocks belong in user messages, not in assistant messages");
     fails(ANT, "{'messages':[{'role':'user','content':[{'type':'tool_use','id':'t','name':'f','input':{}}]}]}",
@@ -684,4 +680,52 @@ Test(messages_anthropic, claude_code_head_is_identical_across_sessions)
     free(s1), free(s2), free(t1), free(t2), free(m1), free(m2);
     chat_request_free(&r1);
     chat_request_free(&r2);
+}
+
+/* Rule 4's exception: media inside tool results become a fixed placeholder naming the kind
+ * and the (validated, lower-cased) media type, counted; the same part elsewhere stays a 400. */
+Test(messages_media, tool_result_media_become_placeholders)
+{
+    struct chat_request r = ok(ANT,
+        "{'messages':[{'role':'user','content':'u'},{'role':'assistant','content':[{'type':'tool_use','id':'t','name':'Read','input':{}}]},"
+        "{'role':'user','content':[{'type':'tool_result','tool_use_id':'t','content':[{'type':'text','text':'x'},"
+        "{'type':'image','source':{'type':'base64','media_type':'Image/PNG','data':'iVBORw0KGgo='}},"
+        "{'type':'document','source':{'type':'base64','media_type':'application/pdf','data':'JVBER'}},"
+        "{'type':'image','source':{'type':'url','url':'https://example.invalid/a.png'}},"
+        "{'type':'image','source':{'type':'base64','media_type':'image/png\\nIGNORE ALL','data':''}}]}]}]}");
+    eq_json(json_array_get(r.messages, 2),
+            "{'role':'tool','content':'x[image omitted (image/png): this model reads text only]"
+            "[document omitted (application/pdf): this model reads text only]"
+            "[image omitted: this model reads text only][image omitted: this model reads text only]','tool_call_id':'t'}");
+    cr_assert_eq(r.n_media_placeholders, 4);
+    chat_request_free(&r);
+
+    /* the bytes depend on the media type only, never on the data */
+    struct chat_request a = ok(ANT, "{'messages':[{'role':'user','content':[{'type':'tool_result','tool_use_id':'t','content':"
+                                    "[{'type':'image','source':{'type':'base64','media_type':'image/jpeg','data':'AAAA'}}]}]}]}");
+    struct chat_request b = ok(ANT, "{'messages':[{'role':'user','content':[{'type':'tool_result','tool_use_id':'t','content':"
+                                    "[{'type':'image','source':{'type':'base64','media_type':'image/jpeg','data':'BBBBBBBB'}}]}]}]}");
+    cr_assert(json_equal(a.messages, b.messages));
+    chat_request_free(&a);
+    chat_request_free(&b);
+
+    r = ok(OAI, "{'messages':[{'role':'user','content':'u'},{'role':'assistant','content':null,'tool_calls':"
+                "[{'id':'c','type':'function','function':{'name':'view','arguments':'{}'}}]},"
+                "{'role':'tool','tool_call_id':'c','content':[{'type':'text','text':'shot: '},"
+                "{'type':'image_url','image_url':{'url':'data:image/webp;base64,UklGR'}},"
+                "{'type':'input_audio','input_audio':{'data':'x','format':'wav'}},{'type':'file','file':{}}]}]}");
+    eq_json(json_array_get(r.messages, 2),
+            "{'role':'tool','content':'shot: [image omitted (image/webp): this model reads text only]"
+            "[audio omitted (audio/wav): this model reads text only][file omitted: this model reads text only]','tool_call_id':'c'}");
+    cr_assert_eq(r.n_media_placeholders, 3);
+    chat_request_free(&r);
+
+    /* outside tool results: still an error naming the part */
+    fails(ANT, "{'messages':[{'role':'user','content':[{'type':'image','source':{'type':'base64','media_type':'image/png','data':''}}]}]}",
+          "messages[0].content[0]: image blocks are not supported (text-only model)");
+    fails(OAI, "{'messages':[{'role':'user','content':[{'type':'image_url','image_url':{'url':'data:image/png;base64,'}}]}]}",
+          "messages[0].content[0]: image_url parts are not supported (text-only model)");
+    r = ok(ANT, "{'messages':[{'role':'user','content':'plain'}]}");
+    cr_assert_eq(r.n_media_placeholders, 0);
+    chat_request_free(&r);
 }

@@ -548,3 +548,22 @@ Test(responses_out, ids_and_keepalive)
     api_response_free(r);
     strbuf_free(&out);
 }
+
+/* A tool's output with an image or a file (Codex's view_image): placeholders, counted. */
+Test(responses_req, tool_output_media_become_placeholders)
+{
+    struct chat_request cr;
+    free(rq_msgs("{\"input\":[{\"role\":\"user\",\"content\":\"look\"},"
+                 "{\"type\":\"function_call\",\"call_id\":\"c\",\"name\":\"view_image\",\"arguments\":\"{}\"},"
+                 "{\"type\":\"function_call_output\",\"call_id\":\"c\",\"output\":["
+                 "{\"type\":\"input_image\",\"image_url\":\"data:image/png;base64,iVBOR\"},"
+                 "{\"type\":\"input_file\",\"filename\":\"a.pdf\",\"file_data\":\"data:application/pdf;base64,JVBER\"},"
+                 "{\"type\":\"input_text\",\"text\":\" ok\"}]}]}", &cr));
+    const json_t *m = json_array_get(cr.messages, 2);
+    cr_assert_str_eq(json_string_value(json_object_get(m, "role")), "tool");
+    cr_assert_str_eq(json_string_value(json_object_get(m, "content")),
+                     "[image omitted (image/png): this model reads text only]"
+                     "[file omitted (application/pdf): this model reads text only] ok");
+    cr_assert_eq(cr.n_media_placeholders, 2);
+    chat_request_free(&cr);
+}
