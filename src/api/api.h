@@ -207,6 +207,8 @@ enum api_error_code {
     API_ERR_QUEUE_FULL = -104,   /* request queue full: 429 (send Retry-After) */
     API_ERR_OVERLOADED = -105,   /* not ready (loading, shutting down): 503 */
     API_ERR_INTERNAL = -106,     /* a bug or an engine failure: 500 */
+    API_ERR_CONTEXT = -120,      /* the prompt does not fit the context: 400, in each API's
+                                    own overflow wording (api_context_error) */
 };
 
 /* One row of the error table: a code's HTTP status and each API's error type. */
@@ -220,6 +222,11 @@ struct api_error_info {
 
 /* The row for `code`; an unknown code (or HS_OK) gets the internal-error row. Never NULL. */
 const struct api_error_info *api_error_info(int code);
+/* The message of an API_ERR_CONTEXT error, in the wording each API's clients detect to
+ * compact their history: OpenAI (chat, Responses) "This model's maximum context length is
+ * N tokens. ..." with code context_length_exceeded; Anthropic "prompt is too long: P tokens
+ * > N maximum" (Claude Code parses both numbers out of it). Then headstart's own detail. */
+void api_context_error(enum api_kind kind, int64_t n_prompt, int64_t n_ctx, char *buf, size_t size);
 /* Append the API's error body for (code, message) and return the HTTP status to send.
  * OpenAI: {"error":{"message","type","param":null,"code"}};
  * Anthropic: {"type":"error","error":{"type","message"}}. */

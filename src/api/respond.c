@@ -93,6 +93,7 @@ static const struct api_error_info error_table[] = {
     {API_ERR_TOO_LARGE,   413, "invalid_request_error", NULL,                  "request_too_large"},
     {API_ERR_QUEUE_FULL,  429, "requests",              "rate_limit_exceeded", "rate_limit_error"},
     {API_ERR_OVERLOADED,  503, "server_error",          NULL,                  "overloaded_error"},
+    {API_ERR_CONTEXT,     400, "invalid_request_error", "context_length_exceeded", "invalid_request_error"},
     {API_ERR_INTERNAL,    500, "server_error",          NULL,                  "api_error"},
 };
 
@@ -102,6 +103,17 @@ const struct api_error_info *api_error_info(int code)
     for (size_t i = 0; i < n; i++)
         if (error_table[i].code == code) return &error_table[i];
     return &error_table[n - 1]; /* API_ERR_INTERNAL */
+}
+
+void api_context_error(enum api_kind kind, int64_t n_prompt, int64_t n_ctx, char *buf, size_t size)
+{
+    if (kind == API_KIND_ANTHROPIC_MESSAGES)
+        snprintf(buf, size, "prompt is too long: %lld tokens > %lld maximum (headstart: the context holds %lld "
+                 "tokens, prompt and output)", (long long)n_prompt, (long long)n_ctx, (long long)n_ctx);
+    else
+        snprintf(buf, size, "This model's maximum context length is %lld tokens. However, your messages resulted "
+                 "in %lld tokens. Please reduce the length of the messages. (headstart: the context holds "
+                 "prompt and output)", (long long)n_ctx, (long long)n_prompt);
 }
 
 /* ---- JSON helpers ------------------------------------------------------------------------ */

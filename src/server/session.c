@@ -202,9 +202,11 @@ int session_run(struct engine *e, const struct model_text *mt, struct bank *bank
     if (rc == HS_OK) rc = tokenizer_encode(mt->tok, "user", 4, 0, &user, err);
     strbuf_free(&prompt);
     if (rc == HS_OK && ids.n == 0) rc = hs_err_set(err, HS_ERR_INVALID, "the request renders to an empty prompt");
-    if (rc == HS_OK && o->n_ctx > 0 && (int64_t)ids.n >= o->n_ctx)
-        rc = hs_err_set(err, HS_ERR_LIMIT, "the prompt has %lld tokens; the context holds %lld (prompt and output)",
-                        (long long)ids.n, (long long)o->n_ctx);
+    if (rc == HS_OK && o->n_ctx > 0 && (int64_t)ids.n >= o->n_ctx) {
+        char msg[HS_ERR_MSG_MAX];
+        api_context_error(kind, (int64_t)ids.n, o->n_ctx, msg, sizeof msg);
+        rc = hs_err_set(err, API_ERR_CONTEXT, "%s", msg);
+    }
     if (rc != HS_OK) {
         tokenizer_ids_free(&ids);
         tokenizer_ids_free(&user);

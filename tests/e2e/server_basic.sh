@@ -21,7 +21,7 @@ e2e_setup server-basic curl
 # check FILE PYTHON-EXPR — the expression sees j (the parsed JSON) and t (the raw text)
 check() {
     $py - "$1" "$2" <<'EOF'
-import json, sys
+import json, re, sys
 t = open(sys.argv[1], encoding="utf-8").read()
 try:
     j = json.loads(t)
@@ -163,8 +163,15 @@ st=$(code POST /v1/messages "$tmp/e11" -H "$auth" -H 'Expect:' -H 'Transfer-Enco
 [ "$st" = 413 ] && check "$tmp/e11" "$an_err"' and j["error"]["type"] == "request_too_large"' && pass "413 chunked body (Anthropic)" || fail "413 chunked: $st $(cat "$tmp/e11")"
 $py -c 'import json; print(json.dumps({"model":"m","stream":True,"messages":[{"role":"user","content":"zq "*3000}]}))' > "$tmp/long.json"
 st=$(code POST /v1/chat/completions "$tmp/e12" -H "$auth" --data-binary "@$tmp/long.json")
-[ "$st" = 400 ] && check "$tmp/e12" "$oa_err"' and "2048" in j["error"]["message"] and "tokens" in j["error"]["message"]' \
-    && pass "400 prompt over the context names both numbers (stream request)" || fail "context: $st $(cat "$tmp/e12")"
+[ "$st" = 400 ] && check "$tmp/e12" "$oa_err"' and j["error"]["code"] == "context_length_exceeded"
+    and re.search(r"maximum context length is 2048 tokens\. However, your messages resulted in \d+ tokens", j["error"]["message"])' \
+    && pass "400 context_length_exceeded in OpenAI's wording (stream request)" || fail "context: $st $(cat "$tmp/e12")"
+$py -c 'import json; print(json.dumps({"model":"m","max_tokens":8,"stream":True,"messages":[{"role":"user","content":"zq "*3000}]}))' > "$tmp/long_a.json"
+st=$(code POST /v1/messages "$tmp/e13" -H "x-api-key: $key" --data-binary "@$tmp/long_a.json")
+[ "$st" = 400 ] && check "$tmp/e13" "$an_err"' and j["error"]["type"] == "invalid_request_error"
+    and re.match(r"prompt is too long: (\d+) tokens > 2048 maximum", j["error"]["message"])
+    and int(re.match(r"prompt is too long: (\d+)", j["error"]["message"]).group(1)) >= 2048' \
+    && pass "400 'prompt is too long: N tokens > M maximum' (Anthropic, stream request)" || fail "context anthropic: $st $(cat "$tmp/e13")"
 st=$(code GET /health "$tmp/h2")
 [ "$st" = 200 ] && pass "still serving after the errors" || fail "health after errors: $st"
 

@@ -9,7 +9,8 @@
  *   4. the server's hooks: the start hook sees the report's prompt/cached numbers before the
  *      prefill; false from it stops with nothing generated or banked; false from the text
  *      callback stops after that token (what was generated is banked); a prompt of n_ctx
- *      tokens or more is HS_ERR_LIMIT naming both numbers; n_ctx clamps max_tokens. */
+ *      tokens or more is API_ERR_CONTEXT in OpenAI's overflow wording with both numbers;
+ *      n_ctx clamps max_tokens. */
 #include <criterion/criterion.h>
 
 #include <ftw.h>
@@ -324,9 +325,10 @@ Test(session_hooks, start_cancel_ctx, .init = ss_setup, .fini = ss_teardown, .ti
 
     /* the context: a prompt of n_ctx tokens is refused naming both numbers; n + 2 leaves 2 */
     struct ss_hooks h3 = { 0 };
-    cr_assert_eq(ss_hook_run(&x, bank, a, n, 4, &h3, &r, &err), HS_ERR_LIMIT);
-    char want[64];
-    snprintf(want, sizeof(want), "has %lld tokens; the context holds %lld", (long long)n, (long long)n);
+    cr_assert_eq(ss_hook_run(&x, bank, a, n, 4, &h3, &r, &err), API_ERR_CONTEXT);
+    char want[128];
+    snprintf(want, sizeof(want), "maximum context length is %lld tokens. However, your messages resulted in %lld tokens",
+             (long long)n, (long long)n);
     cr_assert_not_null(strstr(err.msg, want), "%s", err.msg);
     cr_assert_eq(h3.starts, 0);
     cr_assert_null(r.output_ids);
