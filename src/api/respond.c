@@ -23,7 +23,7 @@
  *   OpenAI chat (stream): `data: {chunk}\n\n`; a role chunk first (delta {role, content:""}),
  *     one chunk per delta, one chunk per whole tool call, the finish_reason chunk, the usage
  *     chunk (choices [], only with stream_options.include_usage), then `data: [DONE]`.
- *   Anthropic messages: content blocks thinking (signature ""), text, tool_use in arrival
+ *   Anthropic messages: content blocks thinking (signature "hs1" + a hash of its text), text, tool_use in arrival
  *     order. Streamed as `event: NAME\ndata: {json}\n\n`: message_start (empty content,
  *     prompt usage), ping, per block content_block_start / _delta / _stop (a thinking block
  *     gets a signature_delta before its stop; a tool_use block is start, one input_json_delta
@@ -507,7 +507,22 @@ static json_t *anthropic_message(struct api_response *r, json_t *content, const 
     return m;
 }
 
-/* A content block as it appears in a body (full) or in content_block_start (empty). */
+/* The signature of a thinking block: "hs1" and 16 hex digits of the FNV-1a 64 hash of its
+ * text. Anthropic's signatures are opaque to clients, but some treat an empty one as "not
+ * signed" and replay the reasoning as plain text (pi), which changes the prompt and the
+ * bank's path; a stable non-empty value keeps the replayed turn as the model saw it. We
+ * accept any signature back and never check it (messages.c). */
+static json_t *thinking_signature(const struct resp_block *b)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < b->text.len; i++) h = (h ^ (uint8_t)b->text.buf[i]) * 0x100000001b3ull;
+    char sig[24];
+    snprintf(sig, sizeof sig, "hs1%016llx", (unsigned long long)h);
+    return json_string(sig);
+}
+
+/* A content block as it appears in a body (full) or in content_block_start (empty: the
+ * signature comes in a signature_delta before the block stops, as Anthropic streams it). */
 static json_t *anthropic_block(const struct resp_block *b, bool full)
 {
     json_t *j = json_object();
@@ -521,7 +536,7 @@ static json_t *anthropic_block(const struct resp_block *b, bool full)
     case CHAT_EVENT_REASONING:
         json_object_set_new(j, "type", json_string("thinking"));
         json_object_set_new(j, "thinking", json_stringn(data, len));
-        json_object_set_new(j, "signature", json_string(""));
+        json_object_set_new(j, "signature", full ? thinking_signature(b) : json_string(""));
         break;
     case CHAT_EVENT_TOOL_CALL:
         json_object_set_new(j, "type", json_string("tool_use"));
@@ -565,7 +580,7 @@ static void anthropic_block_stop(struct api_response *r, struct strbuf *out)
     int index = r->n_blocks - 1;
     if (r->blocks[index].kind == CHAT_EVENT_REASONING)
         anthropic_block_event(out, "content_block_delta", index, "delta",
-                              anthropic_delta("signature_delta", "signature", json_string("")));
+                              anthropic_delta("signature_delta", "signature", thinking_signature(&r->blocks[index])));
     anthropic_block_event(out, "content_block_stop", index, NULL, NULL);
     r->block_open = false;
 }

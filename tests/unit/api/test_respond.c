@@ -454,6 +454,16 @@ Test(respond_openai, stream_without_usage)
 
 /* ---- exact shapes: Anthropic -------------------------------------------------------------- */
 
+/* The signature respond.c gives a thinking block of this text: "hs1" + FNV-1a 64 in hex,
+ * written here from the contract (stable for the same text, never empty). */
+static const char *sig_of(const char *text, char buf[24])
+{
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (const char *p = text; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001B3ull;
+    snprintf(buf, 24, "hs1%016llx", (unsigned long long)h);
+    return buf;
+}
+
 Test(respond_anthropic, body_exact)
 {
     static const struct sev evs[] = {SR("Plan: "), SR("read."), ST("Reading "), ST("now."),
@@ -463,15 +473,15 @@ Test(respond_anthropic, body_exact)
     for (const char *p = "msg_test1"; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001B3ull;
     char id0[API_ID_MAX];
     api_id_make(h, 0, "toolu_", id0);
-    char want[2048];
+    char want[2048], sig[24];
     snprintf(want, sizeof want,
              "{\"id\":\"msg_test1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"qwen-tiny\","
-             "\"content\":[{\"type\":\"thinking\",\"thinking\":\"Plan: read.\",\"signature\":\"\"},"
+             "\"content\":[{\"type\":\"thinking\",\"thinking\":\"Plan: read.\",\"signature\":\"%s\"},"
              "{\"type\":\"text\",\"text\":\"Reading now.\"},"
              "{\"type\":\"tool_use\",\"id\":\"%s\",\"name\":\"Read\",\"input\":{\"file_path\":\"/tmp/ü\",\"n\":2.5}}],"
              "\"stop_reason\":\"tool_use\",\"stop_sequence\":null,\"usage\":{\"input_tokens\":20,"
              "\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":100,\"output_tokens\":9}}",
-             id0);
+             sig_of("Plan: read.", sig), id0);
     expect_str(s, want);
     hs_free(s);
 }
@@ -498,7 +508,7 @@ Test(respond_anthropic, stream_exact)
     for (const char *p = "msg_test1"; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001B3ull;
     char id0[API_ID_MAX];
     api_id_make(h, 0, "toolu_", id0);
-    char want[4096];
+    char want[4096], sig[24];
     snprintf(want, sizeof want,
              AN_EV("message_start") "{\"type\":\"message_start\",\"message\":{\"id\":\"msg_test1\",\"type\":\"message\","
              "\"role\":\"assistant\",\"model\":\"qwen-tiny\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,"
@@ -512,7 +522,7 @@ Test(respond_anthropic, stream_exact)
              AN_EV("content_block_delta") "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":"
              "{\"type\":\"thinking_delta\",\"thinking\":\"r2\"}}\n\n"
              AN_EV("content_block_delta") "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":"
-             "{\"type\":\"signature_delta\",\"signature\":\"\"}}\n\n"
+             "{\"type\":\"signature_delta\",\"signature\":\"%s\"}}\n\n"
              AN_EV("content_block_stop") "{\"type\":\"content_block_stop\",\"index\":0}\n\n"
              AN_EV("content_block_start") "{\"type\":\"content_block_start\",\"index\":1,\"content_block\":"
              "{\"type\":\"text\",\"text\":\"\"}}\n\n"
@@ -528,7 +538,7 @@ Test(respond_anthropic, stream_exact)
              "\"stop_sequence\":null},\"usage\":{\"input_tokens\":20,\"cache_creation_input_tokens\":0,"
              "\"cache_read_input_tokens\":100,\"output_tokens\":9}}\n\n"
              AN_EV("message_stop") "{\"type\":\"message_stop\"}\n\n",
-             id0);
+             sig_of("r1r2", sig), id0);
     expect_str(s, want);
     hs_free(s);
 }
