@@ -64,6 +64,8 @@ struct chat_request {
                                   (OpenAI `stop`, Anthropic `stop_sequences`) */
     enum chat_tool_choice tool_choice;
     char *tool_name;           /* CHAT_TOOL_NAMED: a name in tools; owned */
+    json_t *template_kwargs;   /* chat_template_kwargs other than enable_thinking: an object
+                                  of extra template variables, or NULL; owned */
     int n_media_placeholders;  /* images / documents / files inside tool results that were
                                   replaced by a text placeholder (messages.c rule 4) */
 };

@@ -9,6 +9,9 @@
  *   add_generation_prompt  a bool
  *   enable_thinking        only when the request sets it (a bool); unset leaves the
  *                          template's default, which `is defined` tests see
+ *   every other chat_template_kwargs entry, as the JSON value the request sent (e.g.
+ *                          Qwen3.6's preserve_thinking); set before the names above,
+ *                          which the parsers keep out of it
  *   bos_token, eos_token   only when the model has them
  */
 #include "api/api.h"
@@ -47,6 +50,7 @@ int chat_template_render(const struct chat_template *t, const struct chat_reques
     if (!json_is_array(c->messages))
         return hs_err_set(err, HS_ERR_INVALID, "chat template: the conversation has no messages array");
     json_t *ctx = json_object();
+    if (json_is_object(c->template_kwargs)) json_object_update(ctx, c->template_kwargs);
     json_object_set(ctx, "messages", c->messages);
     if (json_is_array(c->tools) && json_array_size(c->tools) > 0)
         json_object_set(ctx, "tools", c->tools);

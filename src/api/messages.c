@@ -285,6 +285,39 @@ int api_args_parse(const json_t *v, const char *path, json_t **out, struct hs_er
     return HS_OK;
 }
 
+/* Template variables the render context sets from the request itself (chat.c). */
+static const char *const reserved_template_vars[] = { "messages", "tools", "add_generation_prompt", "bos_token",
+                                                      "eos_token" };
+
+int api_template_kwargs(const json_t *body, int *thinking, json_t **extra, struct hs_err *err)
+{
+    *extra = NULL;
+    const json_t *kw = json_object_get(body, "chat_template_kwargs");
+    if (!kw || json_is_null(kw)) return HS_OK;
+    if (!json_is_object(kw)) return api_req_bad(err, "chat_template_kwargs", "expected an object, not %s", api_req_kind(kw));
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)kw, key, v) {
+        char p[API_PATH_LEN];
+        api_req_path(p, "chat_template_kwargs.%.60s", key);
+        if (strcmp(key, "enable_thinking") == 0) {
+            if (json_is_null(v)) continue;
+            if (!json_is_boolean(v)) return api_req_bad(err, p, "expected a boolean, not %s", api_req_kind(v));
+            *thinking = json_is_true(v);
+            continue;
+        }
+        for (size_t i = 0; i < HS_ARRAY_LEN(reserved_template_vars); i++)
+            if (strcmp(key, reserved_template_vars[i]) == 0) {
+                json_decref(*extra);
+                *extra = NULL;
+                return api_req_bad(err, p, "is set from the request itself, not a template argument");
+            }
+        if (!*extra) *extra = json_object();
+        json_object_set_new(*extra, key, json_deep_copy(v));
+    }
+    return HS_OK;
+}
+
 /* ---- OpenAI ------------------------------------------------------------------------ */
 
 /* Append the text of an OpenAI `content`: a string, null/absent, or text parts joined
@@ -606,19 +639,8 @@ int chat_from_openai(const json_t *body, struct chat_request *out, struct hs_err
         return api_req_bad(err, "messages", "expected a non-empty array");
 
     int thinking = -1;
-    const json_t *kw = json_object_get(body, "chat_template_kwargs");
     const json_t *et = json_object_get(body, "enable_thinking");
     const json_t *effort = json_object_get(body, "reasoning_effort");
-    if (kw && !json_is_null(kw)) {
-        if (!json_is_object(kw))
-            return api_req_bad(err, "chat_template_kwargs", "expected an object, not %s", api_req_kind(kw));
-        const json_t *v = json_object_get(kw, "enable_thinking");
-        if (v && !json_is_null(v)) {
-            if (!json_is_boolean(v))
-                return api_req_bad(err, "chat_template_kwargs.enable_thinking", "expected a boolean, not %s", api_req_kind(v));
-            thinking = json_is_true(v);
-        }
-    }
     if (et && !json_is_null(et)) {
         if (!json_is_boolean(et)) return api_req_bad(err, "enable_thinking", "expected a boolean, not %s", api_req_kind(et));
         if (thinking < 0) thinking = json_is_true(et);
@@ -630,19 +652,27 @@ int chat_from_openai(const json_t *body, struct chat_request *out, struct hs_err
         if (thinking < 0 && strcmp(json_string_value(effort), "none") == 0) thinking = 0;
     }
 
+    /* the kwargs' enable_thinking wins over the top-level flag and reasoning_effort */
+    int kw_thinking = -1;
+    json_t *kwargs;
+    int rc = api_template_kwargs(body, &kw_thinking, &kwargs, err);
+    if (rc) return rc;
+    if (kw_thinking >= 0) thinking = kw_thinking;
+
     struct api_conv c;
     api_conv_init(&c);
     json_t *tools = NULL;
-    int rc;
     size_t i;
     const json_t *m;
     json_array_foreach(msgs, i, m)
         if ((rc = oai_message(&c, m, i, err))) goto fail;
     if ((rc = oai_tools(json_object_get(body, "tools"), &tools, err))) goto fail;
     api_conv_deliver(&c, out, tools, thinking);
+    out->template_kwargs = kwargs;
     return controls_parse(body, true, out, err);
 fail:
     api_conv_free(&c);
+    json_decref(kwargs);
     return rc;
 }
 
@@ -1000,20 +1030,28 @@ int chat_from_anthropic(const json_t *body, struct chat_request *out, struct hs_
             return api_req_bad(err, "thinking.type", "unknown value '%.40s' (expected enabled, adaptive or disabled)", type);
     }
 
+    /* an extension (Anthropic has no such field): `thinking` decides when both are sent */
+    int kw_thinking = -1;
+    json_t *kwargs;
+    int rc = api_template_kwargs(body, &kw_thinking, &kwargs, err);
+    if (rc) return rc;
+    if (thinking < 0) thinking = kw_thinking;
+
     struct api_conv c;
     api_conv_init(&c);
     json_t *tools = NULL;
-    int rc = ant_system(&c, json_object_get(body, "system"), err);
-    if (rc) goto fail;
+    if ((rc = ant_system(&c, json_object_get(body, "system"), err))) goto fail;
     size_t i;
     const json_t *m;
     json_array_foreach(msgs, i, m)
         if ((rc = ant_message(&c, m, i, err))) goto fail;
     if ((rc = ant_tools(json_object_get(body, "tools"), &tools, err))) goto fail;
     api_conv_deliver(&c, out, tools, thinking);
+    out->template_kwargs = kwargs;
     return controls_parse(body, false, out, err);
 fail:
     api_conv_free(&c);
+    json_decref(kwargs);
     return rc;
 }
 
@@ -1023,10 +1061,12 @@ void chat_request_free(struct chat_request *c)
     json_decref(c->messages);
     json_decref(c->tools);
     json_decref(c->stop);
+    json_decref(c->template_kwargs);
     hs_free(c->tool_name);
     c->messages = NULL;
     c->tools = NULL;
     c->stop = NULL;
+    c->template_kwargs = NULL;
     c->tool_name = NULL;
     c->tool_choice = CHAT_TOOL_AUTO;
 }

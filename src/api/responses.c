@@ -38,7 +38,7 @@
  *   (free-form grammar) tools have no JSON schema. Skipping depends only on the type, so
  *   equal tool lists still render to equal heads.
  *   reasoning.effort "none" turns the template's thinking off (as chat's reasoning_effort);
- *   chat_template_kwargs.enable_thinking and `stop` (a string or up to CHAT_STOP_MAX
+ *   chat_template_kwargs (enable_thinking and any template variable) and `stop` (a string or up to CHAT_STOP_MAX
  *   strings) work as in chat completions (extensions: the Responses API has neither).
  *   previous_response_id, conversation, prompt and background:true are 400: responses are
  *   not stored. store, include, prompt_cache_key, text, parallel_tool_calls, metadata,
@@ -450,16 +450,6 @@ static int rs_options(const json_t *body, int *thinking, struct hs_err *err)
             return api_req_bad(err, "reasoning.effort", "expected a string, not %s", api_req_kind(effort));
         if (json_is_string(effort) && !strcmp(json_string_value(effort), "none")) *thinking = 0;
     }
-    const json_t *kw = json_object_get(body, "chat_template_kwargs");
-    if (kw && !json_is_null(kw)) {
-        if (!json_is_object(kw)) return api_req_bad(err, "chat_template_kwargs", "expected an object, not %s", api_req_kind(kw));
-        const json_t *v = json_object_get(kw, "enable_thinking");
-        if (v && !json_is_null(v)) {
-            if (!json_is_boolean(v))
-                return api_req_bad(err, "chat_template_kwargs.enable_thinking", "expected a boolean, not %s", api_req_kind(v));
-            *thinking = json_is_true(v);
-        }
-    }
     return HS_OK;
 }
 
@@ -494,6 +484,8 @@ int chat_from_responses(const json_t *body, struct chat_request *out, struct hs_
     if (!rc) rc = rs_tools(json_object_get(body, "tools"), &tools, err);
     if (!rc) rc = rs_tool_choice(json_object_get(body, "tool_choice"), tools, out, err);
     if (!rc) rc = rs_stop(json_object_get(body, "stop"), &out->stop, err);
+    json_t *kwargs = NULL;
+    if (!rc) rc = api_template_kwargs(body, &thinking, &kwargs, err);
     strbuf_free(&c.reasoning);
     if (rc) {
         api_conv_free(&c.b);
@@ -505,6 +497,7 @@ int chat_from_responses(const json_t *body, struct chat_request *out, struct hs_
         return rc;
     }
     api_conv_deliver(&c.b, out, tools, thinking);
+    out->template_kwargs = kwargs;
     return HS_OK;
 }
 

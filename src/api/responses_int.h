@@ -38,6 +38,11 @@ bool api_is_media(const char *type);
 void api_media_placeholder(struct api_conv *c, const json_t *part, const char *type, struct strbuf *out);
 /* Move the conversation (system message first), tools and thinking flag into out. */
 void api_conv_deliver(struct api_conv *c, struct chat_request *out, json_t *tools, int thinking);
+/* `chat_template_kwargs` (an object, or absent / null): enable_thinking (a boolean) sets
+ * *thinking; every other entry goes to the template as a variable of its own JSON type
+ * (*extra, a new object, NULL when there is none). Names the request sets itself
+ * (messages, tools, add_generation_prompt, bos_token, eos_token) are errors. */
+int api_template_kwargs(const json_t *body, int *thinking, json_t **extra, struct hs_err *err);
 /* A tool call's arguments: a JSON string holding an object, an object, or nothing ("", null,
  * absent: no arguments). *out is a new object. */
 int api_args_parse(const json_t *v, const char *path, json_t **out, struct hs_err *err);

@@ -143,3 +143,32 @@ Test(chat_errors, bad_template_and_bad_request)
     strbuf_free(&sb);
     chat_template_free(t);
 }
+
+/* chat_template_kwargs beyond enable_thinking reach the template with their JSON types
+ * (Qwen3.6's preserve_thinking is a boolean; numbers stay numbers, strings strings). */
+Test(chat_render, template_kwargs_are_typed_variables)
+{
+    const char *tpl = "{%- if preserve_thinking is defined and preserve_thinking is true %}keep{% else %}drop{% endif %}"
+                      "|{{ depth + 1 }}|{{ style | upper }}|{{ messages | length }}";
+    struct chat_template *t = NULL;
+    struct hs_err err = {0};
+    cr_assert_eq(chat_template_new(tpl, NULL, NULL, &t, &err), HS_OK, "%s", err.msg);
+    struct chat_request req = {
+        .messages = jparse("[{\"role\": \"user\", \"content\": \"q\"}]"),
+        .template_kwargs = jparse("{\"preserve_thinking\": true, \"depth\": 2, \"style\": \"terse\"}"),
+        .enable_thinking = -1,
+    };
+    struct strbuf sb;
+    strbuf_init(&sb);
+    cr_assert_eq(chat_template_render(t, &req, &sb, &err), HS_OK, "%s", err.msg);
+    cr_expect_str_eq(sb.buf, "keep|3|TERSE|1");
+    json_decref(req.template_kwargs);
+    req.template_kwargs = jparse("{\"preserve_thinking\": \"yes\", \"depth\": 0, \"style\": \"x\"}");
+    strbuf_reset(&sb);
+    cr_assert_eq(chat_template_render(t, &req, &sb, &err), HS_OK, "%s", err.msg);
+    cr_expect_str_eq(sb.buf, "drop|1|X|1", "a string is not the boolean true");
+    strbuf_free(&sb);
+    json_decref(req.template_kwargs);
+    json_decref(req.messages);
+    chat_template_free(t);
+}

@@ -729,3 +729,32 @@ Test(messages_media, tool_result_media_become_placeholders)
     cr_assert_eq(r.n_media_placeholders, 0);
     chat_request_free(&r);
 }
+
+/* chat_template_kwargs: enable_thinking sets the flag, every other entry is kept with its
+ * type for the template (all three APIs; an extension for Anthropic), names the request
+ * sets itself are refused. */
+Test(messages_kwargs, template_kwargs_pass_through)
+{
+    struct chat_request r = ok(OAI, "{'messages':[{'role':'user','content':'u'}],"
+                                    "'chat_template_kwargs':{'enable_thinking':false,'preserve_thinking':true,'n':3,'s':'x'}}");
+    cr_assert_eq(r.enable_thinking, 0);
+    eq_json(r.template_kwargs, "{'preserve_thinking':true,'n':3,'s':'x'}");
+    chat_request_free(&r);
+    r = ok(ANT, "{'messages':[{'role':'user','content':'u'}],'thinking':{'type':'enabled'},"
+                "'chat_template_kwargs':{'enable_thinking':false,'preserve_thinking':false}}");
+    cr_assert_eq(r.enable_thinking, 1, "Anthropic's thinking decides");
+    eq_json(r.template_kwargs, "{'preserve_thinking':false}");
+    chat_request_free(&r);
+    r = ok(OAI, "{'messages':[{'role':'user','content':'u'}],'chat_template_kwargs':{'enable_thinking':true}}");
+    cr_assert_null(r.template_kwargs);
+    cr_assert_eq(r.enable_thinking, 1);
+    chat_request_free(&r);
+    fails(OAI, "{'messages':[{'role':'user','content':'u'}],'chat_template_kwargs':{'messages':[]}}",
+          "chat_template_kwargs.messages: is set from the request itself, not a template argument");
+    fails(ANT, "{'messages':[{'role':'user','content':'u'}],'chat_template_kwargs':{'add_generation_prompt':false}}",
+          "chat_template_kwargs.add_generation_prompt: is set from the request itself, not a template argument");
+    fails(OAI, "{'messages':[{'role':'user','content':'u'}],'chat_template_kwargs':{'enable_thinking':1}}",
+          "chat_template_kwargs.enable_thinking: expected a boolean, not a number");
+    fails(OAI, "{'messages':[{'role':'user','content':'u'}],'chat_template_kwargs':[1]}",
+          "chat_template_kwargs: expected an object, not an array");
+}

@@ -567,3 +567,14 @@ Test(responses_req, tool_output_media_become_placeholders)
     cr_assert_eq(cr.n_media_placeholders, 2);
     chat_request_free(&cr);
 }
+
+Test(responses_req, template_kwargs_pass_through)
+{
+    struct chat_request cr;
+    free(rq_msgs("{\"input\":\"x\",\"reasoning\":{\"effort\":\"none\"},"
+                 "\"chat_template_kwargs\":{\"preserve_thinking\":true}}", &cr));
+    cr_assert_eq(cr.enable_thinking, 0);
+    cr_assert(json_is_true(json_object_get(cr.template_kwargs, "preserve_thinking")));
+    chat_request_free(&cr);
+    rq_fails("{\"input\":\"x\",\"chat_template_kwargs\":{\"tools\":[]}}", "chat_template_kwargs.tools: is set from the request");
+}
