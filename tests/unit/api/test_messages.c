@@ -758,3 +758,41 @@ Test(messages_kwargs, template_kwargs_pass_through)
     fails(OAI, "{'messages':[{'role':'user','content':'u'}],'chat_template_kwargs':[1]}",
           "chat_template_kwargs: expected an object, not an array");
 }
+
+/* Newer request shapes of real clients ([F11] item 7) render as the older ones did: Claude
+ * Code 2.1.328's trailing role "system" message with output_config, tools with
+ * defer_loading, thinking.display "omitted" and a top-level output_config; pi's tools with
+ * eager_input_streaming; Kilo's user turn of two text parts. The head (system + tools)
+ * stays the same conversation and tool list as without the new fields. */
+Test(messages_shapes, newer_client_fields_keep_the_head)
+{
+    const char *base = "{'system':[{'type':'text','text':'You are Claude Code.'}],"
+                       "'tools':[{'name':'Read','description':'r','input_schema':{'type':'object'}},"
+                       "{'name':'Grep','description':'g','input_schema':{'type':'object'}}],"
+                       "'thinking':{'type':'adaptive'},"
+                       "'messages':[{'role':'user','content':'hi'}]}";
+    const char *newer = "{'system':[{'type':'text','text':'You are Claude Code.'}],"
+                        "'tools':[{'name':'Read','description':'r','input_schema':{'type':'object'},'eager_input_streaming':true},"
+                        "{'name':'Grep','description':'g','input_schema':{'type':'object'},'defer_loading':true}],"
+                        "'thinking':{'type':'adaptive','display':'omitted'},'output_config':{'effort':'high'},"
+                        "'messages':[{'role':'user','content':'hi'},"
+                        "{'role':'system','content':'','output_config':{'effort':'high'}}]}";
+    struct chat_request a = ok(ANT, base), b = ok(ANT, newer);
+    cr_assert(json_equal(a.messages, b.messages), "the empty trailing system message is dropped");
+    cr_assert(json_equal(a.tools, b.tools), "defer_loading / eager_input_streaming do not change the tools");
+    cr_assert_eq(a.enable_thinking, b.enable_thinking);
+    chat_request_free(&a);
+    chat_request_free(&b);
+
+    /* a trailing system message with text is a user turn at its place; the head is unchanged */
+    struct chat_request c = ok(ANT, "{'system':'S','messages':[{'role':'user','content':'hi'},"
+                                    "{'role':'system','content':[{'type':'text','text':'effort: high'}],'output_config':{'effort':'high'}}]}");
+    eq_json(c.messages, "[{'role':'system','content':'S'},{'role':'user','content':'hi'},"
+                        "{'role':'user','content':'effort: high'}]");
+    chat_request_free(&c);
+
+    /* Kilo: one user turn as two text parts, joined with "" (rule 3) */
+    check(OAI, "{'messages':[{'role':'user','content':[{'type':'text','text':'<task>fix</task>'},"
+               "{'type':'text','text':'<environment_details>x</environment_details>'}]}]}",
+          "[{'role':'user','content':'<task>fix</task><environment_details>x</environment_details>'}]", NULL);
+}
