@@ -303,30 +303,33 @@ INLINE float tree8(__m256 a)
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
-/* Scales of blocks b .. b+n-1 (n <= 8) of a weight row as f32, 0 beyond n. A full group
- * gathers 32 bits at each block start (the scale and the block's first two quants) and
- * keeps the low 16. */
+/* Scales of blocks b .. b+n-1 (n <= 8) of a weight row as f32, 0 beyond n. Eight 16-bit
+ * loads into one xmm, not vpgatherdd: a gather costs ~20 micro-ops on Zen 1-3 (the CPUs
+ * this variant is for), and the scale loads were the largest cost of the Q8_0 path there
+ * (kernel 1.2x prefill, 1.5x decode alone; bench/profile.md). */
 INLINE __m256 load_dw8(const uint8_t *row, int64_t b, int n)
 {
+    const uint8_t *p = row + b * KERN_Q8_BLOCK_BYTES;
     if (n == 8) {
-        const __m256i off = _mm256_setr_epi32(0, 34, 68, 102, 136, 170, 204, 238);
-        __m256i g = _mm256_i32gather_epi32((const int *)(row + b * KERN_Q8_BLOCK_BYTES), off, 1);
-        g = _mm256_and_si256(g, _mm256_set1_epi32(0xffff));
-        __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(g, g), 0x08);
-        return _mm256_cvtph_ps(_mm256_castsi256_si128(p));
+        __m128i h = _mm_cvtsi32_si128(hs_rd_u16(p));
+        h = _mm_insert_epi16(h, hs_rd_u16(p + 1 * KERN_Q8_BLOCK_BYTES), 1);
+        h = _mm_insert_epi16(h, hs_rd_u16(p + 2 * KERN_Q8_BLOCK_BYTES), 2);
+        h = _mm_insert_epi16(h, hs_rd_u16(p + 3 * KERN_Q8_BLOCK_BYTES), 3);
+        h = _mm_insert_epi16(h, hs_rd_u16(p + 4 * KERN_Q8_BLOCK_BYTES), 4);
+        h = _mm_insert_epi16(h, hs_rd_u16(p + 5 * KERN_Q8_BLOCK_BYTES), 5);
+        h = _mm_insert_epi16(h, hs_rd_u16(p + 6 * KERN_Q8_BLOCK_BYTES), 6);
+        h = _mm_insert_epi16(h, hs_rd_u16(p + 7 * KERN_Q8_BLOCK_BYTES), 7);
+        return _mm256_cvtph_ps(h);
     }
     uint16_t h[8] = {0};
-    for (int i = 0; i < n; i++) h[i] = hs_rd_u16(row + (b + i) * KERN_Q8_BLOCK_BYTES);
+    for (int i = 0; i < n; i++) h[i] = hs_rd_u16(p + i * KERN_Q8_BLOCK_BYTES);
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
 }
 
-/* Activation scales of blocks xb[0 .. n-1], 0 beyond n. */
+/* Activation scales of blocks xb[0 .. n-1], 0 beyond n (scalar loads, for the reason above). */
 INLINE __m256 load_dx8(const struct kern_q8_block *xb, int n)
 {
-    if (n == 8) {
-        const __m256i off = _mm256_setr_epi32(0, 9, 18, 27, 36, 45, 54, 63); /* 36-byte blocks */
-        return _mm256_i32gather_ps(&xb[0].d, off, 4);
-    }
+    if (n == 8) return _mm256_setr_ps(xb[0].d, xb[1].d, xb[2].d, xb[3].d, xb[4].d, xb[5].d, xb[6].d, xb[7].d);
     float d[8] = {0};
     for (int i = 0; i < n; i++) d[i] = xb[i].d;
     return _mm256_loadu_ps(d);
