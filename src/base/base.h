@@ -72,6 +72,16 @@ int hs_log_level_parse(const char *s);
 void hs_log_write(enum hs_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Text lines ("HH:MM:SS.mmm level message", the default) or one JSON object a line
+ * ({"time": ISO 8601 UTC with ms, "level", "msg"}) for log collectors. */
+enum hs_log_format { HS_LOG_FORMAT_TEXT = 0, HS_LOG_FORMAT_JSON };
+void hs_log_set_format(enum hs_log_format f);
+enum hs_log_format hs_log_get_format(void);
+/* A record with fields: text mode prints `text` as a message; JSON mode prints
+ * {"time", "level", then json_fields: the members of an object, without its braces}.
+ * Neither is cut (hs_log_write cuts a message at 2 KiB). Written with one fputs. */
+void hs_log_record(enum hs_log_level level, const char *text, const char *json_fields);
+
 #define hs_log(level, ...) \
     do { if ((level) >= hs_log_get_level()) hs_log_write((level), __VA_ARGS__); } while (0)
 #define log_debug(...) hs_log(HS_LOG_DEBUG, __VA_ARGS__)

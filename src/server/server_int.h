@@ -158,6 +158,31 @@ void metrics_cancel(struct metrics *m, const struct session_report *r);
 void metrics_write(struct metrics *m, const char *const *route_names, int n_routes,
                    int queue_depth, struct strbuf *out);
 
+/* ---- the request log (reqlog.c) ---- */
+
+/* One finished request. Strings are borrowed; NULL (or ran false) leaves a field out. */
+struct reqlog {
+    const char *id;                /* "chatcmpl-…", "msg_…", "resp_…"; NULL before one was given */
+    const char *api;               /* "chat", "messages", "responses", "count_tokens", or the route */
+    const char *model;
+    int status;                    /* the HTTP status sent */
+    bool ran;                      /* the engine ran it: the token fields are set */
+    int64_t prompt_tokens, cached_tokens, generated_tokens;
+    const char *cache_source;      /* "ram", "disk", "none" */
+    double ttft_ms;                /* < 0: no token was generated */
+    double total_ms;               /* from the request's arrival to its last byte */
+    const char *stop_reason;       /* "stop", "length", "stop_sequence", "cancelled", NULL */
+    const char *client;            /* "ADDR:PORT" */
+    const char *error;             /* a failed request's message */
+    const char *body;              /* only with --log-bodies: the request body (user data) */
+    size_t body_len;
+};
+
+/* The text line and the JSON members of r (appended to both; the design note has them). */
+void reqlog_format(const struct reqlog *r, struct strbuf *text, struct strbuf *json);
+/* reqlog_format, then hs_log_record at level info. */
+void reqlog_write(const struct reqlog *r);
+
 /* ---- TEST ONLY: scripted generation (test_emit.c) ---- */
 
 /* The environment variable naming the script file (a JSON array of strings). */
