@@ -163,7 +163,16 @@ int gguf_get_u32(const struct gguf_file *g, const char *key, uint32_t *out, stru
 int gguf_get_u64(const struct gguf_file *g, const char *key, uint64_t *out, struct hs_err *err);
 int gguf_get_i64(const struct gguf_file *g, const char *key, int64_t *out, struct hs_err *err);
 int gguf_get_f32(const struct gguf_file *g, const char *key, float *out, struct hs_err *err);
+/* A bool; an integer 0 or 1 is accepted too (some writers store flags as uint8). */
 int gguf_get_bool(const struct gguf_file *g, const char *key, bool *out, struct hs_err *err);
+/* The integer value of v: any integer width or signedness, or a bool (0/1); false for any
+ * other type and for a uint64 above INT64_MAX. */
+bool gguf_value_int(const struct gguf_value *v, int64_t *out);
+/* Entry i of a per-layer integer key, as llama.cpp writes them: either a scalar (the same
+ * value for every layer; *n = 0) or an array of any integer type or of bools (*n = its
+ * length; i past the end is an error). */
+int gguf_get_i64_at(const struct gguf_file *g, const char *key, uint64_t i, int64_t *out, uint64_t *n,
+                    struct hs_err *err);
 /* The string is copied into an owned, NUL-terminated buffer (free with hs_free). */
 int gguf_get_str(const struct gguf_file *g, const char *key, char **out, struct hs_err *err);
 /* An array of a given element type (checked); items point into g. */

@@ -629,8 +629,49 @@ int gguf_get_bool(const struct gguf_file *g, const char *key, bool *out, struct 
 {
     const struct gguf_value *v = get(g, key, err);
     if (!v) return HS_ERR_NOT_FOUND;
-    if (v->type != GGUF_TYPE_BOOL) return mismatch(g, key, v, "a bool", err);
-    *out = v->v.b;
+    int64_t i;
+    if (v->type == GGUF_TYPE_BOOL) *out = v->v.b;
+    else if (gguf_value_int(v, &i) && (i == 0 || i == 1)) *out = i == 1;
+    else return mismatch(g, key, v, "a bool (or an integer 0 or 1)", err);
+    return HS_OK;
+}
+
+bool gguf_value_int(const struct gguf_value *v, int64_t *out)
+{
+    if (is_unsigned(v->type)) {
+        if (v->v.u > (uint64_t)INT64_MAX) return false;
+        *out = (int64_t)v->v.u;
+    } else if (is_signed(v->type)) {
+        *out = v->v.i;
+    } else if (v->type == GGUF_TYPE_BOOL) {
+        *out = v->v.b;
+    } else {
+        return false;
+    }
+    return true;
+}
+
+int gguf_get_i64_at(const struct gguf_file *g, const char *key, uint64_t i, int64_t *out, uint64_t *n,
+                    struct hs_err *err)
+{
+    const struct gguf_value *v = get(g, key, err);
+    if (!v) return HS_ERR_NOT_FOUND;
+    if (v->type != GGUF_TYPE_ARRAY) {
+        *n = 0;
+        if (v->type == GGUF_TYPE_BOOL) { *out = v->v.b; return HS_OK; }
+        return gguf_get_i64(g, key, out, err);
+    }
+    const enum gguf_type et = v->v.arr.elem_type;
+    if (!is_unsigned(et) && !is_signed(et) && et != GGUF_TYPE_BOOL)
+        return hs_err_set(err, HS_ERR_FORMAT, "%s: key '%s' is an array of %s, not of integers or bools", g->path,
+                          key, gguf_value_type_name(et));
+    *n = v->v.arr.n;
+    if (i >= v->v.arr.n)
+        return hs_err_set(err, HS_ERR_FORMAT, "%s: key '%s' has %" PRIu64 " entries, entry %" PRIu64 " is missing",
+                          g->path, key, v->v.arr.n, i);
+    if (!gguf_value_int(&v->v.arr.items[i], out))
+        return hs_err_set(err, HS_ERR_FORMAT, "%s: key '%s': entry %" PRIu64 " (%" PRIu64 ") does not fit int64",
+                          g->path, key, i, v->v.arr.items[i].v.u);
     return HS_OK;
 }
 

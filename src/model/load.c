@@ -135,6 +135,12 @@ static void weight_set(struct model_weight *w, enum dtype dt, int64_t rows, int6
     w->row_bytes = rb;
 }
 
+static bool ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
 /* ---- binding ------------------------------------------------------------------------ */
 
 struct binder {
@@ -599,7 +605,17 @@ static int bind_all(struct model *m, bool hf_tied, struct hs_err *err)
     for (int i = 0; i < n_t; i++) {
         const struct tensor_view *t = tensor_set_at(m->ts, i);
         m->claimed[i] = b.n_claimed && bsearch(&t, b.claimed, (size_t)b.n_claimed, sizeof *b.claimed, cmp_ptr);
-        if (!m->claimed[i]) log_debug("%s: ignoring tensor '%s' (no spec claims it)", m->path, t->name);
+        if (m->claimed[i]) continue;
+        /* llama.cpp adds any attn_{q,k,v,qkv}.bias it finds and multiplies matmul outputs
+         * by any per-tensor .scale / .input_scale; Qwen3.5-family checkpoints have neither
+         * and the engine computes neither, so ignoring one would give other logits. */
+        if (!b.hf && (ends_with(t->name, ".bias") || ends_with(t->name, ".scale") ||
+                      ends_with(t->name, ".input_scale")))
+            problem_add(&b.pr, HS_ERR_UNSUPPORTED,
+                        "tensor '%s': biases and per-tensor scales are not supported (llama.cpp would "
+                        "apply it; Qwen3.5-family models have none)", t->name);
+        else
+            log_debug("%s: ignoring tensor '%s' (no spec claims it)", m->path, t->name);
     }
     hs_free(b.claimed);
 
@@ -816,6 +832,50 @@ static int gg_f32(const struct gguf_file *g, const struct hp_ctx *c, const char 
     return gguf_get_f32(g, full, out, err);
 }
 
+/* Which layers a per-layer key is read at. */
+enum layer_pick { PICK_ALL, PICK_ATTN };
+
+/* A per-layer GGUF integer key "<arch>.<key>", as llama.cpp reads it (get_key_or_arr): a
+ * scalar for every layer, or an array of any integer type with one entry per block (main
+ * layers, then MTP layers). The engine has one value per model, so the entries of the
+ * layers `pick` selects (MTP layers count as attention) must agree; entries of other
+ * layers are ignored (hybrid writers put 0 heads at recurrent layers). With no such layer,
+ * the largest entry. Layer kinds must be known. */
+static int gg_layer_int(const struct gguf_file *g, const struct hp_ctx *c, const struct model_hparams *hp,
+                        const char *key, bool required, int64_t def, enum layer_pick pick, int64_t *out,
+                        struct hs_err *err)
+{
+    char full[128];
+    snprintf(full, sizeof full, "%s.%s", c->arch, key);
+    if (!gguf_find(g, full)) {
+        if (required) return hs_err_set(err, HS_ERR_FORMAT, "%s: missing key '%s'", c->file, full);
+        *out = def;
+        return HS_OK;
+    }
+    int64_t v;
+    uint64_t n;
+    int rc = gguf_get_i64_at(g, full, 0, &v, &n, err);
+    if (rc || n == 0) { *out = v; return rc; }
+    if (n < (uint64_t)hp->n_layer)
+        return hs_err_set(err, HS_ERR_FORMAT, "%s: %s has %" PRIu64 " entries for %" PRId64 " layers", c->file,
+                          full, n, hp->n_layer);
+    int64_t found = -1, found_at = -1, max = INT64_MIN;
+    for (uint64_t i = 0; i < n; i++) {
+        if ((rc = gguf_get_i64_at(g, full, i, &v, &n, err))) return rc;
+        max = HS_MAX(max, v);
+        bool attn = i >= (uint64_t)hp->n_layer || hp->layer_kind[i] == LAYER_KIND_ATTN;
+        if (pick == PICK_ATTN && !attn) continue;
+        if (found_at < 0) { found = v; found_at = (int64_t)i; continue; }
+        if (v != found)
+            return hs_err_set(err, HS_ERR_UNSUPPORTED,
+                              "%s: %s differs between layers (%" PRId64 " at block %" PRId64 ", %" PRId64
+                              " at block %" PRIu64 "); one value per model is supported",
+                              c->file, full, found, found_at, v, i);
+    }
+    *out = found_at >= 0 ? found : max;
+    return HS_OK;
+}
+
 static int hparams_from_gguf(struct model *m, const struct hp_ctx *c, struct hs_err *err)
 {
     const struct gguf_file *g = m->gguf;
@@ -826,11 +886,48 @@ static int hparams_from_gguf(struct model *m, const struct hp_ctx *c, struct hs_
     hp->arch = a->arch;
     if ((rc = gg_int(g, c, "block_count", true, 0, &block_count, err))) return rc;
     if ((rc = gg_int(g, c, "nextn_predict_layers", false, 0, &n_mtp, err))) return rc;
+    if (n_mtp < 0 || n_mtp >= block_count)
+        return hs_err_set(err, HS_ERR_FORMAT, "%s: %s.nextn_predict_layers %" PRId64 " leaves no main layers of %s.block_count %" PRId64,
+                          c->file, c->arch, n_mtp, c->arch, block_count);
+    hp->n_layer = block_count - n_mtp;
+    hp->n_mtp = n_mtp;
+    if (hp->n_layer > MODEL_MAX_LAYERS)
+        return hs_err_set(err, HS_ERR_FORMAT, "%s: %s.block_count is %" PRId64 " (at most %d main layers)", c->file,
+                          c->arch, block_count, MODEL_MAX_LAYERS);
+    if ((rc = gg_int(g, c, "full_attention_interval", false, 4, &hp->full_attn_interval, err))) return rc;
+    if (hp->full_attn_interval < 1)
+        return hs_err_set(err, HS_ERR_FORMAT, "%s: %s.full_attention_interval is %" PRId64 " (must be >= 1)",
+                          c->file, c->arch, hp->full_attn_interval);
+
+    /* Layer kinds: the explicit per-layer flags when the file has them (llama.cpp's
+     * converter writes bools, its llama_model_save_to_file uint32s, and a scalar when every
+     * layer is alike); non-zero = recurrent (GDN), 0 = attention. Else the interval. */
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.recurrent_layers", c->arch);
+    if (gguf_find(g, key)) {
+        for (int il = 0; il < hp->n_layer; il++) {
+            int64_t flag;
+            uint64_t n;
+            if ((rc = gguf_get_i64_at(g, key, (uint64_t)il, &flag, &n, err))) {
+                if (n > 0 && n < (uint64_t)hp->n_layer) {
+                    hs_err_clear(err);
+                    return hs_err_set(err, HS_ERR_FORMAT, "%s: %s has %" PRIu64 " entries for %" PRId64 " layers",
+                                      c->file, key, n, hp->n_layer);
+                }
+                return rc;
+            }
+            hp->layer_kind[il] = flag ? LAYER_KIND_GDN : LAYER_KIND_ATTN;
+        }
+    } else {
+        layers_from_interval(hp);
+    }
+    for (int il = 0; il < hp->n_layer; il++) hp->layer_moe[il] = a->moe;
+
     if ((rc = gg_int(g, c, "context_length", true, 0, &hp->n_ctx_train, err))) return rc;
     if ((rc = gg_int(g, c, "embedding_length", true, 0, &hp->n_embd, err))) return rc;
-    if ((rc = gg_int(g, c, "feed_forward_length", !a->moe, 0, &hp->n_ff, err))) return rc;
-    if ((rc = gg_int(g, c, "attention.head_count", true, 0, &hp->n_head, err))) return rc;
-    if ((rc = gg_int(g, c, "attention.head_count_kv", true, 0, &hp->n_head_kv, err))) return rc;
+    if ((rc = gg_layer_int(g, c, hp, "feed_forward_length", !a->moe, 0, PICK_ALL, &hp->n_ff, err))) return rc;
+    if ((rc = gg_layer_int(g, c, hp, "attention.head_count", true, 0, PICK_ATTN, &hp->n_head, err))) return rc;
+    if ((rc = gg_layer_int(g, c, hp, "attention.head_count_kv", true, 0, PICK_ATTN, &hp->n_head_kv, err))) return rc;
     int64_t def_hd = hp->n_head > 0 ? hp->n_embd / hp->n_head : 0;
     if ((rc = gg_int(g, c, "attention.key_length", false, def_hd, &hp->head_dim, err))) return rc;
     if ((rc = gg_int(g, c, "attention.value_length", false, hp->head_dim, &val_len, err))) return rc;
@@ -840,7 +937,6 @@ static int hparams_from_gguf(struct model *m, const struct hp_ctx *c, struct hs_
     if ((rc = gg_int(g, c, "rope.dimension_count", false, hp->head_dim, &hp->n_rot, err))) return rc;
     if ((rc = gg_f32(g, c, "rope.freq_base", false, 10000.0f, &hp->rope_theta, err))) return rc;
     if ((rc = gg_f32(g, c, "attention.layer_norm_rms_epsilon", true, 0, &hp->rms_eps, err))) return rc;
-    if ((rc = gg_int(g, c, "full_attention_interval", false, 4, &hp->full_attn_interval, err))) return rc;
     if ((rc = gg_int(g, c, "ssm.conv_kernel", true, 0, &hp->conv_kernel, err))) return rc;
     if ((rc = gg_int(g, c, "ssm.state_size", true, 0, &hp->gdn_k_dim, err))) return rc;
     if ((rc = gg_int(g, c, "ssm.group_count", true, 0, &hp->gdn_k_heads, err))) return rc;
@@ -853,41 +949,14 @@ static int hparams_from_gguf(struct model *m, const struct hp_ctx *c, struct hs_
     hp->gdn_gate = GDN_GATE_SILU;
     if (a->moe) {
         if ((rc = gg_int(g, c, "expert_count", true, 0, &hp->n_expert, err))) return rc;
-        if ((rc = gg_int(g, c, "expert_used_count", true, 0, &hp->n_expert_used, err))) return rc;
-        if ((rc = gg_int(g, c, "expert_feed_forward_length", true, 0, &hp->n_ff_exp, err))) return rc;
-        if ((rc = gg_int(g, c, "expert_shared_feed_forward_length", true, 0, &hp->n_ff_shexp, err))) return rc;
-        hp->norm_topk_prob = true;
-        char key[128];
-        snprintf(key, sizeof key, "%s.expert_weights_norm", c->arch);
-        if (!a->norm_topk_always && gguf_find(g, key) && (rc = gguf_get_bool(g, key, &hp->norm_topk_prob, err)))
+        if ((rc = gg_layer_int(g, c, hp, "expert_used_count", true, 0, PICK_ALL, &hp->n_expert_used, err))) return rc;
+        if ((rc = gg_layer_int(g, c, hp, "expert_feed_forward_length", true, 0, PICK_ALL, &hp->n_ff_exp, err)))
             return rc;
-    }
-    if (n_mtp < 0 || n_mtp >= block_count)
-        return hs_err_set(err, HS_ERR_FORMAT, "%s: %s.nextn_predict_layers %" PRId64 " leaves no main layers of %s.block_count %" PRId64,
-                          c->file, c->arch, n_mtp, c->arch, block_count);
-    hp->n_layer = block_count - n_mtp;
-    hp->n_mtp = n_mtp;
-    if (hp->n_layer > MODEL_MAX_LAYERS)
-        return hs_err_set(err, HS_ERR_FORMAT, "%s: %s.block_count is %" PRId64 " (at most %d main layers)", c->file,
-                          c->arch, block_count, MODEL_MAX_LAYERS);
-    if (hp->full_attn_interval < 1)
-        return hs_err_set(err, HS_ERR_FORMAT, "%s: %s.full_attention_interval is %" PRId64 " (must be >= 1)",
-                          c->file, c->arch, hp->full_attn_interval);
-
-    /* Layer kinds: the explicit per-layer array when the converter wrote one. */
-    char key[128];
-    snprintf(key, sizeof key, "%s.attention.recurrent_layers", c->arch);
-    if (gguf_find(g, key)) {
-        const struct gguf_value *items;
-        uint64_t n;
-        if ((rc = gguf_get_arr(g, key, GGUF_TYPE_BOOL, &items, &n, err))) return rc;
-        if (n < (uint64_t)hp->n_layer)
-            return hs_err_set(err, HS_ERR_FORMAT, "%s: %s has %" PRIu64 " entries for %" PRId64 " layers",
-                              c->file, key, n, hp->n_layer);
-        for (int il = 0; il < hp->n_layer; il++)
-            hp->layer_kind[il] = items[il].v.b ? LAYER_KIND_GDN : LAYER_KIND_ATTN;
-    } else {
-        layers_from_interval(hp);
+        if ((rc = gg_int(g, c, "expert_shared_feed_forward_length", true, 0, &hp->n_ff_shexp, err))) return rc;
+        /* Both llama.cpp graphs (qwen35moe, qwen3next) renormalise the top-k weights
+         * unconditionally and neither loader reads <arch>.expert_weights_norm, which
+         * llama_model_save_to_file writes as false: in a GGUF it means nothing. */
+        hp->norm_topk_prob = true;
     }
     for (int il = 0; il < hp->n_layer; il++) hp->layer_moe[il] = a->moe && hp->n_expert > 0;
 
@@ -934,12 +1003,6 @@ static int64_t hf_count_mtp(const struct model *m, const struct hf_config *c)
     if (!any) return 0;
     int64_t n = HS_MAX(c->mtp_num_hidden_layers, found);
     return n > 0 ? n : 1;
-}
-
-static bool ends_with(const char *s, const char *suf)
-{
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
 static int load_hf(struct model *m, bool *tied, struct hs_err *err)

@@ -415,6 +415,71 @@ Test(gguf_getters, conversions_and_mismatches)
     gguf_close(g);
 }
 
+/* Per-layer keys as llama.cpp writes them: a scalar, or an array of any integer type or of
+ * bools (llama_model_save_to_file: uint32 recurrent-layer flags; the converter: bools). */
+Test(gguf_getters, per_layer_integers_any_spelling)
+{
+    struct gguf_writer *w = gguf_writer_new();
+    struct gguf_value v;
+    struct gguf_value u32s[] = { vu(GGUF_TYPE_UINT32, 1), vu(GGUF_TYPE_UINT32, 0), vu(GGUF_TYPE_UINT32, 7) };
+    struct gguf_value i8s[] = { vi(GGUF_TYPE_INT8, -1), vi(GGUF_TYPE_INT8, 0) };
+    struct gguf_value bools[] = { vb(true), vb(false) };
+    struct gguf_value u64s[] = { vu(GGUF_TYPE_UINT64, UINT64_MAX) };
+    struct gguf_value strs[] = { vs("x") };
+    struct gguf_value f32s[] = { vf(GGUF_TYPE_FLOAT32, 1.0) };
+    v = va(GGUF_TYPE_UINT32, u32s, 3); gguf_writer_set_value(w, "u32s", &v);
+    v = va(GGUF_TYPE_INT8, i8s, 2); gguf_writer_set_value(w, "i8s", &v);
+    v = va(GGUF_TYPE_BOOL, bools, 2); gguf_writer_set_value(w, "bools", &v);
+    v = va(GGUF_TYPE_UINT64, u64s, 1); gguf_writer_set_value(w, "u64s", &v);
+    v = va(GGUF_TYPE_STRING, strs, 1); gguf_writer_set_value(w, "strs", &v);
+    v = va(GGUF_TYPE_FLOAT32, f32s, 1); gguf_writer_set_value(w, "f32s", &v);
+    v = vu(GGUF_TYPE_UINT16, 12); gguf_writer_set_value(w, "scalar", &v);
+    gguf_writer_set_bool(w, "flag", true);
+    v = vu(GGUF_TYPE_UINT8, 1); gguf_writer_set_value(w, "u8one", &v);
+    v = vi(GGUF_TYPE_INT32, 0); gguf_writer_set_value(w, "i32zero", &v);
+    gguf_writer_set_str(w, "s", "text");
+    struct gguf_file *g = write_and_open(w, "pl.gguf");
+    gguf_writer_free(w);
+
+    struct hs_err err = { 0 };
+    int64_t x = -9;
+    uint64_t n = 99;
+    cr_assert_eq(gguf_get_i64_at(g, "u32s", 2, &x, &n, &err), HS_OK, "%s", err.msg);
+    cr_assert(x == 7 && n == 3);
+    cr_assert_eq(gguf_get_i64_at(g, "u32s", 1, &x, &n, &err), HS_OK); cr_assert_eq(x, 0);
+    cr_assert_eq(gguf_get_i64_at(g, "i8s", 0, &x, &n, &err), HS_OK); cr_assert(x == -1 && n == 2);
+    cr_assert_eq(gguf_get_i64_at(g, "bools", 0, &x, &n, &err), HS_OK); cr_assert_eq(x, 1);
+    cr_assert_eq(gguf_get_i64_at(g, "bools", 1, &x, &n, &err), HS_OK); cr_assert_eq(x, 0);
+    /* a scalar is every layer's value */
+    cr_assert_eq(gguf_get_i64_at(g, "scalar", 40, &x, &n, &err), HS_OK); cr_assert(x == 12 && n == 0);
+    cr_assert_eq(gguf_get_i64_at(g, "flag", 3, &x, &n, &err), HS_OK); cr_assert(x == 1 && n == 0);
+    cr_assert_eq(err.code, HS_OK, "%s", err.msg);
+    /* past the end, wrong element types, too large, absent */
+    cr_assert_eq(gguf_get_i64_at(g, "u32s", 3, &x, &n, &err), HS_ERR_FORMAT);
+    cr_assert(strstr(err.msg, "'u32s' has 3 entries") && n == 3, "%s", err.msg);
+    hs_err_clear(&err);
+    cr_assert_eq(gguf_get_i64_at(g, "strs", 0, &x, &n, &err), HS_ERR_FORMAT);
+    cr_assert(strstr(err.msg, "array of string, not of integers or bools"), "%s", err.msg);
+    hs_err_clear(&err);
+    cr_assert_eq(gguf_get_i64_at(g, "f32s", 0, &x, &n, &err), HS_ERR_FORMAT); hs_err_clear(&err);
+    cr_assert_eq(gguf_get_i64_at(g, "u64s", 0, &x, &n, &err), HS_ERR_FORMAT); hs_err_clear(&err);
+    cr_assert_eq(gguf_get_i64_at(g, "s", 0, &x, &n, &err), HS_ERR_FORMAT); hs_err_clear(&err);
+    cr_assert_eq(gguf_get_i64_at(g, "nope", 0, &x, &n, &err), HS_ERR_NOT_FOUND); hs_err_clear(&err);
+
+    /* bools: also an integer 0 or 1 */
+    bool b = false;
+    cr_assert_eq(gguf_get_bool(g, "u8one", &b, &err), HS_OK); cr_assert(b);
+    cr_assert_eq(gguf_get_bool(g, "i32zero", &b, &err), HS_OK); cr_assert(!b);
+    cr_assert_eq(gguf_get_bool(g, "scalar", &b, &err), HS_ERR_FORMAT); hs_err_clear(&err);
+    cr_assert_eq(gguf_get_bool(g, "s", &b, &err), HS_ERR_FORMAT); hs_err_clear(&err);
+
+    int64_t i;
+    struct gguf_value big = vu(GGUF_TYPE_UINT64, UINT64_MAX), str = vs("1");
+    cr_assert(!gguf_value_int(&big, &i));
+    cr_assert(!gguf_value_int(&str, &i));
+    gguf_close(g);
+}
+
 /* ---- alignment and tensors ------------------------------------------------------------- */
 
 TestSuite(gguf_tensors, .init = dir_setup, .fini = dir_teardown);

@@ -47,6 +47,11 @@ struct tl_opts {
     bool with_tokenizer;       /* GGUF tokenizer keys / HF tokenizer files */
     unsigned attn_mask;        /* bit il: layer il is attention, written as HF layer_types /
                                   GGUF attention.recurrent_layers (0: interval rule) */
+    bool kinds_typed;          /* GGUF recurrent_layers of element type kinds_type, not bool */
+    enum gguf_type kinds_type;
+    bool gguf_per_layer;       /* GGUF head counts, feed-forward and expert widths as per-block
+                                  arrays (llama_model_save_to_file style; 0 heads at GDN layers) */
+    bool gguf_weights_norm_false; /* GGUF <arch>.expert_weights_norm = false */
 };
 
 static bool tl_is_attn(const struct tl_opts *o, int il)
@@ -444,12 +449,21 @@ static void gguf_meta(const struct tl_opts *o, struct gguf_writer *w)
     gguf_writer_set_str(w, "general.architecture", an);
 #define U(key, v) do { snprintf(k, sizeof k, "%s.%s", an, key); gguf_writer_set_u32(w, k, (uint32_t)(v)); } while (0)
 #define FL(key, v) do { snprintf(k, sizeof k, "%s.%s", an, key); gguf_writer_set_f32(w, k, v); } while (0)
+    /* per-block array (uint32) when gguf_per_layer; at_gdn = the value at GDN layers */
+#define PL(key, v, at_gdn) do {                                                                 \
+        if (!o->gguf_per_layer) { U(key, v); break; }                                           \
+        int32_t pl[64];                                                                         \
+        int npl = (int)(o->n_layer + o->n_mtp);                                                 \
+        for (int il = 0; il < npl; il++) pl[il] = il < o->n_layer && !tl_is_attn(o, il) ? (at_gdn) : (v); \
+        snprintf(k, sizeof k, "%s.%s", an, key);                                                \
+        gguf_writer_set_arr_i32(w, k, pl, (uint64_t)npl);                                       \
+    } while (0)
     U("block_count", o->gguf_block_count ? o->gguf_block_count : o->n_layer + o->n_mtp);
     if (o->n_mtp) U("nextn_predict_layers", o->n_mtp);
     U("context_length", 4096);
     if (!o->gguf_no_embedding_length) U("embedding_length", o->H);
-    if (o->arch == MODEL_ARCH_QWEN35) U("feed_forward_length", o->I);
-    U("attention.head_count", o->nh); U("attention.head_count_kv", o->nkv);
+    if (o->arch == MODEL_ARCH_QWEN35) PL("feed_forward_length", o->I, o->I);
+    PL("attention.head_count", o->nh, 0); PL("attention.head_count_kv", o->nkv, 0);
     U("attention.key_length", o->hd); U("attention.value_length", o->hd);
     FL("attention.layer_norm_rms_epsilon", 1e-6f);
     U("rope.dimension_count", o->hd / 4);
@@ -464,19 +478,31 @@ static void gguf_meta(const struct tl_opts *o, struct gguf_writer *w)
     if (o->attn_mask) {
         struct gguf_value items[64];
         int n = (int)(o->n_layer + o->n_mtp);
-        for (int il = 0; il < n; il++)
-            items[il] = (struct gguf_value){ .type = GGUF_TYPE_BOOL, .v.b = il < o->n_layer && !tl_is_attn(o, il) };
+        const enum gguf_type et = o->kinds_typed ? o->kinds_type : GGUF_TYPE_BOOL;
+        for (int il = 0; il < n; il++) {
+            bool recurrent = il < o->n_layer && !tl_is_attn(o, il);
+            items[il] = (struct gguf_value){ .type = et };
+            if (et == GGUF_TYPE_BOOL) items[il].v.b = recurrent;
+            else if (et == GGUF_TYPE_INT8 || et == GGUF_TYPE_INT16 || et == GGUF_TYPE_INT32 || et == GGUF_TYPE_INT64)
+                items[il].v.i = recurrent ? -1 : 0; /* any non-zero value means recurrent */
+            else items[il].v.u = recurrent;
+        }
         struct gguf_value arr = { .type = GGUF_TYPE_ARRAY };
-        arr.v.arr.elem_type = GGUF_TYPE_BOOL;
+        arr.v.arr.elem_type = et;
         arr.v.arr.n = (uint64_t)n;
         arr.v.arr.items = items;
         snprintf(k, sizeof k, "%s.attention.recurrent_layers", an);
         gguf_writer_set_value(w, k, &arr);
     }
     if (o->arch != MODEL_ARCH_QWEN35) {
-        U("expert_count", o->E); U("expert_used_count", o->Eu);
-        U("expert_feed_forward_length", o->Ie); U("expert_shared_feed_forward_length", o->Is);
+        U("expert_count", o->E); PL("expert_used_count", o->Eu, o->Eu);
+        PL("expert_feed_forward_length", o->Ie, o->Ie); U("expert_shared_feed_forward_length", o->Is);
+        if (o->gguf_weights_norm_false) {
+            snprintf(k, sizeof k, "%s.expert_weights_norm", an);
+            gguf_writer_set_bool(w, k, false);
+        }
     }
+#undef PL
 #undef U
 #undef FL
     if (o->with_tokenizer) {
@@ -1301,6 +1327,106 @@ static void explicit_kinds(bool gguf)
 
 Test(load_misc, hf_layer_types) { explicit_kinds(false); }
 Test(load_misc, gguf_recurrent_layers) { explicit_kinds(true); }
+
+/* llama_model_save_to_file writes the per-layer flags as uint32 (other writers: any integer
+ * type); 0 = attention, any other value = recurrent. */
+Test(load_misc, gguf_recurrent_layers_of_any_integer_type)
+{
+    const enum gguf_type types[] = { GGUF_TYPE_UINT32, GGUF_TYPE_INT32, GGUF_TYPE_UINT8, GGUF_TYPE_INT8,
+                                     GGUF_TYPE_UINT16, GGUF_TYPE_INT64, GGUF_TYPE_UINT64 };
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        char *dir = tl_tmpdir();
+        struct tl_opts o;
+        tl_defaults(&o, MODEL_ARCH_QWEN35, true);
+        o.attn_mask = 0x2 | 0x4;
+        o.kinds_typed = true;
+        o.kinds_type = types[ti];
+        char *path = tl_write(&o, dir);
+        struct model *m = load_ok(path);
+        const struct model_hparams *hp = model_hparams(m);
+        cr_assert_eq(hp->layer_kind[0], LAYER_KIND_GDN, "%s", gguf_value_type_name(types[ti]));
+        cr_assert_eq(hp->layer_kind[1], LAYER_KIND_ATTN, "%s", gguf_value_type_name(types[ti]));
+        cr_assert_eq(hp->layer_kind[2], LAYER_KIND_ATTN, "%s", gguf_value_type_name(types[ti]));
+        cr_assert_eq(hp->layer_kind[3], LAYER_KIND_GDN, "%s", gguf_value_type_name(types[ti]));
+        model_free(m);
+        free(path);
+        tl_rmdir(dir);
+    }
+}
+
+Test(load_misc, gguf_recurrent_layers_of_floats_refused)
+{
+    char *dir = tl_tmpdir();
+    struct tl_opts o;
+    tl_defaults(&o, MODEL_ARCH_QWEN35, true);
+    o.attn_mask = 0x8;
+    o.kinds_typed = true;
+    o.kinds_type = GGUF_TYPE_FLOAT32;
+    char *path = tl_write(&o, dir);
+    struct hs_err err;
+    cr_assert_eq(load_err(path, &err), HS_ERR_FORMAT);
+    cr_assert(strstr(err.msg, "qwen35.attention.recurrent_layers") && strstr(err.msg, "float32"), "%s", err.msg);
+    free(path);
+    tl_rmdir(dir);
+}
+
+/* Head counts, feed-forward and expert widths as per-block arrays, 0 heads at the GDN
+ * layers (llama.cpp's hybrid writers): the attention layers' value counts. */
+static void per_layer_arrays(enum model_arch arch)
+{
+    char *dir = tl_tmpdir();
+    struct tl_opts o;
+    tl_defaults(&o, arch, true);
+    o.gguf_per_layer = true;
+    char *path = tl_write(&o, dir);
+    struct model *m = load_ok(path);
+    const struct model_hparams *hp = model_hparams(m);
+    cr_assert_eq(hp->n_head, o.nh);
+    cr_assert_eq(hp->n_head_kv, o.nkv);
+    if (arch == MODEL_ARCH_QWEN35) cr_assert_eq(hp->n_ff, o.I);
+    else cr_assert(hp->n_expert_used == o.Eu && hp->n_ff_exp == o.Ie);
+    model_free(m);
+    free(path);
+    tl_rmdir(dir);
+}
+
+Test(load_gguf, per_layer_arrays_qwen35) { per_layer_arrays(MODEL_ARCH_QWEN35); }
+Test(load_gguf, per_layer_arrays_qwen3next) { per_layer_arrays(MODEL_ARCH_QWEN3NEXT); }
+
+/* llama_model_save_to_file writes expert_weights_norm = false; llama.cpp's qwen3next graph
+ * renormalises the top-k weights regardless, so the GGUF means renormalised. */
+Test(load_gguf, qwen3next_expert_weights_norm_false_still_renormalises)
+{
+    char *dir = tl_tmpdir();
+    struct tl_opts o;
+    tl_defaults(&o, MODEL_ARCH_QWEN3NEXT, true);
+    o.gguf_weights_norm_false = true;
+    char *path = tl_write(&o, dir);
+    struct model *m = load_ok(path);
+    cr_assert(model_hparams(m)->norm_topk_prob);
+    model_free(m);
+    free(path);
+    tl_rmdir(dir);
+}
+
+/* Tensors llama.cpp computes with and the engine does not: refused, named. */
+static void refused_extra(const char *name)
+{
+    char *dir = tl_tmpdir();
+    struct tl_opts o;
+    tl_defaults(&o, MODEL_ARCH_QWEN35, true);
+    o.extra = name;
+    char *path = tl_write(&o, dir);
+    struct hs_err err;
+    cr_assert_eq(load_err(path, &err), HS_ERR_UNSUPPORTED, "%s: %s", name, err.msg);
+    cr_assert(strstr(err.msg, name), "%s", err.msg);
+    free(path);
+    tl_rmdir(dir);
+}
+
+Test(load_err, gguf_attention_bias_refused) { refused_extra("blk.3.attn_q.bias"); }
+Test(load_err, gguf_per_tensor_scale_refused) { refused_extra("blk.0.attn_qkv.scale"); }
+Test(load_err, gguf_input_scale_refused) { refused_extra("output.input_scale"); }
 
 Test(load_misc, arch_names)
 {
