@@ -38,6 +38,7 @@ drv=$tmp/tok_encode
 ${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -Isrc tests/golden/tok_encode.c "$build/libheadstart.a" \
     -ljansson -lpcre2-8 -lutf8proc -lm -lpthread -o "$drv" || { fail "tok_encode does not build"; finish; }
 corpus=$tmp/corpus.txt
+text='Hello wörld — the cache is 中文 🙂, ids 12345.  <think>x</think> end'
 # the first ~60 KB of the corpus, cut at a chunk boundary (never inside a character)
 $py -c 'import sys; d = open(sys.argv[1], "rb").read(); sys.stdout.buffer.write(d[:d.rfind(b"\n<<<CHUNK>>>\n", 0, 60000)])' \
     tests/golden/data/tokenizer_corpus.txt > "$corpus"
@@ -46,8 +47,8 @@ Hello <|extra_100|> and <think>x</think><|im_end|>
 <|endoftext|><|extra_275|>" >> "$corpus"
 printf '\n<<<CHUNK>>>\n' >> "$corpus"
 node tools/tok_ref.mjs --unicode-corpus | $py -c 'import sys; d = sys.stdin.buffer.read(); sys.stdout.buffer.write(d[:d.rfind(b"\n<<<CHUNK>>>\n", 0, 30000)])' >> "$corpus"
+printf '\n<<<CHUNK>>>\n%s' "$text" >> "$corpus"
 if node tools/tok_ref.mjs --engine hf --tokenizer "$tj" "$corpus" > "$tmp/ref.txt" 2> "$tmp/ref.log"; then
-    out=$("$drv" --roundtrip --no-nfc --check "$tmp/ref.txt" "$tj" "$corpus" 2>&1 | grep -v roundtrip)
     out2=$("$drv" --check "$tmp/ref.txt" "$tj" "$corpus" 2>&1)
     high=$(tr ' ' '\n' < "$tmp/ref.txt" | awk '$1 >= 151936 && $1 < 248044' | wc -l)
     added=$(tr ' ' '\n' < "$tmp/ref.txt" | awk '$1 >= 248044' | sort -u | wc -l)
@@ -73,9 +74,8 @@ for m in m.gguf hf; do
         *) fail "$m: inspect says $v" ;;
     esac
 done
-text='Hello wörld — the cache is 中文 🙂, ids 12345.  <think>x</think> end'
 printf '%s' "$text" > "$tmp/text.txt"
-ref=$(node tools/tok_ref.mjs --engine hf --tokenizer "$tj" "$tmp/text.txt" 2>&1)
+ref=$(tail -1 "$tmp/ref.txt")  # the last chunk of the corpus is $text
 for m in m.gguf hf; do
     ours=$("$hs" tokenize -m "$tmp/$m" --file "$tmp/text.txt" 2>&1)
     if [ -n "$ours" ] && [ "$ours" = "$ref" ]; then pass "$m: tokenize equals HF tokenizers ($(echo "$ours" | wc -w) ids)"
