@@ -131,67 +131,14 @@ static void dump_steal(struct strbuf *out, json_t *j)
     json_decref(j);
 }
 
-/* Length of the valid UTF-8 sequence at s[0..n), 0 when it is invalid (strict: no
- * overlongs, surrogates or code points past U+10FFFF). */
-static size_t utf8_seq_len(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0];
-    size_t len;
-    unsigned lo = 0x80, hi = 0xBF;
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) len = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        if (c == 0xE0) lo = 0xA0;
-        if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        if (c == 0xF0) lo = 0x90;
-        if (c == 0xF4) hi = 0x8F;
-    } else
-        return 0;
-    if (len > n || s[1] < lo || s[1] > hi) return 0;
-    for (size_t k = 2; k < len; k++)
-        if ((s[k] & 0xC0) != 0x80) return 0;
-    return len;
-}
-
-/* Append s[0..n) to out with every invalid byte replaced by U+FFFD (invariant 3). */
-static void utf8_clean_append(struct strbuf *out, const char *s, size_t n)
-{
-    const unsigned char *u = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < n) {
-        size_t len = utf8_seq_len(u + i, n - i);
-        if (len == 0) {
-            strbuf_append(out, "\xEF\xBF\xBD", 3);
-            i++;
-        } else {
-            strbuf_append(out, s + i, len);
-            i += len;
-        }
-    }
-}
-
-static bool utf8_valid(const char *s, size_t n)
-{
-    const unsigned char *u = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
-        size_t len = utf8_seq_len(u + i, n - i);
-        if (len == 0) return false;
-        i += len;
-    }
-    return true;
-}
-
-/* A JSON string of s[0..n), cleaned when it is not valid UTF-8. */
+/* A JSON string of s[0..n), cleaned when it is not valid UTF-8 (base's one rule). */
 static json_t *jstr_n(const char *s, size_t n)
 {
     if (!s) return json_string("");
-    if (utf8_valid(s, n)) return json_stringn(s, n);
+    if (hs_utf8_valid(s, n)) return json_stringn(s, n);
     struct strbuf sb;
     strbuf_init(&sb);
-    utf8_clean_append(&sb, s, n);
+    hs_utf8_clean_append(&sb, s, n);
     json_t *j = json_stringn(sb.buf ? sb.buf : "", sb.len);
     strbuf_free(&sb);
     return j;
@@ -636,7 +583,7 @@ static void event_delta(struct api_response *r, enum chat_event_kind kind, const
         opened = true;
     }
     size_t at = last->text.len;
-    utf8_clean_append(&last->text, text, len);
+    hs_utf8_clean_append(&last->text, text, len);
     const char *d = last->text.buf + at;
     size_t dlen = last->text.len - at;
     if (!r->stream) return;

@@ -503,40 +503,12 @@ int chat_from_responses(const json_t *body, struct chat_request *out, struct hs_
 
 /* ==== response: parser events → the response object / its event stream ==================== */
 
-/* Length of the valid UTF-8 sequence at s[0..n), 0 when invalid (no overlongs, surrogates
- * or code points past U+10FFFF). */
-static size_t rs_utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0], lo = 0x80, hi = 0xBF;
-    size_t len;
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) len = 2;
-    else if (c >= 0xE0 && c <= 0xEF) len = 3, lo = c == 0xE0 ? 0xA0 : lo, hi = c == 0xED ? 0x9F : hi;
-    else if (c >= 0xF0 && c <= 0xF4) len = 4, lo = c == 0xF0 ? 0x90 : lo, hi = c == 0xF4 ? 0x8F : hi;
-    else return 0;
-    if (len > n || s[1] < lo || s[1] > hi) return 0;
-    for (size_t k = 2; k < len; k++)
-        if ((s[k] & 0xC0) != 0x80) return 0;
-    return len;
-}
-
-/* Append s[0..n) with every invalid byte replaced by U+FFFD (invariant 4). */
-static void rs_utf8_append(struct strbuf *out, const char *s, size_t n)
-{
-    for (size_t i = 0; i < n;) {
-        size_t len = rs_utf8_len((const unsigned char *)s + i, n - i);
-        if (len) strbuf_append(out, s + i, len);
-        else strbuf_append(out, "\xEF\xBF\xBD", 3);
-        i += len ? len : 1;
-    }
-}
-
 /* A JSON string of a C string that may not be valid UTF-8 (model names). */
 static json_t *rs_jstr(const char *s)
 {
     struct strbuf sb;
     strbuf_init(&sb);
-    rs_utf8_append(&sb, s ? s : "", s ? strlen(s) : 0);
+    hs_utf8_clean_append(&sb, s ? s : "", s ? strlen(s) : 0);
     json_t *j = json_stringn(sb.buf ? sb.buf : "", sb.len);
     strbuf_free(&sb);
     return j;
@@ -833,7 +805,7 @@ static void rs_delta(struct responses_writer *w, enum chat_event_kind kind, cons
         }
     }
     size_t at = it->text.len;
-    rs_utf8_append(&it->text, text, len);
+    hs_utf8_clean_append(&it->text, text, len);
     if (!w->stream) return;
     json_t *b = rs_item_ref(w, w->n_items - 1, true);
     json_object_set_new(b, "delta", json_stringn(it->text.buf + at, it->text.len - at));
@@ -846,7 +818,7 @@ static void rs_tool_call(struct responses_writer *w, const struct chat_event *ev
     struct rs_item *it = rs_push(w, CHAT_EVENT_TOOL_CALL, out);
     struct strbuf name;
     strbuf_init(&name);
-    rs_utf8_append(&name, ev->tool_name ? ev->tool_name : "", ev->tool_name ? strlen(ev->tool_name) : 0);
+    hs_utf8_clean_append(&name, ev->tool_name ? ev->tool_name : "", ev->tool_name ? strlen(ev->tool_name) : 0);
     it->name = strbuf_detach(&name, NULL);
     if (!it->name) it->name = hs_strdup("");
     /* the parser's contract gives an object; anything else becomes {} */

@@ -1,6 +1,6 @@
 /*
  * base — the bottom of headstart: error values, logging, allocation, growable strings,
- * a small JSON writer, and float16/bfloat16 conversions. Depends on libc only.
+ * a small JSON writer, the UTF-8 rule for emitted text, and float16/bfloat16 conversions. Depends on libc only.
  *
  * Design note
  * -----------
@@ -120,6 +120,18 @@ void strbuf_printf(struct strbuf *sb, const char *fmt, ...) __attribute__((forma
 /* Hand the buffer to the caller (free with hs_free); sb is left empty. */
 char *strbuf_detach(struct strbuf *sb, size_t *len_out);
 
+/* ---- UTF-8 (utf8.c) ------------------------------------------------------------------ */
+/* The one rule for text headstart emits (JSON files and lines, HTTP bodies): strict UTF-8,
+ * and every byte that is not part of a valid sequence becomes U+FFFD. */
+
+#define HS_UTF8_REPLACEMENT "\xEF\xBF\xBD" /* U+FFFD */
+/* Length of the valid sequence at s[0..n) (1..4), 0 when none starts there (overlong
+ * forms, surrogates, code points past U+10FFFF and truncated sequences are invalid). */
+size_t hs_utf8_seq_len(const void *s, size_t n);
+bool hs_utf8_valid(const void *s, size_t n);
+/* Append s[0..n) with each byte outside a valid sequence replaced by U+FFFD. */
+void hs_utf8_clean_append(struct strbuf *out, const void *s, size_t n);
+
 /* ---- JSON writer ------------------------------------------------------------------- */
 /* Writes compact or indented JSON into a strbuf; the caller drives structure and commas
  * are inserted automatically. For emitting files (config.json, tokenizer.json); parsing
@@ -146,7 +158,9 @@ void jsonw_uint(struct jsonw *w, uint64_t v);
 void jsonw_double(struct jsonw *w, double v); /* shortest text that reads back the same */
 void jsonw_bool(struct jsonw *w, bool v);
 void jsonw_null(struct jsonw *w);
-/* Append s as a JSON string literal (quotes included), escaping as JSON requires. */
+/* Append s as a JSON string literal (quotes included), escaping as JSON requires; text
+ * that is not valid UTF-8 is repaired by the rule above (hs_utf8_clean_append), so the
+ * output is always valid JSON (RFC 8259 wants UTF-8). */
 void json_escape_append(struct strbuf *sb, const char *s, size_t n);
 
 /* ---- float formats ----------------------------------------------------------------- */

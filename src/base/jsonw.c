@@ -1,4 +1,5 @@
-/* jsonw.c — a minimal streaming JSON writer for files we emit (configs, tokenizers). */
+/* jsonw.c — a minimal streaming JSON writer for what we emit (configs, tokenizers, the
+ * --json lines of the commands). Strings are repaired to valid UTF-8 (base/utf8.c). */
 #include "base/base.h"
 
 #include <assert.h>
@@ -132,8 +133,16 @@ void json_escape_append(struct strbuf *sb, const char *s, size_t n)
         case '\b': strbuf_puts(sb, "\\b"); break;
         case '\f': strbuf_puts(sb, "\\f"); break;
         default:
-            if (c < 0x20) strbuf_printf(sb, "\\u%04x", c);
-            else strbuf_putc(sb, (char)c);
+            if (c < 0x20) {
+                strbuf_printf(sb, "\\u%04x", c);
+            } else if (c < 0x80) {
+                strbuf_putc(sb, (char)c);
+            } else {
+                size_t len = hs_utf8_seq_len(s + i, n - i);
+                if (len) strbuf_append(sb, s + i, len);
+                else strbuf_append(sb, HS_UTF8_REPLACEMENT, 3);
+                if (len) i += len - 1;
+            }
         }
     }
     strbuf_putc(sb, '"');

@@ -301,20 +301,76 @@ static void bytelevel_to_raw(const char *s, size_t n, struct strbuf *out)
     }
 }
 
-/* Rewrite `\s`/`\S` to Unicode White_Space (Rust regex semantics; PCRE2's UCP `\s` also
- * matches U+180E). Inside a class `\s` becomes the bare list; `\S` inside a class has no
- * list form and is left to PCRE2. */
+/* Rewrite `\s`/`\S` to Unicode White_Space (the set HF's Oniguruma `\s` is; PCRE2's UCP
+ * `\s` also matches U+180E), and `\p{L}`, `\p{N}`, `\p{M}` (and `\P{..}`) to PCRE2's class
+ * plus the code points Unicode assigned to that category after PCRE2 10.42's Unicode 14.0,
+ * up to Unicode 16.0: the tables of HF tokenizers 0.23 (Oniguruma 6.9.10). Without them a
+ * letter of Garay, Kawi or CJK Extension I is "not a letter" to us and a letter to the
+ * reference, and the split differs (tests/golden/tokenizer_parity.sh sweeps every code
+ * point). A newer PCRE2 already has these ranges, so the union is harmless there. Inside a
+ * class the lists are bare; `\S`/`\P{..}` inside a class have no list form and are left to
+ * PCRE2. */
 #define WS_LIST "\\t\\n\\x0B\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
-static void regex_rewrite_space(const char *re, struct strbuf *out)
+/* Unicode 15.0, 15.1 and 16.0 additions to L, N and M (ranges, inclusive). */
+#define U16_L                                                                                 \
+    "\\x{1C89}-\\x{1C8A}\\x{A7CB}-\\x{A7CD}\\x{A7DA}-\\x{A7DC}\\x{105C0}-\\x{105F3}"          \
+    "\\x{10D4A}-\\x{10D65}\\x{10D6F}-\\x{10D85}\\x{10EC2}-\\x{10EC4}\\x{1123F}-\\x{11240}"    \
+    "\\x{11380}-\\x{11389}\\x{1138B}\\x{1138E}\\x{11390}-\\x{113B5}\\x{113B7}\\x{113D1}"      \
+    "\\x{113D3}\\x{11BC0}-\\x{11BE0}\\x{11F02}\\x{11F04}-\\x{11F10}\\x{11F12}-\\x{11F33}"     \
+    "\\x{1342F}\\x{13441}-\\x{13446}\\x{13460}-\\x{143FA}\\x{16100}-\\x{1611D}"               \
+    "\\x{16D40}-\\x{16D6C}\\x{18CFF}\\x{1B132}\\x{1B155}\\x{1DF25}-\\x{1DF2A}"                \
+    "\\x{1E030}-\\x{1E06D}\\x{1E4D0}-\\x{1E4EB}\\x{1E5D0}-\\x{1E5ED}\\x{1E5F0}\\x{2B739}"     \
+    "\\x{2EBF0}-\\x{2EE5D}\\x{31350}-\\x{323AF}"
+#define U16_N                                                                                 \
+    "\\x{10D40}-\\x{10D49}\\x{116D0}-\\x{116E3}\\x{11BF0}-\\x{11BF9}\\x{11F50}-\\x{11F59}"    \
+    "\\x{16130}-\\x{16139}\\x{16D70}-\\x{16D79}\\x{1CCF0}-\\x{1CCF9}\\x{1D2C0}-\\x{1D2D3}"    \
+    "\\x{1E4F0}-\\x{1E4F9}\\x{1E5F1}-\\x{1E5FA}"
+#define U16_M                                                                                 \
+    "\\x{897}\\x{CF3}\\x{ECE}\\x{10D69}-\\x{10D6D}\\x{10EFC}-\\x{10EFF}\\x{11241}"            \
+    "\\x{113B8}-\\x{113C0}\\x{113C2}\\x{113C5}\\x{113C7}-\\x{113CA}\\x{113CC}-\\x{113D0}"     \
+    "\\x{113D2}\\x{113E1}-\\x{113E2}\\x{11F00}-\\x{11F01}\\x{11F03}\\x{11F34}-\\x{11F3A}"     \
+    "\\x{11F3E}-\\x{11F42}\\x{11F5A}\\x{13440}\\x{13447}-\\x{13455}\\x{1611E}-\\x{1612F}"     \
+    "\\x{1E08F}\\x{1E4EC}-\\x{1E4EF}\\x{1E5EE}-\\x{1E5EF}"
+
+/* The list that `\p{X}` at re (pointing at 'p' or 'P') stands for, with its length in *n;
+ * NULL when it is not one of \p{L}, \p{N}, \p{M}. */
+static const char *prop_list(const char *re, size_t *n, char *cat)
+{
+    if ((re[0] != 'p' && re[0] != 'P') || re[1] != '{' || !re[2] || re[3] != '}') return NULL;
+    *n = 4;
+    *cat = re[2];
+    switch (re[2]) {
+    case 'L': return U16_L;
+    case 'N': return U16_N;
+    case 'M': return U16_M;
+    default: return NULL;
+    }
+}
+
+static void regex_rewrite(const char *re, struct strbuf *out)
 {
     bool in_class = false;
     for (size_t i = 0; re[i]; i++) {
         char c = re[i];
         if (c == '\\' && re[i + 1]) {
-            char d = re[i + 1];
-            if (d == 's') strbuf_puts(out, in_class ? WS_LIST : "[" WS_LIST "]");
-            else if (d == 'S' && !in_class) strbuf_puts(out, "[^" WS_LIST "]");
-            else { strbuf_putc(out, c); strbuf_putc(out, d); }
+            char d = re[i + 1], cat = 0;
+            size_t pn = 0;
+            const char *pl = prop_list(re + i + 1, &pn, &cat);
+            if (d == 's') {
+                strbuf_puts(out, in_class ? WS_LIST : "[" WS_LIST "]");
+            } else if (d == 'S' && !in_class) {
+                strbuf_puts(out, "[^" WS_LIST "]");
+            } else if (pl && (d == 'p' || !in_class)) {
+                /* \p{X} -> [\p{X}extra] (bare inside a class); \P{X} -> [^\p{X}extra] */
+                strbuf_puts(out, in_class ? "" : d == 'p' ? "[" : "[^");
+                strbuf_printf(out, "\\p{%c}%s", cat, pl);
+                if (!in_class) strbuf_putc(out, ']');
+                i += pn;
+                continue;
+            } else {
+                strbuf_putc(out, c);
+                strbuf_putc(out, d);
+            }
             i++;
             continue;
         }
@@ -335,7 +391,7 @@ static int init_regex(struct tokenizer *t, const char *pattern, struct hs_err *e
 {
     struct strbuf sb;
     strbuf_init(&sb);
-    regex_rewrite_space(pattern, &sb);
+    regex_rewrite(pattern, &sb);
     int ec = 0;
     PCRE2_SIZE eo = 0;
     t->re = pcre2_compile((PCRE2_SPTR)(sb.buf ? sb.buf : ""), sb.len, PCRE2_UTF | PCRE2_UCP, &ec, &eo,
@@ -756,7 +812,9 @@ static void ccc_sort(struct tokenizer *t, int32_t *cp, uint8_t *ccc, size_t n)
 }
 
 /* NFC of a stretch of valid UTF-8: canonical decomposition (utf8proc, one code point at a
- * time), canonical ordering (ccc_sort), canonical composition (utf8proc, linear). */
+ * time), canonical ordering (ccc_sort), canonical composition (utf8proc, linear). The
+ * composition needs UTF8PROC_STABLE: without it utf8proc ignores the composition
+ * exclusions and turns U+2ADD U+0338 back into U+2ADC (NFC keeps it decomposed). */
 static void nfc_stretch(struct tokenizer *t, const uint8_t *s, size_t n, struct strbuf *out)
 {
     size_t m = 0;
@@ -782,7 +840,8 @@ static void nfc_stretch(struct tokenizer *t, const uint8_t *s, size_t n, struct 
         if (j - i > 1) ccc_sort(t, t->nfc_cps + i, t->nfc_ccc + i, j - i);
         i = j;
     }
-    utf8proc_ssize_t r = utf8proc_normalize_utf32(t->nfc_cps, (utf8proc_ssize_t)m, UTF8PROC_COMPOSE);
+    utf8proc_ssize_t r =
+        utf8proc_normalize_utf32(t->nfc_cps, (utf8proc_ssize_t)m, UTF8PROC_COMPOSE | UTF8PROC_STABLE);
     if (r < 0) r = (utf8proc_ssize_t)m;
     for (utf8proc_ssize_t i = 0; i < r; i++) {
         uint8_t buf[4];

@@ -15,9 +15,12 @@
  *           "Isolated" mode (matched spans and the gaps between them are both pieces);
  *        c. each piece: its UTF-8 bytes are the ByteLevel symbols, merged by rank (lowest
  *           first; equal ranks leftmost first) until no ranked pair remains.
- *   2. Regex semantics follow HF's Rust regex, not PCRE2's defaults: `\s`/`\S` are
- *      rewritten to the Unicode White_Space set (PCRE2's UCP `\s` also matches U+180E,
- *      Rust's does not). `(?i:...)` keeps Unicode simple case folding, as Rust does.
+ *   2. Regex semantics follow HF tokenizers (the Rust library; its regex engine is
+ *      Oniguruma 6.9.10, Unicode 16.0), not PCRE2's defaults: `\s`/`\S` are rewritten to
+ *      the Unicode White_Space set (PCRE2's UCP `\s` also matches U+180E, Oniguruma's does
+ *      not; both have U+0085), and `\p{L}`/`\p{N}`/`\p{M}` get the code points Unicode
+ *      15.0-16.0 added to them (PCRE2 10.42 has Unicode 14.0 tables); see regex_rewrite.
+ *      `(?i:...)` keeps Unicode simple case folding.
  *      NFC is applied only to the stretches that can change (see nfc_into in bpe.c); a
  *      unit test checks it equals NFC of the whole text.
  *   3. Any bytes encode: maximal invalid UTF-8 runs are pieces of their own (no regex,
@@ -40,9 +43,16 @@
  *     "with its normaliser removed" meant. Rule for the loader: NFC when tokenizer.json
  *     asks for it; none for GGUF files (to match llama.cpp on the same file).
  *   - transformers.js runs the split regex as a JavaScript /u regex, whose `\s` includes
- *     U+FEFF and excludes U+0085, and rewrites `(?i:'s|...)` to ASCII-only classes; HF
- *     (Rust) and we differ from it there (U+FEFF, U+0085, U+017F, U+212A next to an
- *     apostrophe), so the parity corpus avoids those code points.
+ *     U+FEFF and excludes U+0085 (node's tables are Unicode 17.0), and rewrites
+ *     `(?i:'s|...)` to ASCII-only classes; HF (Rust) and we differ from it there (U+FEFF,
+ *     U+0085, letters of Unicode 17.0), so the transformers.js corpus avoids those code
+ *     points. The Unicode corpus (every White_Space code point, format, private-use,
+ *     unassigned and new code points, and a sweep of every code point of planes 0-3 and 14)
+ *     is checked against HF tokenizers itself (npm `tokenizers`, tools/tok_ref.mjs
+ *     --engine hf), the library the model's ids come from. Example: "a\u00a0\u00a0\u00a0b
+ *     \u2028line-sep\u2029para-sep \u0085next-line" ends "220 126 227 3600 8447" in HF
+ *     tokenizers and here (" ", then U+0085 joins "next"), "2139 227 3600 8447" in
+ *     transformers.js (" \u0085" as punctuation).
  */
 #ifndef HS_TOKENIZER_H
 #define HS_TOKENIZER_H

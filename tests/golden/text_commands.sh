@@ -79,7 +79,11 @@ ids=$(echo "$out" | /usr/bin/python3 -c 'import json,sys; print(" ".join(map(str
 txt=$(echo "$out" | /usr/bin/python3 -c 'import json,sys; sys.stdout.write(json.load(sys.stdin)["text"])' 2>/dev/null; printf x)
 # ids of embedding pad rows (no token, so no text) may be sampled by a random model: drop them
 real=$(for i in $ids; do "$hs" detokenize -m "$tmp/m.gguf" --ids "$i" >/dev/null 2>&1 && printf '%s ' "$i"; done)
-dec=$("$hs" detokenize -m "$tmp/m.gguf" --skip-special --ids "$real"; printf x)
+# JSON text is valid UTF-8: each byte outside a valid sequence is U+FFFD (base/utf8.c)
+dec=$("$hs" detokenize -m "$tmp/m.gguf" --skip-special --ids "$real" | /usr/bin/python3 -c '
+import codecs, sys
+codecs.register_error("each", lambda e: ("\ufffd" * (e.end - e.start), e.end))
+sys.stdout.buffer.write(sys.stdin.buffer.read().decode("utf-8", "each").encode())'; printf x)
 printf '{"messages":[{"role":"user","content":"What is a prefix cache?"}]}' > "$tmp/one.json"
 pids=$("$hs" render -m "$tmp/m.gguf" --request "$tmp/one.json" --ids)
 ids2=$("$hs" run -m "$tmp/m.gguf" --ids "$pids" -n 12 --temp 0 2>/dev/null | head -1)

@@ -12,6 +12,16 @@
 #   3. llama.cpp's vocabulary test vectors (build/llama-src, read at test time): Qwen3.5
 #      (Qwen3 vocabulary + Qwen3.5 regex) and Qwen2, both without NFC because llama.cpp
 #      normalises nothing.
+#   4. Unicode parity against Hugging Face tokenizers itself (the Rust library, npm
+#      `tokenizers`; tools/tok_ref.mjs --engine hf): the corpus of `tok_ref.mjs
+#      --unicode-corpus` (every White_Space code point and its neighbours alone, in runs and
+#      between letters; format, private-use, unassigned and newly assigned code points; NFC
+#      composition exclusions; lone surrogates as the reference reads them) in the three
+#      configurations, and a sweep of every code point of planes 0-3 and 14 between letters,
+#      before a contraction and next to a digit (NFC + Qwen3.5 regex). transformers.js is not
+#      the reference here: its JavaScript regex treats U+0085 and U+FEFF differently from
+#      the Rust library (the ids the model was trained on); the corpus parity above avoids
+#      those code points for that reason.
 # Prints "RESULT: N passed, N failed". Run from the repository root (tools/run_tests.sh).
 set -u
 build=${HEADSTART_BUILD:-build}
@@ -68,6 +78,24 @@ out=$("$drv" --roundtrip --check "$tmp/ref.txt" --no-nfc "$tj" "$corpus" 2>&1)
 echo "$out" | grep roundtrip
 if echo "$out" | grep -q '^roundtrip: [0-9]* ok, 0 failed$'; then pass "decode(encode(x)) == x, stream == one-shot"
 else fail "round trip / stream"; fi
+
+# ---- Unicode corpus against the Rust library (HF tokenizers) ---------------------------
+ucorp=$tmp/unicode.txt usweep=$tmp/sweep.txt
+node tools/tok_ref.mjs --unicode-corpus > "$ucorp" && node tools/tok_ref.mjs --unicode-corpus --sweep > "$usweep"
+echo "unicode corpus: $(wc -c < "$ucorp") bytes; sweep: $(wc -c < "$usweep") bytes"
+for cfg in "" "--regex qwen35" "--no-nfc" "sweep"; do
+    input=$ucorp name="unicode corpus: ${cfg:-tokenizer.json as is}"
+    if [ "$cfg" = sweep ]; then input=$usweep cfg="--regex qwen35" name="every code point (NFC, Qwen3.5 regex)"; fi
+    # shellcheck disable=SC2086
+    node tools/tok_ref.mjs --engine hf $cfg "$input" > "$tmp/hf.txt" 2> "$tmp/hf.log"
+    rc=$?
+    if [ $rc -ne 0 ]; then cat "$tmp/hf.log"; fail "HF tokenizers reference failed ($name)"; continue; fi
+    # shellcheck disable=SC2086
+    out=$("$drv" $cfg --check "$tmp/hf.txt" "$tj" "$input" 2>&1)
+    echo "$out" | tail -8
+    if echo "$out" | grep -q '^chunks: [1-9][0-9]* ok, 0 mismatched$'; then pass "HF tokenizers parity, $name"
+    else fail "HF tokenizers parity, $name"; fi
+done
 
 # ---- llama.cpp vectors -------------------------------------------------------------------
 if [ ! -d "$src/.git" ]; then

@@ -130,12 +130,14 @@ static void expected_escape(struct strbuf *sb, unsigned char c)
     else if (c == '\\') strbuf_puts(sb, "\\\\");
     else if (c < 0x20 && named[c]) strbuf_puts(sb, named[c]);
     else if (c < 0x20) strbuf_printf(sb, "\\u00%c%c", "0123456789abcdef"[c >> 4], "0123456789abcdef"[c & 15]);
+    else if (c >= 0x80) strbuf_puts(sb, HS_UTF8_REPLACEMENT);
     else strbuf_putc(sb, (char)c);
 }
 
 Test(base_jsonw, escapes_every_byte)
 {
-    /* every byte value once, NUL included; bytes >= 0x80 pass through unchanged */
+    /* every byte value once, NUL included; bytes >= 0x80 alone are no valid UTF-8 and
+     * each becomes U+FFFD (the output must be valid JSON, which is UTF-8) */
     unsigned char in[256];
     for (int i = 0; i < 256; i++) in[i] = (unsigned char)i;
     struct strbuf got, want;
@@ -274,4 +276,75 @@ Test(base_jsonw, non_finite_doubles_are_null)
     jsonw_arr_end(&w);
     cr_assert_str_eq(sb.buf, "[null,null,null,2.5]");
     strbuf_free(&sb);
+}
+
+/* The one UTF-8 rule: valid sequences pass, every other byte becomes U+FFFD, in JSON strings
+ * (keys too) as in hs_utf8_clean_append. */
+Test(base_jsonw, invalid_utf8_becomes_replacement)
+{
+    static const struct { const char *in, *want; } cases[] = {
+        { "\xe3\x89igaret", "\xef\xbf\xbd\xef\xbf\xbdigaret" },  /* a token cut inside a sequence */
+        { "ok \xc3\xa9 \xf0\x9f\x98\x80", "ok \xc3\xa9 \xf0\x9f\x98\x80" },
+        { "\xc0\xaf", "\xef\xbf\xbd\xef\xbf\xbd" },                 /* overlong '/' */
+        { "\xed\xa0\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" }, /* a UTF-16 surrogate */
+        { "\xf4\x90\x80\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" }, /* > U+10FFFF */
+        { "\xf0\x9f\x98", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" }, /* truncated at the end */
+        { "\xff\xfe", "\xef\xbf\xbd\xef\xbf\xbd" },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const char *in = cases[k].in;
+        struct strbuf a, b, j;
+        strbuf_init(&a);
+        strbuf_init(&b);
+        strbuf_init(&j);
+        hs_utf8_clean_append(&a, in, strlen(in));
+        cr_assert(a.len == strlen(cases[k].want) && memcmp(a.buf, cases[k].want, a.len) == 0, "case %zu", k);
+        cr_assert(hs_utf8_valid(a.buf, a.len));
+        cr_assert_eq(hs_utf8_valid(in, strlen(in)), strcmp(in, cases[k].want) == 0, "case %zu", k);
+        json_escape_append(&b, in, strlen(in));
+        strbuf_putc(&j, '"');
+        strbuf_append(&j, cases[k].want, strlen(cases[k].want));
+        strbuf_putc(&j, '"');
+        cr_assert(b.len == j.len && memcmp(b.buf, j.buf, b.len) == 0, "json case %zu", k);
+        /* jansson rejects invalid UTF-8: a whole object with the string as key and value */
+        struct jsonw w;
+        strbuf_reset(&b);
+        jsonw_init(&w, &b, 0);
+        jsonw_obj_begin(&w);
+        jsonw_key(&w, in);
+        jsonw_str(&w, in);
+        jsonw_obj_end(&w);
+        json_error_t jerr;
+        json_t *root = json_loadb(b.buf, b.len, 0, &jerr);
+        cr_assert_not_null(root, "case %zu: jansson: %s", k, jerr.text);
+        json_decref(root);
+        strbuf_free(&a);
+        strbuf_free(&b);
+        strbuf_free(&j);
+    }
+}
+
+/* Random bytes: the JSON is always valid UTF-8 and valid bytes survive unchanged. */
+Test(base_jsonw, random_bytes_give_valid_json)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (int round = 0; round < 2000; round++) {
+        unsigned char in[64];
+        size_t n = 1 + round % 64;
+        for (size_t i = 0; i < n; i++) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            in[i] = (unsigned char)(x % 4 == 0 ? 0x80 | (x >> 8 & 0x7f) : x >> 16);
+        }
+        struct strbuf b;
+        strbuf_init(&b);
+        json_escape_append(&b, (const char *)in, n);
+        cr_assert(hs_utf8_valid(b.buf, b.len), "round %d: JSON is not UTF-8", round);
+        json_error_t jerr;
+        json_t *v = json_loadb(b.buf, b.len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
+        cr_assert_not_null(v, "round %d: jansson: %s", round, jerr.text);
+        if (hs_utf8_valid(in, n))
+            cr_assert(json_string_length(v) == n && memcmp(json_string_value(v), in, n) == 0);
+        json_decref(v);
+        strbuf_free(&b);
+    }
 }

@@ -298,7 +298,7 @@ Test(bpe_merge, equals_naive_reference_on_random_text)
     }
 }
 
-/* `\s` means Unicode White_Space (as in HF's Rust regex): U+180E MONGOLIAN VOWEL
+/* `\s` means Unicode White_Space (as in HF's Oniguruma regex): U+180E MONGOLIAN VOWEL
  * SEPARATOR is not a space (PCRE2's own UCP `\s` says it is), U+0085 is. */
 Test(bpe_merge, regex_space_is_unicode_white_space)
 {
@@ -319,6 +319,75 @@ Test(bpe_merge, regex_space_is_unicode_white_space)
     /* U+0085 + space is one whitespace piece before "b"... minus the last space */
     n = ENC(t, "\xc2\x85  b", 0, ids);
     expect_ids(ids, n, (int32_t[]){ sp, ' ', 'b' }, 3, "U+0085 is a space");
+    tokenizer_free(t);
+    vocab_free(&v);
+}
+
+/* \p{L}, \p{N}, \p{M} know the code points of Unicode 15.0-16.0 (HF tokenizers' tables),
+ * also where PCRE2's own tables stop at Unicode 14.0. */
+Test(bpe_merge, regex_properties_are_unicode_16)
+{
+    struct vocab v;
+    vocab_init(&v);
+    int as = vocab_merge(&v, "'", "s");
+    /* U+10D4A GARAY CAPITAL LETTER A (16.0): "a" + it is one letter run, then "'s" */
+    int32_t ids[32];
+    struct tokenizer *t = build(&v, NULL, 0, TOKENIZER_REGEX_QWEN2, false);
+    size_t n = ENC(t, "a\xf0\x90\xb5\x8a's", 0, ids);
+    expect_ids(ids, n, (int32_t[]){ 'a', 0xf0, 0x90, 0xb5, 0x8a, as }, 6, "U+10D4A is a letter");
+    /* U+2EBF0 (CJK Extension I, 15.1) too */
+    n = ENC(t, "\xf0\xae\xaf\xb0's", 0, ids);
+    expect_ids(ids, n, (int32_t[]){ 0xf0, 0xae, 0xaf, 0xb0, as }, 5, "U+2EBF0 is a letter");
+    tokenizer_free(t);
+    vocab_free(&v);
+
+    /* U+1E4F0 NAG MUNDARI DIGIT ZERO (15.0) is \p{N}: one piece per digit, so the merge of
+     * two of them (a punctuation run if it were not a digit) never applies */
+    vocab_init(&v);
+    vocab_merge(&v, "\xf0", "\x9e");
+    vocab_merge(&v, "\xf0\x9e", "\x93");
+    int d = vocab_merge(&v, "\xf0\x9e\x93", "\xb0");
+    int dd = vocab_merge(&v, "\xf0\x9e\x93\xb0", "\xf0\x9e\x93\xb0");
+    t = build(&v, NULL, 0, TOKENIZER_REGEX_QWEN2, false);
+    n = ENC(t, "\xf0\x9e\x93\xb0\xf0\x9e\x93\xb0", 0, ids);
+    expect_ids(ids, n, (int32_t[]){ d, d }, 2, "U+1E4F0 is a digit");
+    (void)dd;
+    tokenizer_free(t);
+    vocab_free(&v);
+
+    /* U+11F00 KAWI SIGN CANDRABINDU (15.0) is \p{M}: with the Qwen3.5 regex it stays in the
+     * letter run of "a", so "a" + it merges */
+    vocab_init(&v);
+    vocab_merge(&v, "a", "\xf0");
+    vocab_merge(&v, "a\xf0", "\x91");
+    vocab_merge(&v, "a\xf0\x91", "\xbc");
+    int am = vocab_merge(&v, "a\xf0\x91\xbc", "\x80");
+    t = build(&v, NULL, 0, TOKENIZER_REGEX_QWEN35, false);
+    n = ENC(t, " a\xf0\x91\xbc\x80", 0, ids);
+    expect_ids(ids, n, (int32_t[]){ ' ', am }, 2, "U+11F00 is a mark");
+    tokenizer_free(t);
+    vocab_free(&v);
+}
+
+/* NFC keeps a composition exclusion decomposed: U+2ADC FORKING -> U+2ADD U+0338, and
+ * U+0958 DEVANAGARI QA -> U+0915 U+093C (utf8proc recomposes them unless told STABLE). */
+Test(bpe_bytes, nfc_keeps_composition_exclusions_decomposed)
+{
+    struct vocab v;
+    vocab_init(&v);
+    struct tokenizer *t = build(&v, NULL, 0, TOKENIZER_REGEX_QWEN2, true);
+    const char *in[] = { "\xe2\xab\x9c", "x\xe0\xa5\x98y", "\xe2\xab\x9d\xcc\xb8" };
+    const char *want[] = { "\xe2\xab\x9d\xcc\xb8", "x\xe0\xa4\x95\xe0\xa4\xbcy", "\xe2\xab\x9d\xcc\xb8" };
+    for (int i = 0; i < 3; i++) {
+        int32_t ids[32];
+        size_t n = ENC(t, in[i], 0, ids);
+        struct strbuf out;
+        strbuf_init(&out);
+        cr_assert_eq(tokenizer_decode(t, ids, n, 0, &out, NULL), HS_OK);
+        cr_assert(out.len == strlen(want[i]) && memcmp(out.buf, want[i], out.len) == 0,
+                  "case %d: NFC gave %zu bytes, not the decomposed form", i, out.len);
+        strbuf_free(&out);
+    }
     tokenizer_free(t);
     vocab_free(&v);
 }

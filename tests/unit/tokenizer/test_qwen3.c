@@ -81,6 +81,22 @@ Test(qwen3_real, reference_ids_and_lookups)
     tokenizer_free(t);
 }
 
+/* Ids from Hugging Face tokenizers 0.23.2 itself (tools/tok_ref.mjs --engine hf), where
+ * transformers.js differs: its JavaScript `\s` lacks U+0085, so it gives "... 2139 227 3600
+ * 8447" for the first text (" \u0085" as punctuation); HF's Oniguruma `\s` has U+0085, so
+ * " " is a piece and U+0085 joins "next". The second: letters of Unicode 16.0 (Garay)
+ * before "'s", and NFC of U+2ADC FORKING, a composition exclusion (U+2ADD U+0338). */
+Test(qwen3_real, unicode_cases_equal_hf_tokenizers)
+{
+    struct tokenizer *t = qwen3(true);
+    EXPECT(t, "a\xc2\xa0\xc2\xa0\xc2\xa0" "b \xe2\x80\xa8line-sep\xe2\x80\xa9para-sep \xc2\x85next-line", 0,
+           64, 9238, 4102, 65, 220, 378, 101, 1056, 7806, 79, 378, 102, 14794, 7806, 79, 220, 126, 227, 3600, 8447);
+    EXPECT(t, "Garay \xf0\x90\xb5\x8a\xf0\x90\xb5\x8b's, FORKING \xe2\xab\x9c, QA \xe0\xa5\x98.", 0,
+           43930, 352, 220, 123934, 113, 232, 123934, 113, 233, 594, 11, 4613, 42, 1718, 2858, 104, 251, 136, 116, 11,
+           65908, 47809, 5502, 120, 13);
+    tokenizer_free(t);
+}
+
 Test(qwen3_real, round_trip_and_stream)
 {
     struct tokenizer *t = qwen3(false);
