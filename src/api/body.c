@@ -5,9 +5,10 @@
  *
  * Design note
  * -----------
- * jansson spends ~100-250 bytes of heap per value (a json_t, its array table or hash
- * buckets, malloc's overhead), so a body of `[]` elements (3 bytes each) grows ~50x once
- * parsed: 1.5 GB for 32 MiB. The scan bounds that cost by the count of structural bytes,
+ * jansson spends tens to hundreds of bytes of heap per value (a json_t, its array table
+ * or hash buckets, malloc's overhead), so a body of `[]` or `{}` elements (3 bytes each)
+ * grows 10-50x once parsed: 1.5 GB was measured for 32 MiB of `[]`. The scan bounds that
+ * cost by the count of structural bytes,
  * which is cheap to take: every container starts with `[` or `{`, and every element after a
  * container's first follows a `,`, so `containers + commas` is within one per container of
  * the number of values and object members jansson makes. A string is skipped as a unit
