@@ -786,12 +786,13 @@ static void guard_close(struct conn_guard *g, struct conn_slot *s)
     pthread_mutex_unlock(&g->mu);
 }
 
+/* BODY keeps WAITING's start: --request-timeout covers the headers and the body together. */
 static void guard_state(struct conn_guard *g, struct conn_slot *s, enum conn_state st)
 {
     if (!s) return;
     pthread_mutex_lock(&g->mu);
+    if (st != CONN_BODY) s->t_state = sys_time_sec();
     s->state = st;
-    s->t_state = sys_time_sec();
     pthread_mutex_unlock(&g->mu);
 }
 
