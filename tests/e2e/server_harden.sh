@@ -3,13 +3,13 @@
 # items 3, 4, 6 and 8), on a tiny random model, loopback only, every wait bounded:
 #   connections  520 connections trickling header bytes (slowloris), then 520 idle on
 #                keep-alive: more than libmicrohttpd's old cap of 512; /health on a fresh
-#                connection must answer within 2 s during each flood. --request-timeout
+#                connection must answer within 3 s during each flood. --request-timeout
 #                closes a trickled request, --idle-timeout a silent connection, and with
 #                every slot busy the reserve answers /health (a generate route gets 503).
 #   bodies       a 3.9 MiB body of `{}` elements is refused before jansson builds it (the
 #                server's peak RSS, VmHWM, grows < 16 MiB) and so is a deep one; a 5 MiB
 #                body is over the new 4 MiB default; a 3 MiB tool description that cannot
-#                fit the context is refused within 1.5 s while a generation holds the engine.
+#                fit the context is refused (within 5 s) while a generation holds the engine.
 #   browsers     Host names that are not this server (DNS rebinding) get 403, cross-origin
 #                requests 403 unless --cors-origin lists them (then the CORS grant and the
 #                preflight), POST bodies that are not application/json 415; --host 0.0.0.0
@@ -19,7 +19,10 @@
 #                response_format / text.format other than text are 400s naming the field
 #                (n 1, logprobs false, type text accepted); count_tokens answers while a
 #                generation runs with --max-queue 0 (it used to be queued: 429), and
-#                reaches a client that half-closed its socket after the request.
+#                reaches a client that half-closed its socket after the request; a tool
+#                call to a name not in `tools` is passed through (pinned: a decision).
+#                What is not fixed (libmicrohttpd's own HTML pages, a generation for a
+#                half-closed client) is in docs/API.md.
 # Ends with "RESULT: N passed, N failed".
 set -u
 py=/usr/bin/python3
@@ -56,8 +59,8 @@ if mode == "idle":
 def probe():
     t = time.time()
     try:
-        p = socket.create_connection(("127.0.0.1", port), timeout=2)
-        p.settimeout(2)
+        p = socket.create_connection(("127.0.0.1", port), timeout=5)
+        p.settimeout(5)
         p.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         r = p.recv(64)
         p.close()
@@ -177,11 +180,11 @@ base=http://127.0.0.1:$port
 apid=$pid
 w=$($py "$tmp/flood.py" "$port" slowloris 520)
 case $w in timeout) fail "slowloris flood (520 connections): /health did not answer" ;;
-    *) $py -c "import sys; sys.exit(0 if $w < 2 else 1)" && pass "slowloris flood (520): /health answered in ${w}s at worst" \
+    *) $py -c "import sys; sys.exit(0 if $w < 3 else 1)" && pass "slowloris flood (520): /health answered in ${w}s at worst" \
         || fail "slowloris flood: /health took ${w}s" ;; esac
 w=$($py "$tmp/flood.py" "$port" idle 520)
 case $w in timeout) fail "idle keep-alive flood (520 connections): /health did not answer" ;;
-    *) $py -c "import sys; sys.exit(0 if $w < 2 else 1)" && pass "idle keep-alive flood (520): /health answered in ${w}s at worst" \
+    *) $py -c "import sys; sys.exit(0 if $w < 3 else 1)" && pass "idle keep-alive flood (520): /health answered in ${w}s at worst" \
         || fail "idle flood: /health took ${w}s" ;; esac
 
 # ---- browsers: Host, Origin, Content-Type ------------------------------------------------
@@ -262,7 +265,9 @@ $py -c 'import json; print(json.dumps({"messages":[{"role":"user","content":"x"}
 t0=$($py -c 'import time; print(time.time())')
 st=$(code POST /v1/chat/completions "$tmp/b1" -H "$ct" --data-binary "@$tmp/schema.json")
 dt=$($py -c "import time; print('%.2f' % (time.time() - $t0))")
-[ "$st" = 400 ] && check "$tmp/b1" '"context" in j["error"]["message"]' && $py -c "import sys; sys.exit(0 if $dt < 1.5 else 1)" \
+busy=$(curl -s "$base/health")
+[ "$st" = 400 ] && check "$tmp/b1" '"context" in j["error"]["message"]' && $py -c "import sys; sys.exit(0 if $dt < 5 else 1)" \
+    && echo "$busy" | grep -q '"queue_depth":1' \
     && pass "a 3 MiB prompt over the context refused in ${dt}s while the engine is busy" || fail "big schema: $st ${dt}s $(cat "$tmp/b1")"
 kill "$c1" 2>/dev/null; wait "$c1" 2>/dev/null
 hwm() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$1/status"; }
@@ -286,12 +291,12 @@ e2e_start "$tmp/b.log" --no-bank-disk --ctx 16384 --request-timeout 2 --idle-tim
     --max-queue 4 --cors-origin http://app.example
 base=http://127.0.0.1:$port
 d=$($py "$tmp/deadline.py" "$port" trickle)
-[ "$d" != open ] && $py -c "import sys; sys.exit(0 if 1.5 <= $d <= 4 else 1)" \
+[ "$d" != open ] && $py -c "import sys; sys.exit(0 if 1.5 <= $d <= 5 else 1)" \
     && pass "a trickled header is closed at --request-timeout 2 (${d}s)" || fail "trickle: $d"
 d=$($py "$tmp/deadline.py" "$port" silent)
-[ "$d" != open ] && $py -c "import sys; sys.exit(0 if $d <= 3 else 1)" && pass "a silent connection is closed (${d}s)" || fail "silent: $d"
+[ "$d" != open ] && $py -c "import sys; sys.exit(0 if $d <= 4 else 1)" && pass "a silent connection is closed (${d}s)" || fail "silent: $d"
 d=$($py "$tmp/deadline.py" "$port" keepalive)
-[ "$d" != open ] && $py -c "import sys; sys.exit(0 if $d <= 3 else 1)" && pass "an idle keep-alive connection is closed at --idle-timeout 1 (${d}s)" \
+[ "$d" != open ] && $py -c "import sys; sys.exit(0 if $d <= 4 else 1)" && pass "an idle keep-alive connection is closed at --idle-timeout 1 (${d}s)" \
     || fail "keepalive: $d"
 st=$(curl -s -o "$tmp/c1" -D "$tmp/c1.h" -w '%{http_code}' -H "$ct" -H 'Origin: http://app.example' -d "$small" "$base/v1/chat/completions")
 [ "$st" = 200 ] && grep -qi '^access-control-allow-origin: http://app.example' "$tmp/c1.h" \
@@ -311,11 +316,24 @@ i=0
 while [ $i -lt 100 ] && ! grep -q chatcmpl "$tmp/r1" 2>/dev/null; do sleep 0.05; i=$((i + 1)); done
 curl -s -N -o "$tmp/r2" -H "$ct" -d "$long" "$base/v1/chat/completions" &
 r2=$!
-sleep 1
+sleep 2
 st=$(code GET /health "$tmp/rh")
 st2=$(code POST /v1/chat/completions "$tmp/rc" -H "$ct" -d "$small")
 [ "$st" = 200 ] && check "$tmp/rh" 'j["queue_depth"] == 2' && [ "$st2" = 503 ] && check "$tmp/rc" '"--max-connections" in j["error"]["message"]' \
     && pass "all slots busy: the reserve answers /health (200), a generate route 503" || fail "reserve: $st $st2 $(cat "$tmp/rc")"
 kill "$r1" "$r2" 2>/dev/null; wait "$r1" "$r2" 2>/dev/null
-e2e_sanitizer "$tmp/a.log" "$tmp/b.log" && fail "sanitizer reports" || pass "no sanitizer report in the server logs"
+
+# a tool call to a name not in `tools` is passed through as a tool call (a decision, pinned
+# here: docs/API.md says why), in both APIs
+call='</think>\n\n<tool_call>\n<function=rm_rf>\n<parameter=path>\n/\n</parameter>\n</function>\n</tool_call>'
+printf '["%s", "%s"]\n' "$call" "$call" > "$tmp/emit.json"
+HEADSTART_TEST_EMIT=$tmp/emit.json e2e_start "$tmp/c.log" --no-bank-disk --ctx 4096
+base=http://127.0.0.1:$port
+st=$(code POST /v1/chat/completions "$tmp/u1" -H "$ct" -d '{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]}')
+[ "$st" = 200 ] && check "$tmp/u1" 'j["choices"][0]["finish_reason"] == "tool_calls" and j["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "rm_rf"' \
+    && pass "OpenAI: a call to a tool not in tools is passed through" || fail "unknown tool (OpenAI): $st $(cat "$tmp/u1")"
+st=$(code POST /v1/messages "$tmp/u2" -H "$ct" -d '{"max_tokens":64,"messages":[{"role":"user","content":"x"}],"tools":[{"name":"get_weather","input_schema":{"type":"object"}}]}')
+[ "$st" = 200 ] && check "$tmp/u2" 'j["stop_reason"] == "tool_use" and [b["name"] for b in j["content"] if b["type"] == "tool_use"] == ["rm_rf"]' \
+    && pass "Anthropic: a call to a tool not in tools is passed through" || fail "unknown tool (Anthropic): $st $(cat "$tmp/u2")"
+e2e_sanitizer "$tmp/a.log" "$tmp/b.log" "$tmp/c.log" && fail "sanitizer reports" || pass "no sanitizer report in the server logs"
 finish
