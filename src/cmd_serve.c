@@ -9,11 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int serve_parse(int argc, char **argv, struct strbuf *allow, struct strbuf *cors);
+
 static const char serve_help[] =
     "usage: headstart serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY]\n"
     "         [--threads N] [--ctx N] [--max-queue N] [--max-body SIZE] [--model-name NAME]\n"
     "         [--bank-ram SIZE] [--no-bank] [--no-head-anchor] [--bank-dir DIR]\n"
     "         [--bank-disk SIZE] [--no-bank-disk] [--keepalive SECONDS]\n"
+    "         [--max-connections N] [--max-connections-per-ip N] [--idle-timeout SECONDS]\n"
+    "         [--request-timeout SECONDS] [--allow-host NAME] [--cors-origin ORIGIN]\n"
+    "         [--insecure-no-key]\n"
     "\n"
     "Serves the model over HTTP: POST /v1/chat/completions and /v1/responses (OpenAI), POST\n"
     "/v1/messages and /v1/messages/count_tokens (Anthropic), GET /v1/models, /health,\n"
@@ -21,9 +26,22 @@ static const char serve_help[] =
     "wait while one runs (0: a request is accepted only when the engine is idle), more get\n"
     "429. --port 0 picks a free port (printed on the start line). --ctx defaults to the\n"
     "model's context, at most 32768. --api-key KEY (or HEADSTART_API_KEY) is then required\n"
-    "as 'Authorization: Bearer KEY' or 'x-api-key: KEY'. --max-body defaults to 32M. A\n"
-    "stream quiet for --keepalive seconds (default 1) while its prompt is prefilled gets a\n"
-    "keep-alive (': keepalive' / Anthropic ping). Stops on SIGINT or SIGTERM.\n"
+    "as 'Authorization: Bearer KEY' or 'x-api-key: KEY'; a --host that is not loopback\n"
+    "refuses to start without one unless --insecure-no-key. --max-body defaults to 4M (the\n"
+    "largest agent requests measured are ~200K). A stream quiet for --keepalive seconds\n"
+    "(default 1) while its prompt is prefilled gets a keep-alive (': keepalive' / Anthropic\n"
+    "ping). Stops on SIGINT or SIGTERM.\n"
+    "\n"
+    "Connections: at most --max-connections (default 256) are served, --max-connections-per-ip\n"
+    "(default 64) from one address; past either, the oldest connection still waiting for its\n"
+    "request is closed, and when none waits a small reserve answers only /health, /metrics\n"
+    "and /. A request's headers and body must arrive within --request-timeout seconds\n"
+    "(default 30) of the connection's opening or its previous answer; a connection with\n"
+    "nothing moving for --idle-timeout seconds (default 15; keep-alive idle too) is closed.\n"
+    "Browsers: the Host header must be this server's address, 'localhost' or a name given\n"
+    "with --allow-host (repeatable or comma separated; '*' any); a request with an Origin\n"
+    "header is refused (403) unless --cors-origin lists it ('*' any), which also answers its\n"
+    "CORS preflights; POST bodies must be Content-Type: application/json (else 415).\n"
     "\n"
     "The session bank keeps prompt state between requests so a shared head (system + tools)\n"
     "or a continued conversation is restored instead of computed (usage reports it as\n"
@@ -33,7 +51,27 @@ static const char serve_help[] =
     "capped by --bank-disk (default 20% of the free space there, at most 64G);\n"
     "--no-bank-disk keeps the bank in RAM only, --no-bank turns both tiers off.\n";
 
+/* Append a --allow-host / --cors-origin value to a comma-separated list (owned). */
+static int list_add(struct strbuf *list, const char *s)
+{
+    if (!*s || strchr(s, ' ')) { fprintf(stderr, "headstart serve: '%s' is not a name or origin\n", s); return 2; }
+    if (list->len) strbuf_putc(list, ',');
+    strbuf_puts(list, s);
+    return 0;
+}
+
 int cmd_serve(int argc, char **argv)
+{
+    struct strbuf allow, cors;
+    strbuf_init(&allow);
+    strbuf_init(&cors);
+    int rc = serve_parse(argc, argv, &allow, &cors);
+    strbuf_free(&allow);
+    strbuf_free(&cors);
+    return rc;
+}
+
+static int serve_parse(int argc, char **argv, struct strbuf *allow, struct strbuf *cors)
 {
     struct server_opts o;
     server_opts_default(&o);
@@ -45,12 +83,28 @@ int cmd_serve(int argc, char **argv)
         if (!strcmp(a, "--no-bank")) { o.no_bank = true; continue; }
         if (!strcmp(a, "--no-bank-disk")) { o.no_bank_disk = true; continue; }
         if (!strcmp(a, "--no-head-anchor")) { o.no_head_anchor = true; continue; }
+        if (!strcmp(a, "--insecure-no-key")) { o.insecure_no_key = true; continue; }
         if (i + 1 >= argc) { fprintf(stderr, "headstart serve: %s needs a value (see --help)\n", a); return 2; }
         const char *s = argv[++i];
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) o.model_path = s;
         else if (!strcmp(a, "--host")) o.host = s;
         else if (!strcmp(a, "--api-key")) o.api_key = s;
         else if (!strcmp(a, "--model-name")) o.model_name = s;
+        else if (!strcmp(a, "--allow-host")) { if (list_add(allow, s)) return 2; }
+        else if (!strcmp(a, "--cors-origin")) { if (list_add(cors, s)) return 2; }
+        else if (!strcmp(a, "--max-connections")) {
+            if (cmd_parse_i64("serve", a, s, &v) || v < 1 || v > 16384) { fprintf(stderr, "headstart serve: --max-connections wants 1..16384\n"); return 2; }
+            o.max_conns = (int)v;
+        } else if (!strcmp(a, "--max-connections-per-ip")) {
+            if (cmd_parse_i64("serve", a, s, &v) || v < 1 || v > 16384) { fprintf(stderr, "headstart serve: --max-connections-per-ip wants 1..16384\n"); return 2; }
+            o.max_conns_per_ip = (int)v;
+        } else if (!strcmp(a, "--idle-timeout")) {
+            if (cmd_parse_i64("serve", a, s, &v) || v < 1 || v > 86400) { fprintf(stderr, "headstart serve: --idle-timeout wants seconds in 1..86400\n"); return 2; }
+            o.idle_timeout_s = (int)v;
+        } else if (!strcmp(a, "--request-timeout")) {
+            if (cmd_parse_i64("serve", a, s, &v) || v < 1 || v > 86400) { fprintf(stderr, "headstart serve: --request-timeout wants seconds in 1..86400\n"); return 2; }
+            o.request_timeout_s = (int)v;
+        }
         else if (!strcmp(a, "--port")) {
             if (cmd_parse_i64("serve", a, s, &v) || v > 65535) { fprintf(stderr, "headstart serve: --port wants 0..65535\n"); return 2; }
             o.port = (int)v;
@@ -87,5 +141,7 @@ int cmd_serve(int argc, char **argv)
     }
     if (!o.model_path) { fprintf(stderr, "headstart serve: -m MODEL is required (see --help)\n"); return 2; }
     if (o.api_key && !*o.api_key) o.api_key = NULL;
+    o.allow_hosts = allow->len ? allow->buf : NULL;
+    o.cors_origins = cors->len ? cors->buf : NULL;
     return server_run(&o);
 }

@@ -209,6 +209,8 @@ enum api_error_code {
     API_ERR_QUEUE_FULL = -104,   /* request queue full: 429 (send Retry-After) */
     API_ERR_OVERLOADED = -105,   /* not ready (loading, shutting down): 503 */
     API_ERR_INTERNAL = -106,     /* a bug or an engine failure: 500 */
+    API_ERR_FORBIDDEN = -107,    /* a Host or Origin this server does not answer: 403 */
+    API_ERR_MEDIA_TYPE = -108,   /* a POST body that is not application/json: 415 */
     API_ERR_CONTEXT = -120,      /* the prompt does not fit the context: 400, in each API's
                                     own overflow wording (api_context_error) */
 };
@@ -300,5 +302,12 @@ void api_models_write(enum api_kind kind, const char *const *names, int n_names,
                       int64_t created, struct strbuf *out);
 /* POST /v1/messages/count_tokens: {"input_tokens":N}. */
 void api_count_tokens_write(int64_t input_tokens, struct strbuf *out);
+
+/* The parse cost of a request body (body.c), judged on its raw bytes before jansson sees
+ * them: HS_ERR_LIMIT when it has more than max_elements JSON elements (containers plus
+ * commas, outside strings) or nests deeper than max_depth. Syntax is not checked. */
+#define API_BODY_MAX_ELEMENTS (1 << 19)
+#define API_BODY_MAX_DEPTH 64
+int api_body_prescan(const char *buf, size_t len, int64_t max_elements, int max_depth, struct hs_err *err);
 
 #endif

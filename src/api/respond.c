@@ -93,6 +93,8 @@ static const struct api_error_info error_table[] = {
     {API_ERR_TOO_LARGE,   413, "invalid_request_error", NULL,                  "request_too_large"},
     {API_ERR_QUEUE_FULL,  429, "requests",              "rate_limit_exceeded", "rate_limit_error"},
     {API_ERR_OVERLOADED,  503, "server_error",          NULL,                  "overloaded_error"},
+    {API_ERR_FORBIDDEN,   403, "invalid_request_error", NULL,                  "permission_error"},
+    {API_ERR_MEDIA_TYPE,  415, "invalid_request_error", NULL,                  "invalid_request_error"},
     {API_ERR_CONTEXT,     400, "invalid_request_error", "context_length_exceeded", "invalid_request_error"},
     {API_ERR_INTERNAL,    500, "server_error",          NULL,                  "api_error"},
 };

@@ -14,9 +14,15 @@
  * status line goes out with its first bytes, so an error found before generation (a bad
  * template render, a prompt over the context) is still a plain error response.
  *
- *   request ─ headers: route? method? API key? Content-Length > max-body? (413 at once)
+ *   connection ─ the guard: per-address and total limits, --request-timeout, the reserve
+ *   request ─ headers: one Content-Length? (400 at once) Host? Origin? (403) preflight
+ *             (204) route? method? reserve? (503) API key? JSON Content-Type? (415)
+ *             Content-Length > max-body? (413 at once)
  *           ─ body: accumulated up to --max-body, the rest discarded (413 at the end)
- *           ─ JSON parse (400 with line, column, byte) ─ conversation + fields (400)
+ *           ─ cost pre-scan (400: elements, depth) ─ JSON parse (400 with line, column,
+ *             byte) ─ conversation + fields (400, unsupported ones by name)
+ *           ─ a body of >= 8 bytes per context token: rendered and tokenized here (the
+ *             side path), 400 when it cannot fit the context
  *           ─ submit (429 + Retry-After when full; 503 while stopping)
  *           ─ wait: stream → first bytes → 200 text/event-stream fed from the job's queue
  *                   body   → done → the job's status and JSON body
@@ -25,7 +31,11 @@
  * (Anthropic's shape when the request carries anthropic-version), POST
  * /v1/chat/completions, POST /v1/messages (query ignored: ?beta=true), POST
  * /v1/messages/count_tokens, POST /v1/responses (OpenAI Responses: Codex). Errors take the
- * Anthropic shape under /v1/messages, the OpenAI shape elsewhere.
+ * Anthropic shape under /v1/messages, the OpenAI shape elsewhere. count_tokens never enters
+ * the engine's queue: it is rendered and tokenized on its connection's thread (the side
+ * path, SERVER_SIDE_MAX at once). libmicrohttpd's own answers to requests it cannot parse
+ * (a bad request line, headers over the memory limit, a bad chunk) are its HTML pages: the
+ * 0.9.75 API has no hook to replace them.
  *
  * The session bank (RAM, and its disk tier unless --no-bank-disk) is made here before the
  * engine thread starts and is touched only by that thread afterwards (session_run); its
@@ -39,8 +49,13 @@
  * Extension fields: `ignore_eos` (as llama.cpp's) generates to max_tokens through stop ids.
  * `stop` / `stop_sequences` and `tool_choice` are checked by the api codecs
  * (chat_from_openai / chat_from_anthropic, a 400 before queueing) and applied by
- * session_run. Ignored fields: `model` (one model is served), `metadata`, and whatever else
- * a client sends that is not listed in job_fields or the codecs.
+ * session_run. Refused by name (400): `n` other than 1, `logprobs: true`, `top_logprobs`
+ * above 0, `response_format` / Responses `text.format` other than {type: "text"}
+ * (structured output is not implemented). `seed` is any integer, 0 included; without one
+ * each request gets its own. Ignored fields: `model` (one model is served), `metadata`, and
+ * whatever else a client sends that is not listed in job_fields or the codecs. A tool call
+ * the model makes to a name not in `tools` is passed through as a tool call, as OpenAI and
+ * vLLM do (the client answers it with an error result); it is not refused or rewritten.
  *
  * Invariants:
  *   1. No request input can crash the server: every field is type-checked before use and
@@ -48,6 +63,15 @@
  *   2. A connection thread holds its own reference to its job; the streaming response
  *      holds another; the engine a third. Whoever releases last frees it.
  *   3. The API key is compared in constant time; /, /health and /metrics need none.
+ *   4. Host, Origin and Content-Type are checked before the key, on every route: a browser
+ *      page cannot reach the API or read /metrics (the "who may ask" section below).
+ *   5. No request body reaches jansson unless its element count and depth are bounded
+ *      (api_body_prescan): the parse costs a bounded multiple of --max-body.
+ *   6. A client that half-closes its socket (shutdown(SHUT_WR)) after its request reads
+ *      as gone to a generation waiting for the engine (a FIN from a half-close and from a
+ *      close are the same bytes; cancelling on it frees the engine for the others, as Go's
+ *      net/http does): it is cancelled and gets no answer. Answers made on the connection
+ *      thread (/health, /v1/models, count_tokens, every error) still reach it.
  */
 #include "server/server_int.h"
 
@@ -60,6 +84,8 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -81,12 +107,18 @@ struct route {
     route_fn fn;
 };
 
+struct conn_slot;
+
 struct conn_req {
     enum route_id route;
     enum api_kind kind;
     int err_code;              /* decided before the body ended; 0: none */
+    char err_msg[256];         /* its message when set with one; "" otherwise */
     struct strbuf body;
     struct job *job;           /* this connection's reference */
+    struct conn_slot *slot;    /* the connection guard's entry; NULL when it has none */
+    const char *cors_origin;   /* a listed Origin to echo (MHD's header string), else NULL */
+    bool close;                /* answer with Connection: close (a reserve connection) */
 };
 
 struct stream_ctx {
@@ -137,6 +169,24 @@ static bool method_allowed(const struct route *r, const char *method)
 
 /* ---- replies ----------------------------------------------------------------------- */
 
+/* What every response carries: the CORS grant of a listed origin, the close of a reserve
+ * connection, the keep-alive idle limit (clients that read it, as Node's, drop a pooled
+ * connection before the server does). */
+static void response_headers(struct server *srv, const struct conn_req *rq, struct MHD_Response *r)
+{
+    if (rq && rq->cors_origin) {
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", rq->cors_origin);
+        MHD_add_response_header(r, "Vary", "Origin");
+    }
+    if (rq && rq->close) {
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    } else {
+        char ka[32];
+        snprintf(ka, sizeof(ka), "timeout=%d", srv->opts.idle_timeout_s);
+        MHD_add_response_header(r, "Keep-Alive", ka);
+    }
+}
+
 static enum MHD_Result reply(struct server *srv, struct MHD_Connection *c, struct conn_req *rq,
                              int status, const char *ctype, const char *body, size_t len,
                              const char *hname, const char *hvalue)
@@ -146,6 +196,7 @@ static enum MHD_Result reply(struct server *srv, struct MHD_Connection *c, struc
     if (!r) return MHD_NO;
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
     if (hname) MHD_add_response_header(r, hname, hvalue);
+    response_headers(srv, rq, r);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     metrics_request(&srv->metrics, rq ? (int)rq->route : ROUTE_OTHER, status);
@@ -250,6 +301,48 @@ static int field_bool(const json_t *body, const char *key, bool *out, struct hs_
     return HS_OK;
 }
 
+/* A format object ({"type": ...}) that must ask for plain text: response_format (chat) and
+ * text.format (Responses). Structured output (json_object, json_schema) is not implemented,
+ * and answering a schema request with free text would break the client silently. */
+static int field_text_format(const json_t *v, const char *name, struct hs_err *err)
+{
+    if (!v || json_is_null(v)) return HS_OK;
+    if (!json_is_object(v)) return hs_err_set(err, HS_ERR_INVALID, "'%s' must be an object", name);
+    const char *t = json_string_value(json_object_get(v, "type"));
+    if (!t) return hs_err_set(err, HS_ERR_INVALID, "'%s.type' must be a string", name);
+    if (strcmp(t, "text"))
+        return hs_err_set(err, HS_ERR_UNSUPPORTED, "'%s' of type '%.64s' is not supported: headstart answers in "
+                          "free text only (type 'text')", name, t);
+    return HS_OK;
+}
+
+/* Fields that would change the answer's shape and are not implemented: refused by name
+ * rather than ignored (n: 1, logprobs: false and top_logprobs: 0 stay accepted). */
+static int unsupported_fields(const json_t *body, enum api_kind kind, struct hs_err *err)
+{
+    if (kind == API_KIND_ANTHROPIC_MESSAGES) return HS_OK;
+    const json_t *v;
+    if (kind == API_KIND_OPENAI_CHAT) {
+        int64_t n = 1;
+        int rc = field_int(body, "n", 1, INT64_MAX, &n, err);
+        if (rc) return rc;
+        if (n != 1) return hs_err_set(err, HS_ERR_UNSUPPORTED, "'n' must be 1: headstart generates one choice per request, got %lld", (long long)n);
+        bool lp = false;
+        if ((rc = field_bool(body, "logprobs", &lp, err))) return rc;
+        if (lp) return hs_err_set(err, HS_ERR_UNSUPPORTED, "'logprobs' is not supported (send false or leave it out)");
+        if ((rc = field_text_format(json_object_get(body, "response_format"), "response_format", err))) return rc;
+    }
+    int64_t top = 0;
+    int rc = field_int(body, "top_logprobs", 0, 20, &top, err);
+    if (rc) return rc;
+    if (top) return hs_err_set(err, HS_ERR_UNSUPPORTED, "'top_logprobs' is not supported (send 0 or leave it out)");
+    if (kind == API_KIND_OPENAI_RESPONSES && (v = json_object_get(body, "text")) && !json_is_null(v)) {
+        if (!json_is_object(v)) return hs_err_set(err, HS_ERR_INVALID, "'text' must be an object");
+        return field_text_format(json_object_get(v, "format"), "text.format", err);
+    }
+    return HS_OK;
+}
+
 /* stream, max tokens, sampling and the extensions of one generate request. */
 static int job_fields(const json_t *body, struct job *j, struct hs_err *err)
 {
@@ -257,7 +350,7 @@ static int job_fields(const json_t *body, struct job *j, struct hs_err *err)
     struct sampler_opts *so = &j->sampling;
     double temp = so->temperature, top_p = so->top_p, min_p = so->min_p;
     double pres = so->presence_penalty, freq = so->frequency_penalty;
-    int64_t top_k = so->top_k, seed = -1, max_tokens = 0;
+    int64_t top_k = so->top_k, seed = 0, max_tokens = 0;
     int rc = HS_OK;
     if (!rc) rc = field_bool(body, "stream", &j->stream, err);
     if (!rc) rc = field_bool(body, "ignore_eos", &j->ignore_eos, err);
@@ -271,6 +364,8 @@ static int job_fields(const json_t *body, struct job *j, struct hs_err *err)
     if (!rc) rc = field_num(body, "presence_penalty", -2, 2, &pres, err);
     if (!rc) rc = field_num(body, "frequency_penalty", -2, 2, &freq, err);
     if (!rc) rc = field_int(body, "seed", INT64_MIN, INT64_MAX, &seed, err);
+    j->seed_given = !rc && json_is_integer(json_object_get(body, "seed"));
+    if (!rc) rc = unsupported_fields(body, j->kind, err);
     if (!rc && j->kind == API_KIND_OPENAI_CHAT) {
         const json_t *so_obj = json_object_get(body, "stream_options");
         if (so_obj && !json_is_null(so_obj)) {
@@ -286,7 +381,7 @@ static int job_fields(const json_t *body, struct job *j, struct hs_err *err)
     so->min_p = (float)min_p;
     so->presence_penalty = (float)pres;
     so->frequency_penalty = (float)freq;
-    if (seed != -1) so->seed = (uint64_t)seed;
+    if (j->seed_given) so->seed = (uint64_t)seed;
     j->max_tokens = max_tokens;
     return HS_OK;
 }
@@ -319,21 +414,79 @@ static void stream_free(void *cls)
     hs_free(sc);
 }
 
-static enum MHD_Result run_job(struct server *srv, struct MHD_Connection *c, struct conn_req *rq,
-                               enum job_type type)
+/* ---- the side path: render + tokenize on the connection's own thread ---------------------
+ * count_tokens needs only the tokenizer, and a body too large to fit the context should be
+ * refused without the engine: both run here, SERVER_SIDE_MAX at once (a semaphore: others
+ * wait on their own threads), never in the engine's queue. The template and the tokenizer
+ * are safe to share between threads. */
+
+/* The prompt's token count into *n. stop_at > 0: a rendered prompt so long that it cannot
+ * hold fewer than stop_at tokens (each token covers at most max_piece_len bytes) is not
+ * tokenized: *n is that lower bound and *lower is set. */
+static int side_tokens(struct server *srv, const struct chat_request *chat, int64_t stop_at, int64_t *n,
+                       bool *lower, struct hs_err *err)
 {
+    *lower = false;
+    if (!srv->text.tmpl)
+        return hs_err_set(err, HS_ERR_UNSUPPORTED, "model '%s' has no chat template", srv->model_name);
+    while (sem_wait(&srv->side) != 0) {}
+    struct strbuf prompt;
+    strbuf_init(&prompt);
+    int rc = chat_template_render(srv->text.tmpl, chat, &prompt, err);
+    if (rc == HS_OK && stop_at > 0 && srv->max_piece_len > 0 && (int64_t)(prompt.len / (size_t)srv->max_piece_len) >= stop_at) {
+        *n = (int64_t)(prompt.len / (size_t)srv->max_piece_len);
+        *lower = true;
+    } else if (rc == HS_OK) {
+        struct tokenizer_ids ids = { 0 };
+        rc = tokenizer_encode(srv->text.tok, prompt.buf ? prompt.buf : "", prompt.len, 0, &ids, err);
+        *n = (int64_t)ids.n;
+        tokenizer_ids_free(&ids);
+    }
+    sem_post(&srv->side);
+    strbuf_free(&prompt);
+    return rc;
+}
+
+/* A body of at least this many bytes per context token is checked against the context on
+ * the side path before it is queued: below it, the engine's own check (after its tokenize)
+ * costs no more than a prompt that fills the context. */
+#define SIDE_CHECK_BYTES_PER_TOKEN 8
+
+/* The body as JSON, its parse cost bounded first (api_body_prescan); NULL after an error
+ * reply (*ret set). */
+static json_t *body_parse(struct server *srv, struct MHD_Connection *c, struct conn_req *rq, enum MHD_Result *ret)
+{
+    struct hs_err err;
+    hs_err_clear(&err);
+    const char *buf = rq->body.buf ? rq->body.buf : "";
+    if (api_body_prescan(buf, rq->body.len, API_BODY_MAX_ELEMENTS, API_BODY_MAX_DEPTH, &err)) {
+        *ret = reply_error(srv, c, rq, err.code, err.msg);
+        return NULL;
+    }
     json_error_t je;
-    json_t *body = json_loadb(rq->body.buf ? rq->body.buf : "", rq->body.len, JSON_REJECT_DUPLICATES, &je);
-    char msg[HS_ERR_MSG_MAX];
+    json_t *body = json_loadb(buf, rq->body.len, JSON_REJECT_DUPLICATES, &je);
     if (!body) {
+        char msg[HS_ERR_MSG_MAX];
         snprintf(msg, sizeof(msg), "invalid JSON in the request body at line %d, column %d (byte %d): %s",
                  je.line, je.column, je.position, je.text);
-        return reply_error(srv, c, rq, HS_ERR_FORMAT, msg);
+        *ret = reply_error(srv, c, rq, HS_ERR_FORMAT, msg);
+        return NULL;
     }
     if (!json_is_object(body)) {
         json_decref(body);
-        return reply_error(srv, c, rq, HS_ERR_FORMAT, "the request body must be a JSON object");
+        *ret = reply_error(srv, c, rq, HS_ERR_FORMAT, "the request body must be a JSON object");
+        return NULL;
     }
+    return body;
+}
+
+static enum MHD_Result run_job(struct server *srv, struct MHD_Connection *c, struct conn_req *rq,
+                               enum job_type type)
+{
+    enum MHD_Result ret = MHD_NO;
+    json_t *body = body_parse(srv, c, rq, &ret);
+    if (!body) return ret;
+    char msg[HS_ERR_MSG_MAX];
     struct hs_err err;
     hs_err_clear(&err);
     struct job *j = job_new();
@@ -347,9 +500,20 @@ static enum MHD_Result run_job(struct server *srv, struct MHD_Connection *c, str
     j->body = body; /* the job owns it now */
     if (rc != HS_OK) return reply_error(srv, c, rq, rc, err.msg);
     if (j->chat.n_media_placeholders) metrics_media(&srv->metrics, j->chat.n_media_placeholders);
+    if (rq->body.len >= (size_t)srv->n_ctx * SIDE_CHECK_BYTES_PER_TOKEN) {
+        int64_t n = 0;
+        bool lower;
+        rc = side_tokens(srv, &j->chat, srv->n_ctx, &n, &lower, &err);
+        if (rc != HS_OK) return reply_error(srv, c, rq, rc, err.msg);
+        if (n >= srv->n_ctx) { /* n may be a lower bound (lower): still more than fits */
+            api_context_error(j->kind, n, srv->n_ctx, msg, sizeof msg);
+            return reply_error(srv, c, rq, API_ERR_CONTEXT, msg);
+        }
+    }
+    strbuf_free(&rq->body);
     pthread_mutex_lock(&srv->ids_mu);
     api_ids_next(&srv->ids, j->kind, j->id);
-    if (j->sampling.seed == 0) j->sampling.seed = srv->ids.counter;
+    if (!j->seed_given) j->sampling.seed = srv->ids.counter; /* 0 is a seed too */
     pthread_mutex_unlock(&srv->ids_mu);
     j->created = (int64_t)time(NULL);
 
@@ -376,7 +540,8 @@ static enum MHD_Result run_job(struct server *srv, struct MHD_Connection *c, str
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
         MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         MHD_add_response_header(r, "X-Accel-Buffering", "no");
-        enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+        response_headers(srv, rq, r);
+        ret = MHD_queue_response(c, MHD_HTTP_OK, r);
         MHD_destroy_response(r);
         metrics_request(&srv->metrics, (int)rq->route, 200);
         return ret;
@@ -393,7 +558,7 @@ static enum MHD_Result run_job(struct server *srv, struct MHD_Connection *c, str
     strbuf_init(&j->out);
     j->out_off = 0;
     pthread_mutex_unlock(&j->mu);
-    enum MHD_Result ret = reply(srv, c, rq, status, "application/json", out.buf ? out.buf + off : "", out.len - off, NULL, NULL);
+    ret = reply(srv, c, rq, status, "application/json", out.buf ? out.buf + off : "", out.len - off, NULL, NULL);
     strbuf_free(&out);
     return ret;
 }
@@ -408,14 +573,367 @@ static enum MHD_Result route_messages(struct server *srv, struct MHD_Connection 
     return run_job(srv, c, rq, JOB_TYPE_GENERATE);
 }
 
+/* Answered on this thread (the side path), never queued behind generations. */
 static enum MHD_Result route_count(struct server *srv, struct MHD_Connection *c, struct conn_req *rq)
 {
-    return run_job(srv, c, rq, JOB_TYPE_COUNT_TOKENS);
+    enum MHD_Result ret = MHD_NO;
+    json_t *body = body_parse(srv, c, rq, &ret);
+    if (!body) return ret;
+    struct hs_err err;
+    hs_err_clear(&err);
+    struct chat_request chat;
+    memset(&chat, 0, sizeof(chat));
+    int rc = chat_from_anthropic(body, &chat, &err);
+    int64_t n = 0;
+    bool lower;
+    if (rc == HS_OK) rc = side_tokens(srv, &chat, 0, &n, &lower, &err);
+    chat_request_free(&chat);
+    json_decref(body);
+    if (rc != HS_OK) return reply_error(srv, c, rq, rc, err.msg);
+    struct strbuf b;
+    strbuf_init(&b);
+    api_count_tokens_write(n, &b);
+    ret = reply(srv, c, rq, 200, "application/json", b.buf, b.len, NULL, NULL);
+    strbuf_free(&b);
+    return ret;
 }
 
 static enum MHD_Result route_responses(struct server *srv, struct MHD_Connection *c, struct conn_req *rq)
 {
     return run_job(srv, c, rq, JOB_TYPE_GENERATE);
+}
+
+/* ---- the connection guard -------------------------------------------------------------
+ * One local client must not make the server unreachable. libmicrohttpd counts connections
+ * but cannot tell a slow request from a busy one, so the guard keeps its own table of open
+ * connections (the notify-connection callback adds and removes them) and the state of each:
+ *
+ *   opened ─> WAITING ──headers──> BODY ──body ended──> HANDLING ──answered──> WAITING ...
+ *   (a keep-alive connection waits for its next request in WAITING)
+ *
+ *   1. A WAITING or BODY connection older than --request-timeout is shut down (a watchdog
+ *      thread): a header or body trickled one byte at a time never holds a slot longer.
+ *      Silence for --idle-timeout closes any connection (libmicrohttpd's own timeout).
+ *   2. A new connection over --max-connections-per-ip from one address, or over
+ *      --max-connections in all, shuts down the oldest WAITING or BODY connection (of that
+ *      address first): a fresh request always finds a slot while any slot only waits.
+ *   3. When every slot is HANDLING, a new connection is admitted into a reserve of
+ *      SERVER_CONN_RESERVE slots that answers only /, /health and /metrics (others 503)
+ *      and closes after each answer: /health answers while the pool is full.
+ *   4. A slot is freed in the CLOSED notification, which libmicrohttpd sends before it
+ *      closes the socket; shutdown() is called only under the table's lock on a slot still
+ *      in use, so it never reaches a reused descriptor. */
+
+enum conn_state { CONN_WAITING = 0, CONN_BODY, CONN_HANDLING };
+
+struct conn_slot {
+    bool used;
+    bool shut;                    /* shutdown() sent: closing, no longer counted */
+    bool reserve;                 /* admitted over --max-connections (invariant 3) */
+    int fd;
+    uint8_t ip[16];
+    uint8_t ip_len;
+    enum conn_state state;
+    double t_state;               /* sys_time_sec() when the state began */
+};
+
+struct conn_guard {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct conn_slot *slots;
+    int cap;                      /* max + SERVER_CONN_RESERVE: libmicrohttpd's limit too */
+    int max, per_ip;
+    double request_s;
+    bool stop;
+    pthread_t thread;
+    bool started;
+    int64_t n_evicted, n_timed_out;
+};
+
+static void guard_shut(struct conn_guard *g, struct conn_slot *s)
+{
+    s->shut = true;
+    shutdown(s->fd, SHUT_RDWR); /* the connection's thread sees the end and closes it */
+}
+
+static bool guard_evictable(const struct conn_slot *s)
+{
+    return s->used && !s->shut && s->state != CONN_HANDLING;
+}
+
+/* The oldest WAITING or BODY slot other than self (of self's address when same_ip). */
+static struct conn_slot *guard_oldest(struct conn_guard *g, const struct conn_slot *self, bool same_ip)
+{
+    struct conn_slot *best = NULL;
+    for (int i = 0; i < g->cap; i++) {
+        struct conn_slot *s = &g->slots[i];
+        if (s == self || !guard_evictable(s)) continue;
+        if (same_ip && (s->ip_len != self->ip_len || memcmp(s->ip, self->ip, s->ip_len))) continue;
+        if (!best || s->t_state < best->t_state) best = s;
+    }
+    return best;
+}
+
+static void *guard_main(void *arg)
+{
+    struct conn_guard *g = arg;
+    pthread_mutex_lock(&g->mu);
+    while (!g->stop) {
+        double now = sys_time_sec();
+        for (int i = 0; i < g->cap; i++) {
+            struct conn_slot *s = &g->slots[i];
+            if (guard_evictable(s) && now - s->t_state > g->request_s) {
+                g->n_timed_out++;
+                guard_shut(g, s);
+            }
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        pthread_cond_timedwait(&g->cv, &g->mu, &ts);
+    }
+    pthread_mutex_unlock(&g->mu);
+    return NULL;
+}
+
+static struct conn_guard *guard_new(const struct server_opts *o)
+{
+    struct conn_guard *g = hs_calloc(1, sizeof(*g));
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    g->max = o->max_conns;
+    g->per_ip = o->max_conns_per_ip;
+    g->request_s = o->request_timeout_s;
+    g->cap = o->max_conns + SERVER_CONN_RESERVE;
+    g->slots = hs_calloc((size_t)g->cap, sizeof(*g->slots));
+    g->started = pthread_create(&g->thread, NULL, guard_main, g) == 0;
+    return g;
+}
+
+static void guard_free(struct conn_guard *g)
+{
+    if (!g) return;
+    pthread_mutex_lock(&g->mu);
+    g->stop = true;
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    if (g->started) pthread_join(g->thread, NULL);
+    log_debug("serve: connection guard: %lld evicted, %lld past --request-timeout",
+              (long long)g->n_evicted, (long long)g->n_timed_out);
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->mu);
+    hs_free(g->slots);
+    hs_free(g);
+}
+
+/* A connection opened (invariants 2 and 3). */
+static void guard_open(struct conn_guard *g, struct MHD_Connection *c, void **socket_context)
+{
+    const union MHD_ConnectionInfo *fi = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *ai = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    *socket_context = NULL;
+    if (!fi) return;
+    pthread_mutex_lock(&g->mu);
+    struct conn_slot *self = NULL;
+    for (int i = 0; i < g->cap && !self; i++)
+        if (!g->slots[i].used) self = &g->slots[i];
+    if (!self) { /* libmicrohttpd's own limit is the table's size: not reached */
+        shutdown(fi->connect_fd, SHUT_RDWR);
+        pthread_mutex_unlock(&g->mu);
+        return;
+    }
+    memset(self, 0, sizeof(*self));
+    self->used = true;
+    self->fd = fi->connect_fd;
+    self->state = CONN_WAITING;
+    self->t_state = sys_time_sec();
+    const struct sockaddr *sa = ai ? ai->client_addr : NULL;
+    if (sa && sa->sa_family == AF_INET) {
+        self->ip_len = 4;
+        memcpy(self->ip, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
+    } else if (sa && sa->sa_family == AF_INET6) {
+        self->ip_len = 16;
+        memcpy(self->ip, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, 16);
+    }
+    int n_live = 0, n_ip = 0;
+    for (int i = 0; i < g->cap; i++) {
+        const struct conn_slot *s = &g->slots[i];
+        if (!s->used || s->shut) continue;
+        n_live++;
+        if (s->ip_len == self->ip_len && !memcmp(s->ip, self->ip, s->ip_len)) n_ip++;
+    }
+    for (; n_ip > g->per_ip; n_ip--, n_live--) {
+        struct conn_slot *v = guard_oldest(g, self, true);
+        if (!v) { guard_shut(g, self); break; } /* its address holds only busy ones */
+        g->n_evicted++;
+        guard_shut(g, v);
+    }
+    for (; !self->shut && n_live > g->max; n_live--) {
+        struct conn_slot *v = guard_oldest(g, self, false);
+        if (!v) { self->reserve = true; break; }
+        g->n_evicted++;
+        guard_shut(g, v);
+    }
+    pthread_mutex_unlock(&g->mu);
+    *socket_context = self;
+}
+
+static void guard_close(struct conn_guard *g, struct conn_slot *s)
+{
+    pthread_mutex_lock(&g->mu);
+    s->used = false;
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* BODY keeps WAITING's start: --request-timeout covers the headers and the body together. */
+static void guard_state(struct conn_guard *g, struct conn_slot *s, enum conn_state st)
+{
+    if (!s) return;
+    pthread_mutex_lock(&g->mu);
+    if (st != CONN_BODY) s->t_state = sys_time_sec();
+    s->state = st;
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    struct server *srv = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) guard_open(srv->guard, c, socket_context);
+    else if (code == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) guard_close(srv->guard, *socket_context);
+}
+
+static struct conn_slot *conn_slot_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+/* ---- who may ask: Host, Origin, Content-Type ----------------------------------------------
+ * With no API key (the default on loopback) the network boundary is the only protection,
+ * and a browser crosses it: any page can POST to 127.0.0.1, and a DNS-rebinding page (its
+ * own name, resolved to 127.0.0.1) can read the answers. So:
+ *   Host: an IP literal that is the bound address (any IP literal on a wildcard bind;
+ *     any loopback literal on a loopback bind), "localhost", or a name from --allow-host;
+ *     a rebinding page's Host is its own name and is refused (403).
+ *   Origin: absent (not a browser), the request's own origin, or listed by --cors-origin
+ *     (whose responses and OPTIONS preflights then carry the CORS grant); else 403.
+ *   POST bodies: Content-Type application/json (any parameters; a charset must be utf-8),
+ *     which a page cannot send cross-origin without a preflight; else 415. */
+
+/* Does comma-separated `list` hold `item` (case-insensitive; "*" holds anything)? */
+static bool list_has(const char *list, const char *item, size_t item_len)
+{
+    for (const char *p = list; p && *p;) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        while (n && *p == ' ') { p++; n--; }
+        while (n && p[n - 1] == ' ') n--;
+        if ((n == 1 && *p == '*') || (n == item_len && !strncasecmp(p, item, n))) return true;
+        p = e ? e + 1 : p + n;
+    }
+    return false;
+}
+
+static bool ip_loopback(int af, const void *a)
+{
+    if (af == AF_INET) return ((const uint8_t *)a)[0] == 127;
+    static const uint8_t one[16] = { [15] = 1 };
+    return !memcmp(a, one, 16);
+}
+
+static bool host_allowed(struct server *srv, const char *h)
+{
+    if (!h) return true; /* HTTP/1.0 without Host: not a browser */
+    char name[256];
+    size_t n;
+    if (*h == '[') {
+        const char *e = strchr(h, ']');
+        if (!e || (e[1] && e[1] != ':')) return false;
+        n = (size_t)(e - h - 1);
+        h++;
+    } else {
+        const char *colon = strchr(h, ':');
+        if (colon && strchr(colon + 1, ':')) return false;
+        n = colon ? (size_t)(colon - h) : strlen(h);
+    }
+    if (n == 0 || n >= sizeof(name)) return false;
+    memcpy(name, h, n);
+    name[n] = 0;
+    if (!strcasecmp(name, "localhost")) return true;
+    if (srv->opts.allow_hosts && list_has(srv->opts.allow_hosts, name, n)) return true;
+    uint8_t a[16], b[16];
+    int af = inet_pton(AF_INET, name, a) == 1 ? AF_INET : inet_pton(AF_INET6, name, a) == 1 ? AF_INET6 : 0;
+    if (!af) return false;
+    const char *bound = srv->opts.host;
+    if (!strcmp(bound, "localhost")) bound = "127.0.0.1";
+    int baf = inet_pton(AF_INET, bound, b) == 1 ? AF_INET : inet_pton(AF_INET6, bound, b) == 1 ? AF_INET6 : 0;
+    if (!baf) return false;
+    static const uint8_t zero[16];
+    if (!memcmp(b, zero, baf == AF_INET ? 4 : 16)) return true; /* 0.0.0.0 or :: */
+    if (af == baf && !memcmp(a, b, af == AF_INET ? 4 : 16)) return true;
+    return ip_loopback(baf, b) && ip_loopback(af, a);
+}
+
+/* An Origin is allowed when listed, or when it is the request's own ("http://" + Host). */
+static bool origin_listed(struct server *srv, const char *origin)
+{
+    return srv->opts.cors_origins && list_has(srv->opts.cors_origins, origin, strlen(origin));
+}
+
+static bool origin_same(const char *origin, const char *host)
+{
+    return host && !strncasecmp(origin, "http://", 7) && !strcasecmp(origin + 7, host);
+}
+
+static bool ctype_json(const char *ct)
+{
+    if (!ct) return false;
+    while (*ct == ' ' || *ct == '\t') ct++;
+    if (strncasecmp(ct, "application/json", 16)) return false;
+    const char *p = ct + 16;
+    while (*p == ' ' || *p == '\t') p++;
+    if (!*p) return true;
+    if (*p != ';') return false;
+    for (const char *q = p; (q = strchr(q, ';'));) {
+        q++;
+        while (*q == ' ' || *q == '\t') q++;
+        if (strncasecmp(q, "charset=", 8)) continue;
+        q += 8;
+        if (*q == '"') q++;
+        if (strncasecmp(q, "utf-8", 5) || (q[5] && q[5] != '"' && q[5] != ';' && q[5] != ' ')) return false;
+    }
+    return true;
+}
+
+/* How many Content-Length headers the request has, and whether it has Transfer-Encoding. */
+struct framing { int n_length; bool chunked; };
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    struct framing *f = cls;
+    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) f->n_length++;
+    else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) f->chunked = true;
+    return MHD_YES;
+}
+
+/* An OPTIONS preflight from a listed origin: the grant, nothing else (no key needed:
+ * browsers send none on a preflight). */
+static enum MHD_Result reply_preflight(struct server *srv, struct MHD_Connection *c, struct conn_req *rq)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    const char *req_h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", routes[rq->route].methods);
+    MHD_add_response_header(r, "Access-Control-Allow-Headers",
+                            req_h ? req_h : "authorization, content-type, x-api-key, anthropic-version");
+    MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+    response_headers(srv, rq, r);
+    enum MHD_Result ret = MHD_queue_response(c, 204, r);
+    MHD_destroy_response(r);
+    metrics_request(&srv->metrics, (int)rq->route, 204);
+    return ret;
 }
 
 /* ---- the access handler -------------------------------------------------------------- */
@@ -454,13 +972,53 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         strbuf_init(&rq->body);
         *req_cls = rq;
         atomic_fetch_add(&srv->n_inflight, 1);
+        rq->slot = conn_slot_of(c);
+        guard_state(srv->guard, rq->slot, CONN_BODY);
+        rq->close = rq->slot && rq->slot->reserve;
         rq->route = route_find(url);
         rq->kind = rq->route == ROUTE_OTHER && !strncmp(url, "/v1/messages", 12) ? API_KIND_ANTHROPIC_MESSAGES
                                                                                   : routes[rq->route].kind;
         const struct route *r = &routes[rq->route];
-        if (rq->route == ROUTE_OTHER) rq->err_code = API_ERR_ROUTE;
-        else if (!method_allowed(r, method)) rq->err_code = API_ERR_METHOD;
-        else if (r->auth && !authorized(srv, c)) rq->err_code = API_ERR_AUTH;
+        const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+        const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+        struct framing fr = { 0, false };
+        MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, &fr);
+        if (fr.n_length > 1 || (fr.n_length && fr.chunked)) {
+            /* the body's end is ambiguous: answer now, and the connection closes */
+            rq->close = true;
+            return reply_error(srv, c, rq, HS_ERR_FORMAT, fr.chunked ? "the request has both Content-Length and "
+                               "Transfer-Encoding" : "the request has more than one Content-Length header");
+        }
+        if (origin && origin_listed(srv, origin)) rq->cors_origin = origin;
+        if (!host_allowed(srv, host)) {
+            rq->err_code = API_ERR_FORBIDDEN;
+            snprintf(rq->err_msg, sizeof(rq->err_msg), "Host '%.64s' is not an address of this server (add the "
+                     "name with --allow-host)", host);
+        } else if (origin && !rq->cors_origin && !origin_same(origin, host)) {
+            rq->err_code = API_ERR_FORBIDDEN;
+            snprintf(rq->err_msg, sizeof(rq->err_msg), "cross-origin request from '%.64s' refused (allow the "
+                     "origin with --cors-origin)", origin);
+        } else if (rq->route != ROUTE_OTHER && !strcmp(method, "OPTIONS") && origin &&
+                   MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Method")) {
+            return reply_preflight(srv, c, rq);
+        } else if (rq->route == ROUTE_OTHER) {
+            rq->err_code = API_ERR_ROUTE;
+        } else if (!method_allowed(r, method)) {
+            rq->err_code = API_ERR_METHOD;
+        } else if (rq->close && r->auth) {
+            rq->err_code = API_ERR_OVERLOADED;
+            snprintf(rq->err_msg, sizeof(rq->err_msg), "the server has %d connections open (--max-connections); "
+                     "retry later", srv->opts.max_conns);
+        } else if (r->auth && !authorized(srv, c)) {
+            rq->err_code = API_ERR_AUTH;
+        } else if (!strcmp(method, "POST") &&
+                   !ctype_json(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE))) {
+            rq->err_code = API_ERR_MEDIA_TYPE;
+            snprintf(rq->err_msg, sizeof(rq->err_msg), "the request body must be sent as Content-Type: "
+                     "application/json (got '%.64s')",
+                     MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE)
+                         ? MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE) : "none");
+        }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > (unsigned long long)srv->opts.max_body && !rq->err_code) {
             /* answered before the body is read: a client waiting on 100-continue sends none */
@@ -482,6 +1040,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         *upload_data_size = 0;
         return MHD_YES;
     }
+    guard_state(srv->guard, rq->slot, CONN_HANDLING);
     if (rq->err_code) {
         char msg[256];
         switch (rq->err_code) {
@@ -489,7 +1048,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         case API_ERR_METHOD: snprintf(msg, sizeof(msg), "%s is not allowed on %s (allowed: %s)", method,
                                       routes[rq->route].path, routes[rq->route].methods); break;
         case API_ERR_AUTH: snprintf(msg, sizeof(msg), "missing or invalid API key (send Authorization: Bearer KEY or x-api-key: KEY)"); break;
-        default: snprintf(msg, sizeof(msg), "the request body is larger than %lld bytes", (long long)srv->opts.max_body); break;
+        case API_ERR_TOO_LARGE: snprintf(msg, sizeof(msg), "the request body is larger than %lld bytes", (long long)srv->opts.max_body); break;
+        default: snprintf(msg, sizeof(msg), "%s", rq->err_msg); break;
         }
         return reply_error(srv, c, rq, rq->err_code, msg);
     }
@@ -502,6 +1062,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls, en
     struct conn_req *rq = *req_cls;
     if (!rq) return;
     atomic_fetch_sub(&srv->n_inflight, 1);
+    guard_state(srv->guard, rq->slot, CONN_WAITING); /* a keep-alive connection's next request */
     if (rq->job) {
         job_cancel(rq->job); /* no-op when done */
         job_release(rq->job);
@@ -529,9 +1090,13 @@ void server_opts_default(struct server_opts *o)
     o->port = 8080;
     o->n_threads = sys_cpu_get()->n_cores > 0 ? sys_cpu_get()->n_cores : 1;
     o->max_queue = 16;
-    o->max_body = 32 << 20;
+    o->max_body = SERVER_DEFAULT_MAX_BODY;
     o->bank_ram = -1;
     o->keepalive_s = 1.0;
+    o->max_conns = 256;
+    o->max_conns_per_ip = 64;
+    o->idle_timeout_s = 15;
+    o->request_timeout_s = 30;
 }
 
 /* Free space where the disk tier lives (its nearest existing ancestor while it does not
@@ -611,6 +1176,15 @@ static char *default_name(const char *path)
     return hs_strndup(path + b, n - b);
 }
 
+/* 127.0.0.0/8, ::1 or "localhost". */
+static bool host_loopback(const char *host)
+{
+    uint8_t a[16];
+    if (!strcmp(host, "localhost")) return true;
+    if (inet_pton(AF_INET, host, a) == 1) return ip_loopback(AF_INET, a);
+    return inet_pton(AF_INET6, host, a) == 1 && ip_loopback(AF_INET6, a);
+}
+
 static struct MHD_Daemon *http_start(struct server *srv, struct hs_err *err)
 {
     const char *host = srv->opts.host;
@@ -639,8 +1213,9 @@ static struct MHD_Daemon *http_start(struct server *srv, struct hs_err *err)
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,
         MHD_OPTION_SOCK_ADDR, sa,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)512,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)srv->opts.idle_timeout_s,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)(srv->opts.max_conns + SERVER_CONN_RESERVE),
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 << 10),
         MHD_OPTION_END);
     if (!d) hs_err_set(err, HS_ERR_IO, "cannot listen on %s port %d (in use, or not an address of this machine)",
@@ -652,8 +1227,13 @@ int server_run(const struct server_opts *o)
 {
     struct server *srv = hs_calloc(1, sizeof(*srv));
     srv->opts = *o;
-    if (srv->opts.max_body <= 0) srv->opts.max_body = 32 << 20;
+    if (srv->opts.max_body <= 0) srv->opts.max_body = SERVER_DEFAULT_MAX_BODY;
     if (srv->opts.n_threads < 1) srv->opts.n_threads = 1;
+    if (srv->opts.max_conns < 1) srv->opts.max_conns = 256;
+    if (srv->opts.max_conns_per_ip < 1) srv->opts.max_conns_per_ip = srv->opts.max_conns;
+    if (srv->opts.idle_timeout_s < 1) srv->opts.idle_timeout_s = 15;
+    if (srv->opts.request_timeout_s < 1) srv->opts.request_timeout_s = 30;
+    sem_init(&srv->side, 0, SERVER_SIDE_MAX);
     pthread_mutex_init(&srv->metrics.mu, NULL);
     pthread_mutex_init(&srv->ids_mu, NULL);
     atomic_init(&srv->ready, false);
@@ -675,7 +1255,17 @@ int server_run(const struct server_opts *o)
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    if (!o->api_key && !o->insecure_no_key && !host_loopback(srv->opts.host)) {
+        hs_err_set(&err, HS_ERR_INVALID, "--host %s without --api-key would let anyone who can reach it use the "
+                   "model; set a key (--api-key or HEADSTART_API_KEY), or pass --insecure-no-key to mean it",
+                   srv->opts.host);
+        goto out;
+    }
     if (model_load(o->model_path, &srv->model, &err) || model_text_load(srv->model, &srv->text, &err)) goto out;
+    for (int32_t id = 0; id < tokenizer_n_vocab(srv->text.tok); id++) {
+        size_t len = 0;
+        if (tokenizer_piece(srv->text.tok, id, &len) && (int64_t)len > srv->max_piece_len) srv->max_piece_len = (int64_t)len;
+    }
     if (test_emit_load(&srv->text, &err)) goto out; /* TEST ONLY; off unless HEADSTART_TEST_EMIT */
     struct engine_opts eo;
     engine_opts_default(&eo);
@@ -687,6 +1277,7 @@ int server_run(const struct server_opts *o)
     bank_start(srv, bank_desc, sizeof(bank_desc));
     if (sched_start(&srv->sched, o->max_queue, sched_job_session, srv, &err)) goto out;
     atomic_store(&srv->ready, true);
+    srv->guard = guard_new(&srv->opts);
     d = http_start(srv, &err);
     if (!d) goto out;
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
@@ -698,9 +1289,9 @@ int server_run(const struct server_opts *o)
            (long long)srv->n_ctx, srv->opts.n_threads, engine_kernel_variant(srv->engine), o->max_queue,
            bank_desc, v6 ? "[" : "", srv->opts.host, v6 ? "]" : "", port);
     fflush(stdout);
-    if (!o->api_key && strcmp(srv->opts.host, "127.0.0.1") && strcmp(srv->opts.host, "::1") &&
-        strcmp(srv->opts.host, "localhost"))
-        log_warn("serve: listening on %s without --api-key: anyone who can reach it can use the model", srv->opts.host);
+    if (!o->api_key && !host_loopback(srv->opts.host))
+        log_warn("serve: listening on %s without --api-key (--insecure-no-key): anyone who can reach it can use "
+                 "the model", srv->opts.host);
 
     int sig = 0;
     sigwait(&sigs, &sig);
@@ -720,6 +1311,7 @@ out:
     }
     double t1 = sys_time_sec();
     if (d) MHD_stop_daemon(d);
+    guard_free(srv->guard);
     sched_free(&srv->sched);
     log_debug("serve: engine stopped in %.3f s, http in %.3f s", t1 - t0, sys_time_sec() - t1);
     if (srv->disk) {
@@ -733,6 +1325,7 @@ out:
     model_free(srv->model);
     pthread_mutex_destroy(&srv->ids_mu);
     pthread_mutex_destroy(&srv->metrics.mu);
+    sem_destroy(&srv->side);
     log_debug("serve: freed in %.3f s", sys_time_sec() - t0);
     hs_free(name);
     hs_free(srv);

@@ -59,7 +59,7 @@ struct server_opts {
     int64_t n_ctx;                /* context per request; 0: min(model's, 32768) */
     int max_queue;                /* requests that may wait while one runs; default 16 */
     const char *model_name;       /* served name; NULL: the model file's base name */
-    int64_t max_body;             /* request body limit in bytes; default 32 MiB */
+    int64_t max_body;             /* request body limit in bytes; default 4 MiB */
     int64_t bank_ram;             /* the bank's RAM budget in bytes; < 0: a quarter of RAM;
                                      0: unlimited */
     bool no_bank;                 /* --no-bank: every prompt computed (both tiers off) */
@@ -70,7 +70,27 @@ struct server_opts {
     bool no_bank_disk;            /* --no-bank-disk: RAM only */
     double keepalive_s;           /* --keepalive: a stream quiet this long during a prefill
                                      gets a keep-alive; default 1.0 */
+    /* Connections (http.c's "connection guard"): */
+    int max_conns;                /* --max-connections: open connections served; default 256
+                                     (a reserve of SERVER_CONN_RESERVE more answers only /,
+                                     /health and /metrics) */
+    int max_conns_per_ip;         /* --max-connections-per-ip: default 64 */
+    int idle_timeout_s;           /* --idle-timeout: no byte moving this long closes a
+                                     connection (keep-alive idle included); default 15 */
+    int request_timeout_s;        /* --request-timeout: a request's headers and body must
+                                     arrive within this many seconds of the connection's
+                                     opening or of the previous response's end; default 30 */
+    /* Who may talk to it (browsers, DNS rebinding): */
+    const char *allow_hosts;      /* --allow-host: more Host names accepted, comma separated
+                                     ("*": any); NULL: none */
+    const char *cors_origins;     /* --cors-origin: browser origins allowed, comma separated
+                                     ("*": any); NULL: none */
+    bool insecure_no_key;         /* --insecure-no-key: serve a non-loopback address with no
+                                     API key */
 };
+
+#define SERVER_CONN_RESERVE 16
+#define SERVER_DEFAULT_MAX_BODY (4 << 20)
 
 void server_opts_default(struct server_opts *o);
 /* Load the model, start the engine thread and the HTTP server, print one start line and

@@ -22,6 +22,7 @@
 #include "server/server.h"
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -44,6 +45,7 @@ struct job {
     bool ignore_eos;              /* extension (as llama.cpp's): generate to max_tokens */
     int64_t max_tokens;           /* 0: up to the context */
     struct sampler_opts sampling;
+    bool seed_given;              /* the body's seed (any integer, 0 included) is sampling.seed */
     char id[API_ID_MAX];
     int64_t created;              /* unix seconds */
     double t_submit;              /* sys_time_sec() at submit */
@@ -213,6 +215,12 @@ struct server {
     struct api_ids ids;
     atomic_bool ready;
     atomic_int n_inflight;        /* requests between their first byte and their end */
+    struct conn_guard *guard;     /* http.c: open connections, their deadlines and limits */
+    int64_t max_piece_len;        /* the longest token's bytes: tokens >= bytes / this */
+    sem_t side;                   /* render + tokenize on connection threads (count_tokens, a
+                                     large prompt's context check): SERVER_SIDE_MAX at once */
 };
+
+#define SERVER_SIDE_MAX 2
 
 #endif

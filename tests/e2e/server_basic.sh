@@ -17,6 +17,7 @@ set -u
 py=/usr/bin/python3
 . "$(dirname "$0")/lib/server.sh"
 e2e_setup server-basic curl
+ct="Content-Type: application/json" # every POST body is JSON (the server refuses others: 415)
 
 # check FILE PYTHON-EXPR — the expression sees j (the parsed JSON) and t (the raw text)
 check() {
@@ -79,13 +80,13 @@ auth="Authorization: Bearer $key"
 grep -q "context 2048, threads 1, kernels" "$tmp/a.log" && pass "start line" || fail "start line: $(cat "$tmp/a.log")"
 
 # code METHOD PATH OUTFILE [curl args] — prints the status
-code() { m=$1; p=$2; o=$3; shift 3; curl -s -o "$o" -w '%{http_code}' -X "$m" "$@" "$base$p"; }
+code() { m=$1; p=$2; o=$3; shift 3; curl -s -H "$ct" -o "$o" -w '%{http_code}' -X "$m" "$@" "$base$p"; }
 # answered OUTFILE TRIES — POST $chat until it is answered 200, at most TRIES times 50 ms
 # apart; sets $st (the last status) and $i (the tries)
 answered() {
     st=0 i=0
     while [ $i -lt "$2" ] && [ "$st" != 200 ]; do
-        st=$(curl -s -o "$1" -w '%{http_code}' -d "$chat" "$base/v1/chat/completions")
+        st=$(curl -s -H "$ct" -o "$1" -w '%{http_code}' -d "$chat" "$base/v1/chat/completions")
         [ "$st" = 200 ] || sleep 0.05
         i=$((i + 1))
     done
@@ -93,7 +94,7 @@ answered() {
 
 [ "$(code GET /health "$tmp/h" )" = 200 ] && check "$tmp/h" 'j["status"] == "ok" and j["queue_depth"] == 0' \
     && pass "/health" || fail "/health: $(cat "$tmp/h")"
-[ "$(curl -s -o /dev/null -w '%{http_code}' -I "$base/")" = 200 ] && [ "$(code GET / "$tmp/r")" = 200 ] \
+[ "$(curl -s -H "$ct" -o /dev/null -w '%{http_code}' -I "$base/")" = 200 ] && [ "$(code GET / "$tmp/r")" = 200 ] \
     && pass "HEAD / and GET /" || fail "HEAD / or GET /"
 [ "$(code GET /v1/models "$tmp/mo" -H "$auth")" = 200 ] && check "$tmp/mo" 'j["object"] == "list" and j["data"][0]["id"] == "m" and j["data"][0]["object"] == "model"' \
     && pass "/v1/models (OpenAI)" || fail "/v1/models OpenAI: $(cat "$tmp/mo")"
@@ -126,11 +127,11 @@ st=$(code POST /v1/messages/count_tokens "$tmp/ct" -H "x-api-key: $key" -d "$msg
     && pass "count_tokens equals the messages input tokens (uncached + cache read)" || fail "count_tokens: $st $(cat "$tmp/ct")"
 
 s1=$(echo "$chat" | sed 's/"max_tokens":12/"max_tokens":12,"stream":true,"stream_options":{"include_usage":true}/')
-curl -s -N -o "$tmp/s1" -D "$tmp/s1.h" -H "$auth" -d "$s1" "$base/v1/chat/completions"
+curl -s -H "$ct" -N -o "$tmp/s1" -D "$tmp/s1.h" -H "$auth" -d "$s1" "$base/v1/chat/completions"
 grep -qi '^content-type: text/event-stream' "$tmp/s1.h" && n=$(sse "$tmp/s1" openai) \
     && pass "chat completion stream (SSE, usage chunk, [DONE]; $n chars)" || fail "chat stream: $(head -c 600 "$tmp/s1")"
 s2=$(echo "$msgs" | sed 's/"max_tokens":12/"max_tokens":12,"stream":true/')
-curl -s -N -o "$tmp/s2" -H "x-api-key: $key" -d "$s2" "$base/v1/messages"
+curl -s -H "$ct" -N -o "$tmp/s2" -H "x-api-key: $key" -d "$s2" "$base/v1/messages"
 n=$(sse "$tmp/s2" anthropic) && pass "messages stream (event names, message_start .. message_stop; $n chars)" \
     || fail "messages stream: $(head -c 600 "$tmp/s2")"
 
@@ -154,7 +155,7 @@ st=$(code GET /v1/nothing "$tmp/e7" -H "$auth")
 [ "$st" = 404 ] && check "$tmp/e7" "$oa_err" && pass "404 unknown route" || fail "404: $st $(cat "$tmp/e7")"
 st=$(code POST /v1/messages/nothing "$tmp/e8" -H "$auth" -d '{}')
 [ "$st" = 404 ] && check "$tmp/e8" "$an_err"' and j["error"]["type"] == "not_found_error"' && pass "404 under /v1/messages (Anthropic)" || fail "404 anthropic: $st $(cat "$tmp/e8")"
-st=$(curl -s -o "$tmp/e9" -D "$tmp/e9.h" -w '%{http_code}' -H "$auth" "$base/v1/chat/completions")
+st=$(curl -s -H "$ct" -o "$tmp/e9" -D "$tmp/e9.h" -w '%{http_code}' -H "$auth" "$base/v1/chat/completions")
 [ "$st" = 405 ] && grep -qi '^allow: POST' "$tmp/e9.h" && check "$tmp/e9" "$oa_err" && pass "405 wrong method (Allow)" || fail "405: $st $(cat "$tmp/e9")"
 $py -c 'import json; print(json.dumps({"model":"m","messages":[{"role":"user","content":"x"*100000}]}))' > "$tmp/big.json"
 st=$(code POST /v1/chat/completions "$tmp/e10" -H "$auth" --data-binary "@$tmp/big.json")
@@ -180,18 +181,18 @@ e2e_start "$tmp/b.log" --no-bank-disk --max-queue 0 --ctx 16384
 base=http://127.0.0.1:$port
 bpid=$pid
 long='{"model":"m","messages":[{"role":"user","content":"go"}],"stream":true,"ignore_eos":true,"max_tokens":16000}'
-curl -s -N -o "$tmp/long" -d "$long" "$base/v1/chat/completions" &
+curl -s -H "$ct" -N -o "$tmp/long" -d "$long" "$base/v1/chat/completions" &
 cpid=$!
 i=0
 while [ $i -lt 100 ] && ! grep -q chatcmpl "$tmp/long" 2>/dev/null; do sleep 0.05; i=$((i + 1)); done
-st=$(curl -s -o "$tmp/q" -D "$tmp/q.h" -w '%{http_code}' -d "$chat" "$base/v1/chat/completions")
+st=$(curl -s -H "$ct" -o "$tmp/q" -D "$tmp/q.h" -w '%{http_code}' -d "$chat" "$base/v1/chat/completions")
 [ "$st" = 429 ] && grep -qi '^retry-after: ' "$tmp/q.h" && check "$tmp/q" 'j["error"]["code"] == "rate_limit_exceeded"' \
     && pass "429 queue full, Retry-After" || fail "429: $st $(cat "$tmp/q")"
 kill "$cpid" 2>/dev/null
 wait "$cpid" 2>/dev/null
 answered "$tmp/after" 100
 [ "$st" = 200 ] && check "$tmp/after" 'j["object"] == "chat.completion"' && pass "a request after a client disconnect ($i tries)" || fail "after disconnect: $st"
-curl -s -o "$tmp/metrics" "$base/metrics"
+curl -s -H "$ct" -o "$tmp/metrics" "$base/metrics"
 gen=$(sed -n 's/^headstart_generated_tokens_total \([0-9]*\)$/\1/p' "$tmp/metrics")
 [ -n "$gen" ] && [ "$gen" -lt 15000 ] && pass "the disconnected stream stopped early ($gen tokens generated in all)" || fail "cancel: generated '$gen'"
 grep -q -E '^headstart_requests_total\{route="/v1/chat/completions",status="4xx"\} [1-9]' "$tmp/metrics" \
@@ -222,7 +223,7 @@ st=$(code POST /v1/messages "$tmp/ui" -H "x-api-key: $key" -H 'Content-Type: app
 base=http://127.0.0.1:$port
 nothink='"chat_template_kwargs":{"enable_thinking":false}'
 sq='{"model":"m","messages":[{"role":"user","content":"Tell me more"}],"max_tokens":24,"temperature":0,"ignore_eos":true,'$nothink'}'
-curl -s -o "$tmp/sq0" -d "$sq" "$base/v1/chat/completions"
+curl -s -H "$ct" -o "$tmp/sq0" -d "$sq" "$base/v1/chat/completions"
 stop=$($py -c '
 import json, sys
 t = json.load(open(sys.argv[1]))["choices"][0]["message"]["content"]
@@ -232,7 +233,7 @@ for p in range(len(t) // 2, len(t) - 2):
         print(t[p:p + 3]); break' "$tmp/sq0")
 if [ -z "$stop" ]; then fail "stop strings: no ASCII run in $(cat "$tmp/sq0")"; else
 sqs=$(echo "$sq" | sed "s/\"max_tokens\"/\"stop\":[\"zz-never\",\"$stop\"],\"max_tokens\"/")
-curl -s -o "$tmp/sq1" -d "$sqs" "$base/v1/chat/completions"
+curl -s -H "$ct" -o "$tmp/sq1" -d "$sqs" "$base/v1/chat/completions"
 $py - "$tmp/sq0" "$tmp/sq1" "$stop" <<'EOF' && pass "stop string (OpenAI): text ends before '$stop', finish_reason stop" || fail "stop: $(cat "$tmp/sq1")"
 import json, sys
 full = json.load(open(sys.argv[1]))["choices"][0]["message"]["content"]
@@ -243,7 +244,7 @@ assert c["finish_reason"] == "stop", c
 assert c["message"]["content"] == want, (c["message"]["content"], want)
 assert j["usage"]["completion_tokens"] < 24
 EOF
-curl -s -N -o "$tmp/sq2" -d "$(echo "$sqs" | sed 's/"max_tokens"/"stream":true,"max_tokens"/')" "$base/v1/chat/completions"
+curl -s -H "$ct" -N -o "$tmp/sq2" -d "$(echo "$sqs" | sed 's/"max_tokens"/"stream":true,"max_tokens"/')" "$base/v1/chat/completions"
 $py - "$tmp/sq0" "$tmp/sq2" "$stop" <<'EOF' && pass "stop string (OpenAI stream): no part of it is sent" || fail "stop stream: $(tail -c 600 "$tmp/sq2")"
 import json, sys
 full = json.load(open(sys.argv[1]))["choices"][0]["message"]["content"]
@@ -256,7 +257,7 @@ for e in open(sys.argv[2]).read().split("\n\n"):
 assert fin == "stop" and text == full[:full.index(sys.argv[3])].rstrip(), (fin, text)
 EOF
 am='{"model":"m","messages":[{"role":"user","content":"Tell me more"}],"max_tokens":24,"temperature":0,"ignore_eos":true,"thinking":{"type":"disabled"},"stop_sequences":["'$stop'"],"stream":true}'
-curl -s -N -o "$tmp/sq3" -d "$am" "$base/v1/messages"
+curl -s -H "$ct" -N -o "$tmp/sq3" -d "$am" "$base/v1/messages"
 $py - "$tmp/sq0" "$tmp/sq3" "$stop" <<'EOF' && pass "stop_sequences (Anthropic stream): stop_reason stop_sequence + stop_sequence" || fail "stop_sequences: $(tail -c 600 "$tmp/sq3")"
 import json, sys
 full = json.load(open(sys.argv[1]))["choices"][0]["message"]["content"]
@@ -297,7 +298,7 @@ e2e_start "$tmp/k.log" --no-bank-disk --ctx 16384 --keepalive 0.02
 kpid=$pid
 base=http://127.0.0.1:$port
 $py -c 'import json; print(json.dumps({"model":"m","max_tokens":2,"stream":True,"messages":[{"role":"user","content":" ".join("k%d" % (i*7919 % 10007) for i in range(1200))}]}))' > "$tmp/ka.json"
-curl -s -N -o "$tmp/ka1" --data-binary "@$tmp/ka.json" "$base/v1/chat/completions"
+curl -s -H "$ct" -N -o "$tmp/ka1" --data-binary "@$tmp/ka.json" "$base/v1/chat/completions"
 $py - "$tmp/ka1" <<'EOF' && pass "keep-alive comments during a long prefill (OpenAI)" || fail "keep-alive openai: $(head -c 800 "$tmp/ka1")"
 import sys
 ev = [e for e in open(sys.argv[1]).read().split("\n\n") if e]
@@ -307,7 +308,7 @@ assert ka and max(ka) < first_tok and ev[-1] == "data: [DONE]", ev[:6]
 print(len(ka), file=sys.stderr)
 EOF
 sed 's/k/q/g' "$tmp/ka.json" > "$tmp/ka2.json"
-curl -s -N -o "$tmp/ka2" --data-binary "@$tmp/ka2.json" "$base/v1/messages"
+curl -s -H "$ct" -N -o "$tmp/ka2" --data-binary "@$tmp/ka2.json" "$base/v1/messages"
 $py - "$tmp/ka2" <<'EOF' && pass "keep-alive pings during a long prefill (Anthropic)" || fail "keep-alive anthropic: $(head -c 800 "$tmp/ka2")"
 import sys
 names = [e.split("\n")[0] for e in open(sys.argv[1]).read().split("\n\n") if e]
@@ -338,7 +339,7 @@ answered "$tmp/dc2" 100
 dt=$($py -c "import sys; print('%.2f' % ($(date +%s.%N) - $t0))")
 [ "$st" = 200 ] && check "$tmp/dc2" 'j["object"] == "chat.completion"' \
     && pass "the next request after a disconnect during the prefill is answered (in $dt s)" || fail "after disconnect in prefill: status $st after $dt s"
-curl -s -o "$tmp/dcm" "$base/metrics"
+curl -s -H "$ct" -o "$tmp/dcm" "$base/metrics"
 left=$($py - "$tmp/dcm" <<'EOF'
 import sys
 m = {}
@@ -362,14 +363,14 @@ pid=$kpid_main base=$kbase
 e2e_start "$tmp/c.log" --no-bank-disk --ctx 16384
 base=http://127.0.0.1:$port
 cpid_srv=$pid
-curl -s -N -o "$tmp/run" -d "$long" "$base/v1/chat/completions" &
+curl -s -H "$ct" -N -o "$tmp/run" -d "$long" "$base/v1/chat/completions" &
 c1=$!
 i=0
 while [ $i -lt 100 ] && ! grep -q chatcmpl "$tmp/run" 2>/dev/null; do sleep 0.05; i=$((i + 1)); done
-curl -s -o "$tmp/queued" -w '%{http_code}' -d "$msgs" "$base/v1/messages" > "$tmp/queued.code" &
+curl -s -H "$ct" -o "$tmp/queued" -w '%{http_code}' -d "$msgs" "$base/v1/messages" > "$tmp/queued.code" &
 c2=$!
 i=0
-while [ $i -lt 100 ] && ! curl -s "$base/health" | grep -q '"queue_depth":2'; do sleep 0.05; i=$((i + 1)); done
+while [ $i -lt 100 ] && ! curl -s -H "$ct" "$base/health" | grep -q '"queue_depth":2'; do sleep 0.05; i=$((i + 1)); done
 kill -TERM "$cpid_srv"
 wait "$c1" "$c2"
 tail -c 400 "$tmp/run" | grep -q '"error"' && [ "$(tail -c 14 "$tmp/run")" = "data: [DONE]" ] && pass "SIGTERM: the running stream ends with an error event and [DONE]" || fail "stream at stop: $(tail -c 300 "$tmp/run")"

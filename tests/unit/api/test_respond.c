@@ -806,6 +806,8 @@ Test(respond_errors, table_rows)
         {API_ERR_TOO_LARGE, 413, "invalid_request_error", NULL, "request_too_large"},
         {API_ERR_QUEUE_FULL, 429, "requests", "rate_limit_exceeded", "rate_limit_error"},
         {API_ERR_OVERLOADED, 503, "server_error", NULL, "overloaded_error"},
+        {API_ERR_FORBIDDEN, 403, "invalid_request_error", NULL, "permission_error"},
+        {API_ERR_MEDIA_TYPE, 415, "invalid_request_error", NULL, "invalid_request_error"},
         {API_ERR_INTERNAL, 500, "server_error", NULL, "api_error"},
         {HS_OK, 500, "server_error", NULL, "api_error"},        /* not an error: internal */
         {12345, 500, "server_error", NULL, "api_error"},        /* unknown: internal */
