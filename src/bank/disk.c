@@ -114,7 +114,7 @@
  *      a non-regular file, a symlinked shard directory) is "foreign": never followed,
  *      opened or deleted, only counted (stats foreign) and reported by verify; a write
  *      whose path is held by one is skipped. Every entry discarded as bad is logged (one
- *      line: key, position, cause) and counted by cause.
+ *      line: key, cause) and counted by cause.
  */
 #include "bank/bank.h"
 #include "sys/sys.h"
