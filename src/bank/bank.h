@@ -246,7 +246,7 @@ enum bank_disk_access {
     BANK_DISK_WRITER = 0,       /* take DIR/lock exclusively; the open fails, naming the
                                  * holder's pid, when another handle has it */
     BANK_DISK_READER,           /* no lock: read the index and blobs, never write, delete or
-                                 * reconcile anything (and create nothing) */
+                                 * reconcile anything (SQLite may leave its -wal/-shm) */
     BANK_DISK_WRITER_OR_READER, /* the writer when the lock is free, else a reader (stats say
                                  * so and name the holder) */
 };

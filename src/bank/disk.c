@@ -68,7 +68,8 @@
  *   2. A blob becomes visible only by rename of a complete, fsynced file (sys_wfile), and
  *      its index row is inserted after the rename; rows are deleted before their files. A
  *      crash leaves at worst a complete file without a row (adopted at the next open when
- *      its header verifies and its parent exists) or a temp file (removed at open).
+ *      its header verifies and its parent exists) or a temp file (removed by the next
+ *      writer's open, its process being gone).
  *   3. Referenced stretches are never deleted: only leaves (entries no row names as parent)
  *      are evicted, and a deletion for any other reason takes the whole subtree in one
  *      SQLite transaction (savepoint). Parents of queued or in-flight writes are pinned
