@@ -358,7 +358,7 @@ static void metrics_write_bank(const struct bank_stats *b, struct strbuf *out)
 static void metrics_write_disk(const struct bank_disk_stats *d, struct strbuf *out)
 {
     strbuf_printf(out,
-                  "# HELP headstart_bank_disk_enabled 1 while the disk tier works, 0 once an I/O error disabled it.\n"
+                  "# HELP headstart_bank_disk_enabled 1 while the disk tier works, 0 while an I/O error has it off (it retries and comes back by itself).\n"
                   "# TYPE headstart_bank_disk_enabled gauge\nheadstart_bank_disk_enabled %d\n"
                   "# HELP headstart_bank_disk_entries Entries in the disk tier.\n"
                   "# TYPE headstart_bank_disk_entries gauge\nheadstart_bank_disk_entries %llu\n"
@@ -388,7 +388,7 @@ static void metrics_write_disk(const struct bank_disk_stats *d, struct strbuf *o
                   "# TYPE headstart_bank_disk_reenabled_total counter\nheadstart_bank_disk_reenabled_total %llu\n"
                   "# HELP headstart_bank_disk_foreign_files Things under the bank's blobs/ that it did not make (left alone).\n"
                   "# TYPE headstart_bank_disk_foreign_files gauge\nheadstart_bank_disk_foreign_files %llu\n"
-                  "# HELP headstart_bank_disk_discarded_total Disk entries found bad and dropped, by cause.\n"
+                  "# HELP headstart_bank_disk_discarded_total Disk entries found bad, by cause (dropped; a read-only server skips them).\n"
                   "# TYPE headstart_bank_disk_discarded_total counter\n",
                   d->read_only ? 1 : 0, d->lock_holder_pid, (unsigned long long)d->io_errors,
                   (unsigned long long)d->reenabled, (unsigned long long)d->foreign);
