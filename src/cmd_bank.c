@@ -1,9 +1,16 @@
 /*
  * cmd_bank.c — `headstart bank stats|ls|verify|gc`: look at and clean up a bank directory
- * offline (no model needed). Opening the directory reconciles it with its index (temp files
- * and unadoptable orphans removed, rows of missing files dropped with the entries that
- * build on them, a store of an older format cleared; bank/disk.c), so every subcommand
- * reports what that found first.
+ * offline (no model needed), safely next to a server using it (bank/disk.c, invariant 8):
+ *   stats, ls  read only: no lock, nothing reconciled, created or deleted; they say which
+ *              live process holds the directory's writer lock, if any.
+ *   verify     takes the writer lock when it is free (then bad entries are removed with
+ *              what builds on them, after the open's reconcile); when a server holds it,
+ *              verifies read-only and removes nothing. Either way exit 1 when anything is
+ *              bad: an entry, a malformed index row, something foreign under blobs/.
+ *   gc         needs the writer lock: refuses (exit 1, naming the holder's pid) while
+ *              another process holds it. Its open reconciles (temp files of dead writers
+ *              and unadoptable orphans removed, rows of missing files dropped with the
+ *              entries that build on them, a store of an older format cleared).
  *
  * Output: text by default; --json prints one JSON object on stdout (keys below), which is
  * what scripts and tests read. Exit status: 0 ok; 1 the directory failed, or verify found
@@ -36,10 +43,13 @@ static const char bank_help[] =
     "           anchor), entries building on it, hits, last use\n"
     "  verify   read every entry fully (checksums, identity, the key over the whole token\n"
     "           prefix); delete bad ones with the entries building on them (exit status 1\n"
-    "           when any was bad)\n"
+    "           when any was bad, or anything under the directory is not the bank's own)\n"
     "  gc       remove orphans and evict least recently used entries that nothing builds on\n"
     "           until the store holds at most --size SIZE (e.g. 10G; --to is the same;\n"
     "           default: only orphans)\n"
+    "\n"
+    "stats and ls only read (safe next to a running server). verify reads only, and removes\n"
+    "nothing, while a server holds the directory; gc refuses then, naming its pid.\n"
     "\n"
     "--json prints one JSON object instead of text. --bank-dir defaults to\n"
     "$XDG_CACHE_HOME/headstart/bank (or ~/.cache/headstart/bank).\n";
@@ -104,6 +114,11 @@ static void open_json(struct jsonw *w, const struct bank_disk_stats *st)
     jsonw_key(w, "rows_dropped"); jsonw_uint(w, st->open_rows_dropped);
     jsonw_key(w, "old_format_removed"); jsonw_uint(w, st->open_old_removed);
     jsonw_obj_end(w);
+    jsonw_key(w, "read_only"); jsonw_bool(w, st->read_only);
+    jsonw_key(w, "lock_holder_pid"); jsonw_int(w, st->lock_holder_pid);
+    jsonw_key(w, "old_format"); jsonw_bool(w, st->old_format);
+    jsonw_key(w, "foreign"); jsonw_uint(w, st->foreign);
+    jsonw_key(w, "bad_rows"); jsonw_uint(w, st->bad_rows);
 }
 
 static void print_reconcile(const struct bank_disk_stats *st, uint64_t unshared)
@@ -117,6 +132,15 @@ static void print_reconcile(const struct bank_disk_stats *st, uint64_t unshared)
            PRIu64 "\n",
            st->open_rows, st->open_adopted, st->open_orphans_removed, st->open_tmp_removed,
            st->open_rows_dropped, st->open_old_removed);
+    if (st->lock_holder_pid)
+        printf("in use by process %ld (its writer lock): this is a read-only view\n", st->lock_holder_pid);
+    if (st->old_format)
+        printf("holds a store of an older format, which this build does not read: `headstart bank gc` clears it\n");
+    if (st->foreign)
+        printf("foreign: %" PRIu64 " things under blobs/ the bank did not make (e.g. %s), left alone\n",
+               st->foreign, st->foreign_example);
+    if (st->bad_rows)
+        printf("malformed index rows: %" PRIu64 " (never used as paths)\n", st->bad_rows);
 }
 
 int cmd_bank(int argc, char **argv)
@@ -159,11 +183,18 @@ int cmd_bank(int argc, char **argv)
     bank_disk_opts_default(&o);
     o.cap_bytes = 0;        /* never evict just by looking */
     o.free_floor_bytes = 0;
+    /* who may change what: the design note above */
+    o.access = !strcmp(sub, "gc") ? BANK_DISK_WRITER
+             : !strcmp(sub, "verify") ? BANK_DISK_WRITER_OR_READER : BANK_DISK_READER;
     struct hs_err err;
     hs_err_clear(&err);
     struct bank_disk *d = bank_disk_open(dir, &o, &err);
     if (!d) {
-        fprintf(stderr, "headstart bank: %s\n", err.msg);
+        if (!strcmp(sub, "gc"))
+            fprintf(stderr, "headstart bank: gc: %s (gc needs the directory to itself: stop that"
+                            " process first; a server keeps its own --bank-disk cap)\n", err.msg);
+        else
+            fprintf(stderr, "headstart bank: %s\n", err.msg);
         hs_free(dir);
         return 1;
     }
@@ -202,7 +233,7 @@ int cmd_bank(int argc, char **argv)
     } else if (!strcmp(sub, "verify")) {
         struct bank_disk_verify_result vr;
         int vrc = bank_disk_verify(d, &vr, &err);
-        rc = vrc == HS_OK && vr.removed == 0 ? 0 : 1;
+        rc = vrc == HS_OK && vr.bad == 0 && vr.removed == 0 && vr.bad_rows == 0 && vr.foreign == 0 ? 0 : 1;
         if (json) {
             jsonw_key(&w, "verify");
             jsonw_obj_begin(&w);
@@ -210,14 +241,32 @@ int cmd_bank(int argc, char **argv)
             jsonw_key(&w, "good"); jsonw_uint(&w, vr.good);
             jsonw_key(&w, "removed"); jsonw_uint(&w, vr.removed);
             jsonw_key(&w, "removed_bytes"); jsonw_uint(&w, vr.removed_bytes);
+            jsonw_key(&w, "bad"); jsonw_uint(&w, vr.bad);
+            jsonw_key(&w, "bad_rows"); jsonw_uint(&w, vr.bad_rows);
+            jsonw_key(&w, "foreign"); jsonw_uint(&w, vr.foreign);
+            jsonw_key(&w, "read_only"); jsonw_bool(&w, vr.read_only);
             jsonw_obj_end(&w);
         } else {
-            printf("verify: checked %" PRIu64 ", good %" PRIu64 ", removed %" PRIu64 " (%" PRIu64
-                   " bytes)\n", vr.checked, vr.good, vr.removed, vr.removed_bytes);
+            printf("verify: checked %" PRIu64 ", good %" PRIu64 ", bad %" PRIu64 ", removed %" PRIu64
+                   " (%" PRIu64 " bytes), malformed index rows %" PRIu64 ", foreign %" PRIu64 "%s\n",
+                   vr.checked, vr.good, vr.bad, vr.removed, vr.removed_bytes, vr.bad_rows, vr.foreign,
+                   vr.read_only ? " (read-only: another process holds the directory)" : "");
         }
         if (vrc != HS_OK) fprintf(stderr, "headstart bank: verify: %s\n", err.msg);
-        else if (vr.removed)
+        if (vr.removed)
             fprintf(stderr, "headstart bank: verify: %" PRIu64 " bad or dependent entries removed\n", vr.removed);
+        if (vr.bad > vr.removed)
+            fprintf(stderr, "headstart bank: verify: %" PRIu64 " bad or dependent entries found; left in place"
+                            " (the directory's writer, pid %ld, drops them when it meets them)\n",
+                    vr.bad - vr.removed, st.lock_holder_pid);
+        if (vr.bad_rows)
+            fprintf(stderr, "headstart bank: verify: %" PRIu64 " index rows with a malformed key or parent%s\n",
+                    vr.bad_rows, vr.read_only ? "" : " (removed at open)");
+        if (vr.foreign) {
+            bank_disk_stats_get(d, &st);
+            fprintf(stderr, "headstart bank: verify: %" PRIu64 " things under %s/blobs that the bank did not"
+                            " make, e.g. %s (left alone: remove them yourself)\n", vr.foreign, dir, st.foreign_example);
+        }
     } else if (!strcmp(sub, "gc")) {
         uint64_t freed = bank_disk_gc(d, target < 0 ? UINT64_MAX : (uint64_t)target);
         bank_disk_stats_get(d, &st);

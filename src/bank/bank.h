@@ -241,12 +241,27 @@ void bank_thin_positions(const int64_t *pos, int n, int cap, bool *keep);
 
 struct bank_disk;
 
+/* How a handle shares its directory with other processes (disk.c, invariant 8). */
+enum bank_disk_access {
+    BANK_DISK_WRITER = 0,       /* take DIR/lock exclusively; the open fails, naming the
+                                 * holder's pid, when another handle has it */
+    BANK_DISK_READER,           /* no lock: read the index and blobs, never write, delete or
+                                 * reconcile anything (SQLite may leave its -wal/-shm) */
+    BANK_DISK_WRITER_OR_READER, /* the writer when the lock is free, else a reader (stats say
+                                 * so and name the holder) */
+};
+
 struct bank_disk_opts {
     uint64_t cap_bytes;        /* the whole blob store (index rows' bytes); 0 = unlimited */
     uint64_t free_floor_bytes; /* below this much free disk nothing is written; 0 = none */
     int queue_len;             /* pending writes, >= 1 */
     uint64_t queue_bytes;      /* pending bytes; 0 = unlimited (a lone write is always taken) */
     bool writer_low_priority;  /* writer thread at nice 19 + idle I/O class (default true) */
+    enum bank_disk_access access; /* default BANK_DISK_WRITER */
+    bool take_over;            /* a reader of WRITER_OR_READER tries the lock every retry_ms
+                                * and becomes the writer once it is free */
+    uint32_t retry_ms;         /* after an I/O error the tier retries in retry_ms, doubling
+                                * up to 60 s, and re-enables itself; 0 = 1000 */
 };
 
 /* What bank_disk_put did with a write (the queue decides later whether it is written). */
@@ -267,15 +282,29 @@ struct bank_disk_stats {
     uint64_t skipped_base_gone; /* the stored prefix a queued write builds on vanished */
     uint64_t lookups, hits, hit_tokens, hit_blobs, misses;
     uint64_t bad_checksum, bad_header, bad_identity, bad_tokens, bad_size, missing_files;
+    uint64_t bad_not_regular; /* a blob name that is no regular file (FIFO, symlink, ...) */
+    uint64_t bad_rows;        /* index rows with a malformed key or parent: never a path */
+    uint64_t discarded;       /* entries dropped as bad by lookups and verify (each logged) */
+    uint64_t foreign;         /* things under blobs/ the tier did not make: never followed,
+                               * opened or deleted (last scan) */
+    char foreign_example[256];/* the first of them ("" none) */
     uint64_t evicted, evicted_bytes;
     uint64_t io_errors;
+    uint64_t reenabled;       /* times the tier re-enabled itself after an I/O error */
+    uint64_t skipped_foreign; /* writes skipped: their path is held by something foreign */
     /* found by the reconcile at open (and gc) */
     uint64_t open_rows, open_adopted, open_orphans_removed, open_tmp_removed,
              open_rows_dropped, open_old_removed /* files of an older format */;
     int writer_nice;          /* the writer thread's nice value (0 = not lowered) */
     bool writer_io_idle;      /* the writer thread is in the idle I/O class */
-    bool disabled;
+    bool disabled;            /* an I/O error: lookups miss, puts are refused until the
+                               * retry (retry_in_ms) re-enables it */
+    int64_t retry_in_ms;      /* while disabled: ms until the next retry */
     char disabled_reason[256];
+    bool read_only;           /* a reader (by choice, or another process has the lock) */
+    long lock_holder_pid;     /* a reader: the pid DIR/lock names when that process is
+                               * alive; 0 none or unknown */
+    bool old_format;          /* a reader found a store of an older format (gc clears it) */
 };
 
 /* One restorable entry as listed by bank_disk_ls: its blob holds ids and KV rows
@@ -311,11 +340,17 @@ struct bank_disk_hit {
 
 struct bank_disk_verify_result {
     uint64_t checked, good, removed, removed_bytes;
+    uint64_t bad;             /* entries found bad (a reader removes nothing: bad > removed) */
+    uint64_t bad_rows;        /* index rows with a malformed key or parent */
+    uint64_t foreign;         /* things under blobs/ it cannot account for */
+    bool read_only;           /* nothing was removed: another process holds the directory */
 };
 
 void bank_disk_opts_default(struct bank_disk_opts *o);
-/* Open (creating dir when missing), reconcile index and files, enforce the cap, start the
- * writer thread. NULL with err set when the directory or the index cannot be used. */
+/* Open (creating dir when missing), take the writer lock, reconcile index and files,
+ * enforce the cap, start the writer thread; a reader (o->access) only opens the index
+ * read-only. NULL with err set when the directory or the index cannot be used, or when a
+ * writer finds the lock held (the message names the holder's pid). */
 struct bank_disk *bank_disk_open(const char *dir, const struct bank_disk_opts *o,
                                  struct hs_err *err);
 /* Drain the queue (every accepted write finishes or fails), stop the writer, close. */
@@ -343,11 +378,14 @@ void bank_disk_stats_get(struct bank_disk *d, struct bank_disk_stats *out);
 int64_t bank_disk_ls(struct bank_disk *d,
                      bool (*fn)(void *ctx, const struct bank_disk_entry *e), void *ctx);
 /* Read and verify every entry fully (checksums, header, and its key recomputed over the
- * whole chain's ids); delete the bad ones with every entry below them. */
+ * whole chain's ids); delete the bad ones with every entry below them (a reader only
+ * counts them). Also counts malformed index rows and foreign files: a clean store has
+ * bad == bad_rows == foreign == 0. */
 int bank_disk_verify(struct bank_disk *d, struct bank_disk_verify_result *out,
                      struct hs_err *err);
 /* Remove orphans and evict LRU leaves (never an entry another one builds on) until the
- * store holds <= target_bytes. Returns the bytes freed. */
+ * store holds <= target_bytes. Returns the bytes freed (0 for a reader: it changes
+ * nothing). */
 uint64_t bank_disk_gc(struct bank_disk *d, uint64_t target_bytes);
 const char *bank_disk_put_result_name(enum bank_disk_put_result r);
 /* The default --bank-dir: $XDG_CACHE_HOME/headstart/bank, else ~/.cache/headstart/bank;

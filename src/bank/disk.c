@@ -23,8 +23,10 @@
  * (a put of a stored key only refreshes its recency), so (fp, ids[0, p)) identify an entry.
  *
  *   DIR/index.sqlite                 SQLite, WAL mode: one row per entry (schema below)
+ *   DIR/lock                         the writer lock (flock); holds the writer's pid
  *   DIR/blobs/<key[0:2]>/<key>.hsb   header + payload (format 2)
- *   DIR/blobs/..../<key>.hsb.tmp.*   a write in progress (sys_wfile); removed at open
+ *   DIR/blobs/..../<key>.hsb.tmp.<pid>.<seq>  a write in progress (sys_wfile); removed by
+ *                                    the next writer once process <pid> is gone
  *   DIR/blobs/..../<key>.blob[.tmp.*] format 1 (one whole-prefix blob per entry): an older
  *                                    build's store, removed at open with one log line
  *
@@ -66,7 +68,8 @@
  *   2. A blob becomes visible only by rename of a complete, fsynced file (sys_wfile), and
  *      its index row is inserted after the rename; rows are deleted before their files. A
  *      crash leaves at worst a complete file without a row (adopted at the next open when
- *      its header verifies and its parent exists) or a temp file (removed at open).
+ *      its header verifies and its parent exists) or a temp file (removed by the next
+ *      writer's open, its process being gone).
  *   3. Referenced stretches are never deleted: only leaves (entries no row names as parent)
  *      are evicted, and a deletion for any other reason takes the whole subtree in one
  *      SQLite transaction (savepoint). Parents of queued or in-flight writes are pinned
@@ -85,14 +88,34 @@
  *      write (highest kind value, then oldest) is dropped and counted. A write alone in the
  *      queue is always accepted (no per-entry limit below the cap). A write whose stored
  *      base vanished before it ran (evicted, or deleted as bad) is skipped and counted.
- *   7. Any I/O error (or SQLite error) disables the tier for the life of this handle:
- *      puts are refused, lookups miss; stats say why. Reopening tries again.
- *   8. Locks: db_mu guards SQLite, the files and the byte totals; mu guards the queue, the
- *      counters and the mirror. Order: db_mu before mu. One process per directory (not
- *      enforced).
+ *   7. Any I/O error (or SQLite error) disables the tier: puts are refused, lookups miss;
+ *      stats say why. The writer thread retries after retry_ms (doubling to 60 s on each
+ *      failure, back to retry_ms after a good write): it reopens the index, reconciles,
+ *      and the tier is on again (counted in reenabled).
+ *   8. One writer per directory: a writer holds flock(DIR/lock, LOCK_EX) for the life of
+ *      the handle and writes its pid there; only the holder writes, reconciles, evicts or
+ *      deletes anything. A second writer's open fails naming the pid; a reader
+ *      (BANK_DISK_READER, or WRITER_OR_READER when the lock is held) takes no lock, opens
+ *      the index read-only and changes nothing on disk: bad entries it meets are counted
+ *      and skipped, never deleted. With take_over a reader retries the lock every
+ *      retry_ms and becomes the writer (reopen, reconcile) once it is free. Temp files
+ *      carry their writer's pid; a writer removes only those whose process is gone (or
+ *      its own, outside the write in flight).
+ *      Threads: db_mu guards SQLite, the files and the byte totals; mu guards the queue,
+ *      the counters and the mirror. Order: db_mu before mu.
  *   9. The writer thread runs at nice 19 and in the idle I/O class where the kernel allows
  *      it (both need no privilege on Linux); it never holds db_mu during file I/O, so a
  *      starved writer cannot hold up a lookup for longer than one SQLite statement.
+ *  10. The directory is hostile input. A path is only ever derived from a key that is 64
+ *      lower-case hex digits (rows with any other key or parent are deleted by the writer
+ *      by rowid, counted in bad_rows, and never used as a path). Blobs are opened with
+ *      O_NOFOLLOW | O_NONBLOCK and must be regular files in a shard directory that is a
+ *      real directory (lstat), so a FIFO, a device or a symlink can neither hang nor
+ *      redirect a read. Anything under blobs/ that the tier did not make (another name,
+ *      a non-regular file, a symlinked shard directory) is "foreign": never followed,
+ *      opened or deleted, only counted (stats foreign) and reported by verify; a write
+ *      whose path is held by one is skipped. Every entry discarded as bad is logged (one
+ *      line: key, cause) and counted by cause.
  */
 #include "bank/bank.h"
 #include "sys/sys.h"
@@ -106,9 +129,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -149,8 +175,14 @@ struct known {
 };
 
 struct bank_disk {
-    char *dir, *blobs, *index_path;
+    char *dir, *blobs, *index_path, *lock_path;
     struct bank_disk_opts o;
+    int lock_fd;              /* the writer lock; -1 for a reader */
+    bool read_only;           /* a reader (invariant 8); changes only under db_mu + mu */
+    int64_t retry_at_ms;      /* monotonic ms of the next retry (disabled, or take_over) */
+    uint32_t backoff_ms;      /* the wait after the next failure */
+    bool recovering;          /* a retry is running: reported as disabled until it is done */
+    bool taking_over;         /* ... and it took the lock: reported read-only until done */
     sqlite3 *db;
     pthread_mutex_t db_mu, mu;
     pthread_cond_t cv_work, cv_idle;
@@ -208,6 +240,12 @@ static bool unhex32(const char *s, uint8_t *out)
 
 static bool key_is_zero(const uint8_t *k) { return memcmp(k, k_zero_key, 32) == 0; }
 
+/* A key as the index or a file name holds it: exactly 64 lower-case hex digits (invariant
+ * 10); anything else is never turned into a path. */
+static bool key_text_ok(const char *s) { return s && strlen(s) == 64 && is_hex64(s); }
+
+static int64_t mono_ms(void) { return (int64_t)(sys_time_sec() * 1000.0); }
+
 /* Size of the payload of [a, p) with overflow checks; false when it does not fit. */
 static bool payload_len_of(int64_t a, int64_t p, uint64_t row, uint64_t snap, uint64_t *out)
 {
@@ -262,11 +300,44 @@ static void ph_free(struct prefix_hasher *h)
     EVP_MD_CTX_free(h->t);
 }
 
+/* DIR/blobs/<key[0:2]>/<key>.hsb, or NULL when hexkey is not a valid key (invariant 10). */
 static char *blob_path(const struct bank_disk *d, const char *hexkey)
 {
+    if (!key_text_ok(hexkey)) return NULL;
     char name[80];
     snprintf(name, sizeof name, "%.2s/%s" EXT, hexkey, hexkey);
     return sys_path_join(d->blobs, name);
+}
+
+/* 0: the shard directory of hexkey is a real directory; ENOENT: it does not exist;
+ * ENOTDIR: something foreign is there (a symlink, a file); -1 (errno set): lstat failed. */
+static int shard_state(const struct bank_disk *d, const char *hexkey)
+{
+    char sub[3] = {hexkey[0], hexkey[1], 0};
+    char *p = sys_path_join(d->blobs, sub);
+    struct stat sb;
+    int r = lstat(p, &sb) != 0 ? (errno == ENOENT ? ENOENT : -1) : S_ISDIR(sb.st_mode) ? 0 : ENOTDIR;
+    int e = errno;
+    hs_free(p);
+    errno = e;
+    return r;
+}
+
+/* Remove the blob of hexkey when it is a regular file in a real shard directory; anything
+ * else at that name is foreign and left alone (invariant 10). 0 when nothing of ours is
+ * left there; -1 with errno when the unlink failed. */
+static int blob_unlink(struct bank_disk *d, const char *hexkey)
+{
+    char *p = blob_path(d, hexkey);
+    if (!p) return 0;
+    struct stat sb;
+    int rc = 0;
+    if (shard_state(d, hexkey) == 0 && lstat(p, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        rc = sys_io_unlink(p);
+        if (rc != 0 && errno == ENOENT) rc = 0;
+    }
+    hs_free(p);
+    return rc;
 }
 
 static int64_t next_tick(struct bank_disk *d)
@@ -276,14 +347,22 @@ static int64_t next_tick(struct bank_disk *d)
     return d->tick;
 }
 
-/* Disable the tier (invariant 7). Caller holds mu. */
+#define BACKOFF_MAX_MS 60000u
+
+static uint32_t retry_min_ms(const struct bank_disk *d) { return d->o.retry_ms ? d->o.retry_ms : 1000u; }
+
+/* Disable the tier until the retry (invariant 7). Caller holds mu. */
 static void disable_locked(struct bank_disk *d, const char *fmt, const char *a, const char *b)
 {
     d->st.io_errors++;
     if (d->st.disabled) return;
     d->st.disabled = true;
     snprintf(d->st.disabled_reason, sizeof d->st.disabled_reason, fmt, a, b);
-    log_warn("bank disk: tier disabled: %s", d->st.disabled_reason);
+    uint32_t wait = d->backoff_ms ? d->backoff_ms : retry_min_ms(d);
+    d->retry_at_ms = mono_ms() + wait;
+    d->backoff_ms = wait >= BACKOFF_MAX_MS / 2 ? BACKOFF_MAX_MS : 2 * wait;
+    log_warn("bank disk: tier disabled: %s (retrying in %u ms)", d->st.disabled_reason, (unsigned)wait);
+    pthread_cond_broadcast(&d->cv_work); /* the writer thread schedules the retry */
 }
 
 static void disable(struct bank_disk *d, const char *fmt, const char *a, const char *b)
@@ -370,6 +449,20 @@ static sqlite3_stmt *db_prep(struct bank_disk *d, const char *sql)
     return s;
 }
 
+/* Column col of s as a key: out gets it when it is 64 lower-case hex digits (true), or ""
+ * when it is empty and empty_ok (true); anything else (longer, shorter, NUL inside, other
+ * characters) leaves out "" and returns false: it is never used as a path. */
+static bool col_key(sqlite3_stmt *s, int col, char out[65], bool empty_ok)
+{
+    const char *t = (const char *)sqlite3_column_text(s, col);
+    int nb = sqlite3_column_bytes(s, col);
+    out[0] = 0;
+    if (t && nb == 0 && empty_ok) return true;
+    if (!t || nb != 64 || !key_text_ok(t)) return false;
+    memcpy(out, t, 65);
+    return true;
+}
+
 /* Rebuild the mirror from the index. Caller holds db_mu. */
 static void known_reload(struct bank_disk *d)
 {
@@ -379,7 +472,8 @@ static void known_reload(struct bank_disk *d)
     sqlite3_stmt *s = db_prep(d, "SELECT key, fp, pos, kv_row_bytes, snapshot_bytes FROM entries");
     while (s && sqlite3_step(s) == SQLITE_ROW) {
         uint8_t k[32];
-        if (!unhex32((const char *)sqlite3_column_text(s, 0), k)) continue;
+        char hk[65];
+        if (!col_key(s, 0, hk, false) || !unhex32(hk, k)) continue;
         known_add(d, (uint64_t)sqlite3_column_int64(s, 1), sqlite3_column_int64(s, 2),
                   (uint64_t)sqlite3_column_int64(s, 3), (uint64_t)sqlite3_column_int64(s, 4), k);
     }
@@ -387,25 +481,28 @@ static void known_reload(struct bank_disk *d)
 }
 
 struct keybytes {
-    char key[65];
+    char key[65];             /* "" when the row's key is malformed */
     uint64_t bytes;
+    int64_t rowid;
 };
 
 /* Delete the entry of hexkey and every entry below it (rows in one savepoint, then the
  * files); subtract their bytes. Returns the rows deleted. Caller holds db_mu. */
 static uint64_t subtree_delete(struct bank_disk *d, const char *hexkey)
 {
+    if (d->read_only) return 0; /* a reader changes nothing (invariant 8) */
     struct keybytes *v = NULL;
     size_t n = 0, cap = 0;
     sqlite3_stmt *s = db_prep(d,
         "WITH RECURSIVE sub(k) AS (SELECT ?1 UNION SELECT e.key FROM entries e JOIN sub ON e.parent = sub.k)"
-        " SELECT entries.key, entries.bytes FROM entries JOIN sub ON entries.key = sub.k");
+        " SELECT entries.key, entries.bytes, entries.rowid FROM entries JOIN sub ON entries.key = sub.k");
     if (!s) return 0;
     sqlite3_bind_text(s, 1, hexkey, -1, SQLITE_STATIC);
     while (sqlite3_step(s) == SQLITE_ROW) {
         if (n == cap) { cap = cap ? 2 * cap : 8; v = hs_realloc(v, cap * sizeof *v); }
-        snprintf(v[n].key, sizeof v[n].key, "%s", (const char *)sqlite3_column_text(s, 0));
+        col_key(s, 0, v[n].key, false); /* "" when malformed: the row goes, no file is touched */
         v[n].bytes = (uint64_t)sqlite3_column_int64(s, 1);
+        v[n].rowid = sqlite3_column_int64(s, 2);
         n++;
     }
     sqlite3_finalize(s);
@@ -414,11 +511,11 @@ static uint64_t subtree_delete(struct bank_disk *d, const char *hexkey)
     for (size_t i = 0; i < n; i++) self |= strcmp(v[i].key, hexkey) == 0;
     uint64_t gone = 0;
     if (n && db_exec(d, "SAVEPOINT subtree") == 0) {
-        sqlite3_stmt *del = db_prep(d, "DELETE FROM entries WHERE key = ?");
+        sqlite3_stmt *del = db_prep(d, "DELETE FROM entries WHERE rowid = ?");
         bool ok = del != NULL;
         for (size_t i = 0; ok && i < n; i++) {
             sqlite3_reset(del);
-            sqlite3_bind_text(del, 1, v[i].key, -1, SQLITE_STATIC);
+            sqlite3_bind_int64(del, 1, v[i].rowid);
             ok = sqlite3_step(del) == SQLITE_DONE;
         }
         if (!ok) disable(d, "index: delete %s: %s", hexkey, sqlite3_errmsg(d->db));
@@ -437,9 +534,8 @@ static uint64_t subtree_delete(struct bank_disk *d, const char *hexkey)
     }
     /* files only after their rows are gone (invariant 2); a row-less key's file too */
     for (size_t i = 0; i < (gone ? n : 0) + (!self && (gone || n == 0) ? 1 : 0); i++) {
-        char *p = blob_path(d, i < (gone ? n : 0) ? v[i].key : hexkey);
-        if (sys_io_unlink(p) != 0 && errno != ENOENT) disable(d, "%s: unlink failed: %s", p, strerror(errno));
-        hs_free(p);
+        const char *k = i < (gone ? n : 0) ? v[i].key : hexkey;
+        if (blob_unlink(d, k) != 0) disable(d, "%s: unlink failed: %s", k, strerror(errno));
     }
     hs_free(v);
     return gone;
@@ -465,7 +561,7 @@ static uint8_t (*pins_get(struct bank_disk *d, const uint8_t *also, size_t *n_ou
  * `protect` (may be NULL) is pinned too. Caller holds db_mu. */
 static void evict_to(struct bank_disk *d, uint64_t limit, uint64_t incoming, const uint8_t *protect)
 {
-    if (d->total_bytes + incoming <= limit) return;
+    if (d->read_only || d->total_bytes + incoming <= limit) return;
     size_t npin;
     uint8_t (*pins)[32] = pins_get(d, protect, &npin);
     while (d->total_bytes + incoming > limit && d->n_entries > 0 && !is_disabled(d)) {
@@ -476,9 +572,9 @@ static void evict_to(struct bank_disk *d, uint64_t limit, uint64_t incoming, con
         char key[65] = "";
         uint64_t bytes = 0;
         while (!key[0] && sqlite3_step(s) == SQLITE_ROW) {
-            const char *k = (const char *)sqlite3_column_text(s, 0);
+            char k[65];
             uint8_t kb[32];
-            if (!k || !unhex32(k, kb)) continue;
+            if (!col_key(s, 0, k, false) || !unhex32(k, kb)) continue;
             bool pinned = false;
             for (size_t i = 0; i < npin && !pinned; i++) pinned = memcmp(pins[i], kb, 32) == 0;
             if (pinned) continue;
@@ -501,12 +597,11 @@ struct row {
     int kind;
 };
 
+/* false when the row's key or parent is malformed (invariant 10): skip such a row */
 static bool row_read(sqlite3_stmt *s, int col0, struct row *r)
 {
-    const char *k = (const char *)sqlite3_column_text(s, col0);
-    const char *p = (const char *)sqlite3_column_text(s, col0 + 1);
-    snprintf(r->key, sizeof r->key, "%s", k ? k : "");
-    snprintf(r->parent, sizeof r->parent, "%s", p ? p : "");
+    bool ok = col_key(s, col0, r->key, false);
+    ok &= col_key(s, col0 + 1, r->parent, true);
     r->fp = (uint64_t)sqlite3_column_int64(s, col0 + 2);
     r->start = sqlite3_column_int64(s, col0 + 3);
     r->pos = sqlite3_column_int64(s, col0 + 4);
@@ -514,7 +609,7 @@ static bool row_read(sqlite3_stmt *s, int col0, struct row *r)
     r->row = (uint64_t)sqlite3_column_int64(s, col0 + 6);
     r->snap = (uint64_t)sqlite3_column_int64(s, col0 + 7);
     r->bytes = (uint64_t)sqlite3_column_int64(s, col0 + 8);
-    return true;
+    return ok;
 }
 #define ROW_COLS "key, parent, fp, start, pos, kind, kv_row_bytes, snapshot_bytes, bytes"
 
@@ -533,6 +628,7 @@ static int db_insert(struct bank_disk *d, const char *hexkey, const char *parent
                      int64_t start, int64_t pos, int kind, uint64_t row, uint64_t snap,
                      uint64_t bytes, int64_t created, int64_t used)
 {
+    if (d->read_only) return -1;
     sqlite3_stmt *s = db_prep(d,
         "INSERT OR REPLACE INTO entries(key, parent, fp, start, pos, kind, kv_row_bytes,"
         " snapshot_bytes, bytes, created_ms, last_use_ms, hits) VALUES(?,?,?,?,?,?,?,?,?,?,?,0)");
@@ -561,6 +657,7 @@ static int db_insert(struct bank_disk *d, const char *hexkey, const char *parent
 
 static void touch_row(struct bank_disk *d, const char *hexkey, bool hit, bool *found)
 {
+    if (d->read_only) return;
     sqlite3_stmt *u = db_prep(d, hit ? "UPDATE entries SET last_use_ms = ?, hits = hits + 1 WHERE key = ?"
                                      : "UPDATE entries SET last_use_ms = ? WHERE key = ?");
     if (!u) return;
@@ -627,8 +724,52 @@ static bool hdr_decode(const uint8_t *b, struct hdr *h)
 /* ---- reading a blob ----------------------------------------------------------------- */
 
 enum rd {
-    RD_OK = 0, RD_MISSING, RD_IO, RD_HEADER, RD_IDENTITY, RD_SIZE, RD_CHECKSUM, RD_TOKENS
+    RD_OK = 0, RD_MISSING, RD_IO, RD_HEADER, RD_IDENTITY, RD_SIZE, RD_CHECKSUM, RD_TOKENS,
+    RD_NOT_REGULAR, RD_COUNT
 };
+
+static const char *rd_name(enum rd r)
+{
+    static const char *const names[RD_COUNT] = {"ok", "missing file", "I/O error", "bad header",
+                                                "wrong identity", "wrong size", "bad checksum",
+                                                "wrong tokens", "not a regular file"};
+    return (unsigned)r < RD_COUNT ? names[r] : "?";
+}
+
+/* Open the blob of hexkey for reading (invariant 10): O_NOFOLLOW | O_NONBLOCK, a regular
+ * file in a real shard directory. Returns the fd, or -1 with *r = RD_MISSING (nothing
+ * there), RD_NOT_REGULAR (something foreign or unreadable there) or RD_IO (errno). */
+static int blob_open(struct bank_disk *d, const char *path, const char *hexkey, struct stat *stb, enum rd *r)
+{
+    int sh = shard_state(d, hexkey);
+    if (sh != 0) {
+        *r = sh == ENOENT ? RD_MISSING : sh == ENOTDIR ? RD_NOT_REGULAR : RD_IO;
+        return -1;
+    }
+    int fd = sys_io_open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0);
+    if (fd < 0) {
+        int e = errno;
+        *r = e == ENOENT || e == ENOTDIR ? RD_MISSING
+           : e == ELOOP || e == EACCES || e == EPERM || e == ENXIO || e == EISDIR ? RD_NOT_REGULAR
+           : RD_IO;
+        errno = e;
+        return -1;
+    }
+    if (fstat(fd, stb) != 0) {
+        *r = RD_IO;
+        int e = errno;
+        sys_io_close(fd);
+        errno = e;
+        return -1;
+    }
+    if (!S_ISREG(stb->st_mode)) {
+        sys_io_close(fd);
+        *r = RD_NOT_REGULAR;
+        return -1;
+    }
+    *r = RD_OK;
+    return fd;
+}
 
 /* Read and verify the blob of hexkey. exp: the identity it must have (fp, start, pos, row,
  * snap, key, parent). ids_dst: room for pos-start ids; kv_dst: (pos-start) rows; snap_dst:
@@ -639,19 +780,18 @@ static enum rd blob_read(struct bank_disk *d, const char *hexkey, const struct h
                          const int32_t *want_ids, uint32_t *kind_out)
 {
     char *path = blob_path(d, hexkey);
-    int fd = sys_io_open(path, O_RDONLY | O_CLOEXEC, 0);
+    if (!path) return RD_HEADER; /* not a key (callers pass computed keys) */
+    enum rd r = RD_OK;
+    struct stat stb;
+    int fd = blob_open(d, path, hexkey, &stb, &r);
     if (fd < 0) {
-        enum rd r = errno == ENOENT ? RD_MISSING : RD_IO;
         if (r == RD_IO) disable(d, "%s: open failed: %s", path, strerror(errno));
         hs_free(path);
         return r;
     }
-    enum rd r = RD_OK;
     uint8_t hb[HDR_SIZE];
     struct hdr h;
-    struct stat stb;
     size_t ids_b = 0, kv_b = 0;
-    if (fstat(fd, &stb) != 0) { disable(d, "%s: fstat failed: %s", path, strerror(errno)); r = RD_IO; goto out; }
     if ((uint64_t)stb.st_size < HDR_SIZE) { r = RD_SIZE; goto out; }
     if (sys_io_pread_full(fd, hb, HDR_SIZE, 0) != HDR_SIZE) {
         disable(d, "%s: read failed: %s", path, strerror(errno));
@@ -702,9 +842,27 @@ static void count_bad(struct bank_disk *d, enum rd r)
     case RD_SIZE: d->st.bad_size++; break;
     case RD_CHECKSUM: d->st.bad_checksum++; break;
     case RD_TOKENS: d->st.bad_tokens++; break;
+    case RD_NOT_REGULAR: d->st.bad_not_regular++; break;
     default: break;
     }
     pthread_mutex_unlock(&d->mu);
+}
+
+/* An entry found bad (invariants 1, 10): counted by cause and logged; a writer deletes it
+ * with every entry that builds on it, a reader leaves it to the writer. Caller holds
+ * db_mu. */
+static void discard(struct bank_disk *d, const char *hexkey, enum rd why, const char *during)
+{
+    count_bad(d, why);
+    if (d->read_only) {
+        log_warn("bank disk: %s: skipped entry %s: %s (read-only here: left for the writer)",
+                 during, hexkey, rd_name(why));
+        return;
+    }
+    uint64_t n = subtree_delete(d, hexkey);
+    count(d, &d->st.discarded, n);
+    log_warn("bank disk: %s: discarded entry %s: %s (%" PRIu64 " index rows removed with what"
+             " builds on it)", during, hexkey, rd_name(why), n);
 }
 
 /* ---- restoring a chain -------------------------------------------------------------- */
@@ -814,11 +972,14 @@ static int rowkey_cmp(const void *a, const void *b)
  * checked by the dangling pass. db_mu held. */
 static bool adopt(struct bank_disk *d, const char *path, const char *hexkey, uint64_t size)
 {
-    int fd = sys_io_open(path, O_RDONLY | O_CLOEXEC, 0);
+    struct stat stb;
+    enum rd r;
+    int fd = blob_open(d, path, hexkey, &stb, &r);
     if (fd < 0) return false;
     uint8_t hb[HDR_SIZE];
     struct hdr h;
-    bool ok = size >= HDR_SIZE && sys_io_pread_full(fd, hb, HDR_SIZE, 0) == HDR_SIZE &&
+    bool ok = size >= HDR_SIZE && (uint64_t)stb.st_size == size &&
+              sys_io_pread_full(fd, hb, HDR_SIZE, 0) == HDR_SIZE &&
               hdr_decode(hb, &h) && size == HDR_SIZE + h.payload_len;
     sys_io_close(fd);
     char hk[65], hp[65] = "";
@@ -845,53 +1006,139 @@ static bool name_is(const char *nm, const char *suffix, bool prefix_only)
     return prefix_only ? len > 64 + sl : len == 64 + sl;
 }
 
-/* Walk blobs/, match files with rows, drop rows whose parent is gone (invariant 4).
- * db_mu held. Counts into st.open_*. */
-static void reconcile(struct bank_disk *d)
+/* A temp file "<key>.hsb.tmp.<pid>.<seq>" whose writer is gone (or is this process):
+ * only those are removed (invariant 8). A name without a pid is an older build's. */
+static bool tmp_owner_gone(const char *nm)
 {
-    struct rowkey *rows = NULL;
-    size_t n = 0, cap = 0;
-    sqlite3_stmt *s = db_prep(d, "SELECT key, bytes FROM entries");
-    if (!s) return;
+    const char *p = nm + 64 + strlen(EXT ".tmp.");
+    char *end;
+    errno = 0;
+    long pid = strtol(p, &end, 10);
+    if (end == p || *end != '.' || errno || pid <= 0) return true;
+    if (pid == (long)getpid()) return true; /* ours, and not the write in flight */
+    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+static bool is_hexc(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
+
+static void note_foreign(uint64_t *n, char *example, size_t cap, const char *path)
+{
+    if (!*n) snprintf(example, cap, "%s", path);
+    (*n)++;
+}
+
+/* Rows with a malformed key or parent (invariant 10): a writer deletes them by rowid;
+ * both count them. Returns the count; *example gets the first key (printable bytes only).
+ * db_mu held. */
+static uint64_t bad_rows_pass(struct bank_disk *d, char *example, size_t cap)
+{
+    sqlite3_stmt *s = db_prep(d, "SELECT rowid, key, parent FROM entries");
+    if (!s) return 0;
+    int64_t *ids = NULL;
+    size_t n = 0, c = 0;
+    example[0] = 0;
     while (sqlite3_step(s) == SQLITE_ROW) {
-        if (n == cap) { cap = cap ? 2 * cap : 256; rows = hs_realloc(rows, cap * sizeof *rows); }
-        const char *k = (const char *)sqlite3_column_text(s, 0);
-        snprintf(rows[n].key, sizeof rows[n].key, "%s", k ? k : "");
-        rows[n].bytes = (uint64_t)sqlite3_column_int64(s, 1);
-        rows[n].seen = rows[n].bad = false;
-        n++;
+        char k[65], pk[65];
+        if (col_key(s, 1, k, false) && col_key(s, 2, pk, true)) continue;
+        if (!n) {
+            const unsigned char *t = sqlite3_column_text(s, 1);
+            size_t j = 0;
+            for (; t && t[j] && j + 1 < cap && j < 96; j++) example[j] = t[j] >= 32 && t[j] < 127 ? (char)t[j] : '?';
+            example[j] = 0;
+        }
+        if (n == c) { c = c ? 2 * c : 16; ids = hs_realloc(ids, c * sizeof *ids); }
+        ids[n++] = sqlite3_column_int64(s, 0);
     }
     sqlite3_finalize(s);
-    if (n) qsort(rows, n, sizeof *rows, rowkey_cmp);
-    d->total_bytes = 0;
-    d->n_entries = 0;
-    for (size_t i = 0; i < n; i++) { d->total_bytes += rows[i].bytes; d->n_entries++; }
+    if (n && !d->read_only) {
+        sqlite3_stmt *del = db_prep(d, "DELETE FROM entries WHERE rowid = ?");
+        for (size_t i = 0; del && i < n; i++) {
+            sqlite3_reset(del);
+            sqlite3_bind_int64(del, 1, ids[i]);
+            if (sqlite3_step(del) != SQLITE_DONE) {
+                disable(d, "index: delete a malformed row: %s%s", sqlite3_errmsg(d->db), "");
+                break;
+            }
+        }
+        sqlite3_finalize(del);
+    }
+    hs_free(ids);
+    return n;
+}
+
+/* Walk blobs/, match files with rows, drop rows whose parent is gone (invariant 4).
+ * A reader (or scan_only) only counts what is foreign and what rows are malformed and
+ * changes nothing. db_mu held. Counts into st.open_*, st.foreign, st.bad_rows. */
+static void reconcile(struct bank_disk *d, bool scan_only)
+{
+    const bool ro = scan_only || d->read_only;
+    struct rowkey *rows = NULL;
+    size_t n = 0, cap = 0;
+    char bad_example[100];
+    uint64_t bad_rows = 0;
+    if (!ro) {
+        db_exec(d, "BEGIN");
+        bad_rows = bad_rows_pass(d, bad_example, sizeof bad_example);
+        sqlite3_stmt *s = db_prep(d, "SELECT key, bytes FROM entries");
+        while (s && sqlite3_step(s) == SQLITE_ROW) {
+            if (n == cap) { cap = cap ? 2 * cap : 256; rows = hs_realloc(rows, cap * sizeof *rows); }
+            col_key(s, 0, rows[n].key, false);
+            rows[n].bytes = (uint64_t)sqlite3_column_int64(s, 1);
+            rows[n].seen = rows[n].bad = false;
+            n++;
+        }
+        sqlite3_finalize(s);
+        if (n) qsort(rows, n, sizeof *rows, rowkey_cmp);
+        d->total_bytes = 0;
+        d->n_entries = 0;
+        for (size_t i = 0; i < n; i++) { d->total_bytes += rows[i].bytes; d->n_entries++; }
+    } else if (d->db) {
+        bad_rows = bad_rows_pass(d, bad_example, sizeof bad_example);
+    }
 
     struct cand { char *path; char key[65]; uint64_t size; } *adopt_v = NULL;
     size_t na = 0, ca = 0;
-    uint64_t adopted = 0, orphans = 0, tmps = 0, dropped = 0, old = 0;
-    db_exec(d, "BEGIN");
+    uint64_t adopted = 0, orphans = 0, tmps = 0, dropped = 0, old = 0, foreign = 0;
+    char foreign_ex[256] = "";
     DIR *top = opendir(d->blobs);
     struct dirent *e1;
+    bool scan_failed = !top && errno != ENOENT;
+    if (scan_failed && !ro) disable(d, "%s: opendir failed: %s", d->blobs, strerror(errno));
     while (top && (e1 = readdir(top))) {
         const char *dn = e1->d_name;
-        if (strlen(dn) != 2 || !strchr("0123456789abcdef", dn[0]) ||
-            !strchr("0123456789abcdef", dn[1]))
+        if (!strcmp(dn, ".") || !strcmp(dn, "..")) continue;
+        char *sub = sys_path_join(d->blobs, dn);
+        struct stat sb;
+        /* only a real directory with a shard name is ours; a symlink is never followed */
+        if (strlen(dn) != 2 || !is_hexc(dn[0]) || !is_hexc(dn[1]) || lstat(sub, &sb) != 0 ||
+            !S_ISDIR(sb.st_mode)) {
+            note_foreign(&foreign, foreign_ex, sizeof foreign_ex, sub);
+            hs_free(sub);
             continue;
-        char *sub = sys_path_join(d->blobs, e1->d_name);
+        }
         DIR *dd = opendir(sub);
+        if (!dd) {
+            scan_failed = true; /* never read as "no files": that would drop their rows */
+            if (!ro) disable(d, "%s: opendir failed: %s", sub, strerror(errno));
+        }
         struct dirent *e2;
         while (dd && (e2 = readdir(dd))) {
             const char *nm = e2->d_name;
-            if (nm[0] == '.') continue;
+            if (!strcmp(nm, ".") || !strcmp(nm, "..")) continue;
             char *path = sys_path_join(sub, nm);
             struct stat stb;
-            bool is_file = stat(path, &stb) == 0 && S_ISREG(stb.st_mode);
-            if (is_file && name_is(nm, EXT ".tmp.", true)) {
-                if (strncmp(nm, d->inflight, 64) != 0 && sys_io_unlink(path) == 0) tmps++;
-            } else if (is_file && (name_is(nm, ".blob", false) || name_is(nm, ".blob.tmp.", true))) {
+            bool is_file = lstat(path, &stb) == 0 && S_ISREG(stb.st_mode);
+            bool is_tmp = name_is(nm, EXT ".tmp.", true), is_blob = name_is(nm, EXT, false);
+            bool is_old = name_is(nm, ".blob", false) || name_is(nm, ".blob.tmp.", true);
+            if (!is_file || !(is_tmp || is_blob || is_old) || nm[0] != dn[0] || nm[1] != dn[1]) {
+                note_foreign(&foreign, foreign_ex, sizeof foreign_ex, path);
+            } else if (ro) {
+                /* a reader touches nothing */
+            } else if (is_tmp) {
+                if (strncmp(nm, d->inflight, 64) != 0 && tmp_owner_gone(nm) && sys_io_unlink(path) == 0) tmps++;
+            } else if (is_old) {
                 if (sys_io_unlink(path) == 0) old++; /* format 1 */
-            } else if (is_file && name_is(nm, EXT, false)) {
+            } else {
                 struct rowkey probe;
                 memcpy(probe.key, nm, 64);
                 probe.key[64] = 0;
@@ -915,9 +1162,24 @@ static void reconcile(struct bank_disk *d)
         hs_free(sub);
     }
     if (top) closedir(top);
+    pthread_mutex_lock(&d->mu);
+    d->st.foreign = foreign;
+    snprintf(d->st.foreign_example, sizeof d->st.foreign_example, "%s", foreign_ex);
+    d->st.bad_rows += ro && scan_only ? 0 : bad_rows;
+    pthread_mutex_unlock(&d->mu);
+    if (bad_rows && !(ro && scan_only))
+        log_warn("bank disk: %s: %" PRIu64 " index rows with a malformed key or parent (e.g. '%s')%s",
+                 d->dir, bad_rows, bad_example, ro ? ": read-only, left in place" : ": removed, never used as paths");
+    if (ro || scan_failed) {
+        for (size_t i = 0; i < na; i++) hs_free(adopt_v[i].path);
+        hs_free(adopt_v);
+        hs_free(rows);
+        if (!ro) db_exec(d, "COMMIT");
+        return;
+    }
     /* rows without a good file go first (with what hangs below them), then adoption */
     for (size_t i = 0; i < n; i++) {
-        if ((rows[i].seen && !rows[i].bad) || strcmp(rows[i].key, d->inflight) == 0) continue;
+        if (!rows[i].key[0] || (rows[i].seen && !rows[i].bad) || strcmp(rows[i].key, d->inflight) == 0) continue;
         dropped += subtree_delete(d, rows[i].key);
     }
     for (size_t i = 0; i < na; i++) {
@@ -934,7 +1196,7 @@ static void reconcile(struct bank_disk *d)
             " p.kv_row_bytes = e.kv_row_bytes AND p.snapshot_bytes = e.snapshot_bytes) LIMIT 1");
         if (!q) break;
         char key[65] = "";
-        if (sqlite3_step(q) == SQLITE_ROW) snprintf(key, sizeof key, "%s", (const char *)sqlite3_column_text(q, 0));
+        if (sqlite3_step(q) == SQLITE_ROW) col_key(q, 0, key, false);
         sqlite3_finalize(q);
         if (!key[0] || strcmp(key, d->inflight) == 0) break;
         uint64_t g = subtree_delete(d, key);
@@ -1076,7 +1338,37 @@ static void write_one(struct bank_disk *d, struct pending *p)
     char *subdir = sys_path_join(d->blobs, sub);
     struct hs_err err;
     hs_err_clear(&err);
+    /* never write through something foreign (invariant 10): a symlinked shard directory
+     * or a non-regular file at the blob's name */
+    struct stat sb;
+    int sh = shard_state(d, hk);
+    if (sh == ENOTDIR) {
+        pthread_mutex_lock(&d->db_mu);
+        pthread_mutex_lock(&d->mu);
+        d->inflight[0] = 0;
+        memset(d->inflight_base, 0, 32);
+        d->st.skipped_foreign++;
+        pthread_mutex_unlock(&d->mu);
+        pthread_mutex_unlock(&d->db_mu);
+        log_warn("bank disk: %s is not a directory the tier made: entry %s not written", subdir, hk);
+        hs_free(subdir);
+        hs_free(path);
+        return;
+    }
     bool ok = sys_mkdir_p(subdir, &err) == HS_OK;
+    if (ok && lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        pthread_mutex_lock(&d->db_mu);
+        pthread_mutex_lock(&d->mu);
+        d->inflight[0] = 0;
+        memset(d->inflight_base, 0, 32);
+        d->st.skipped_foreign++;
+        pthread_mutex_unlock(&d->mu);
+        pthread_mutex_unlock(&d->db_mu);
+        log_warn("bank disk: %s is not a regular file: entry not written", path);
+        hs_free(subdir);
+        hs_free(path);
+        return;
+    }
     struct sys_wfile w;
     if (ok) ok = sys_wfile_open(&w, path, &err) == HS_OK;
     if (ok) {
@@ -1107,6 +1399,7 @@ static void write_one(struct bank_disk *d, struct pending *p)
         d->st.written++;
         d->st.written_bytes += bytes;
         d->st.written_tokens += (uint64_t)(p->pos - b);
+        d->backoff_ms = 0; /* a good write: the next failure waits retry_ms again */
         pthread_mutex_unlock(&d->mu);
     }
     pthread_mutex_lock(&d->mu);
@@ -1137,14 +1430,167 @@ static void writer_lower_priority(struct bank_disk *d)
     pthread_mutex_unlock(&d->mu);
 }
 
+/* ---- the writer lock (invariant 8) ---------------------------------------------------- */
+
+/* The pid DIR/lock names when that process is alive; 0 when none or unknown. */
+static long lock_file_pid(const char *lock_path)
+{
+    int fd = sys_io_open(lock_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0);
+    if (fd < 0) return 0;
+    struct stat sb;
+    char buf[32];
+    long pid = 0;
+    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        ssize_t n = sys_io_pread_full(fd, buf, sizeof buf - 1, 0);
+        if (n > 0) {
+            buf[n] = 0;
+            char *end;
+            long v = strtol(buf, &end, 10);
+            if (end != buf && v > 0) pid = v;
+        }
+    }
+    sys_io_close(fd);
+    if (pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH) pid = 0;
+    return pid;
+}
+
+/* Take DIR/lock exclusively: 0 taken (d->lock_fd), 1 another handle holds it (*holder:
+ * its pid, 0 unknown), -1 the lock file is unusable (err names it). */
+static int lock_take(struct bank_disk *d, long *holder, struct hs_err *err)
+{
+    *holder = 0;
+    int fd = sys_io_open(d->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    if (fd < 0) {
+        hs_err_set(err, HS_ERR_IO, "%s: cannot open the lock file: %s", d->lock_path, strerror(errno));
+        return -1;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        sys_io_close(fd);
+        hs_err_set(err, HS_ERR_IO, "%s: the lock file is not a regular file", d->lock_path);
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        sys_io_close(fd);
+        if (e == EWOULDBLOCK || e == EAGAIN) {
+            *holder = lock_file_pid(d->lock_path);
+            return 1;
+        }
+        hs_err_set(err, HS_ERR_IO, "%s: flock failed: %s", d->lock_path, strerror(e));
+        return -1;
+    }
+    /* the holder's pid, for the messages of the others (best effort) */
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (sys_io_ftruncate(fd, 0) == 0) (void)sys_io_pwrite_full(fd, pid, (size_t)n, 0);
+    d->lock_fd = fd;
+    return 0;
+}
+
+static void lock_release(struct bank_disk *d)
+{
+    if (d->lock_fd < 0) return;
+    (void)sys_io_ftruncate(d->lock_fd, 0); /* names no pid once released */
+    sys_io_close(d->lock_fd);             /* releases the flock */
+    d->lock_fd = -1;
+}
+
+static int open_db(struct bank_disk *d, struct hs_err *err);
+
+/* The writer thread's retry (invariant 7, 8): a take_over reader tries the lock; a
+ * writer (or the reader that just became one) reopens the index and reconciles, and the
+ * tier is on again unless that failed too (then the next retry waits longer). */
+static void recover(struct bank_disk *d)
+{
+    struct hs_err e;
+    hs_err_clear(&e);
+    pthread_mutex_lock(&d->db_mu);
+    bool took = false;
+    if (d->read_only) {
+        long holder = 0;
+        int lr = lock_take(d, &holder, &e);
+        if (lr != 0) {
+            pthread_mutex_lock(&d->mu);
+            d->st.lock_holder_pid = holder;
+            d->retry_at_ms = mono_ms() + retry_min_ms(d);
+            pthread_mutex_unlock(&d->mu);
+            pthread_mutex_unlock(&d->db_mu);
+            return;
+        }
+        took = true;
+    }
+    char was[256];
+    pthread_mutex_lock(&d->mu);
+    snprintf(was, sizeof was, "%s", d->st.disabled_reason);
+    bool was_disabled = d->st.disabled;
+    d->read_only = false;
+    d->st.read_only = false;
+    d->st.lock_holder_pid = 0;
+    d->st.old_format = false;
+    d->st.disabled = false;
+    d->st.disabled_reason[0] = 0;
+    d->recovering = true;
+    d->taking_over = took;
+    pthread_mutex_unlock(&d->mu);
+    if (d->db) sqlite3_close(d->db);
+    d->db = NULL;
+    if (sys_mkdir_p(d->blobs, &e) != HS_OK || open_db(d, &e) != 0) {
+        if (d->db) sqlite3_close(d->db);
+        d->db = NULL;
+        disable(d, "reopen: %s%s", e.msg, "");
+    } else {
+        reconcile(d, false);
+        if (d->o.cap_bytes) evict_to(d, d->o.cap_bytes, 0, NULL);
+        known_reload(d);
+    }
+    pthread_mutex_lock(&d->mu);
+    bool ok = !d->st.disabled;
+    if (ok && was_disabled) d->st.reenabled++;
+    d->recovering = false;
+    d->taking_over = false;
+    pthread_mutex_unlock(&d->mu);
+    pthread_mutex_unlock(&d->db_mu);
+    if (ok && took)
+        log_info("bank disk: %s: took the writer lock over; the tier writes again", d->dir);
+    if (ok && was_disabled)
+        log_info("bank disk: %s: tier re-enabled (it was off: %s)", d->dir, was);
+}
+
+/* A retry is due: disabled, or a take_over reader. Caller holds mu. */
+static bool retry_wanted(const struct bank_disk *d)
+{
+    return !d->closing && (d->st.disabled || (d->read_only && d->o.take_over));
+}
+
 static void *writer_main(void *arg)
 {
     struct bank_disk *d = arg;
     writer_lower_priority(d);
     pthread_mutex_lock(&d->mu);
     for (;;) {
-        while (d->nq == 0 && !d->closing) pthread_cond_wait(&d->cv_work, &d->mu);
         if (d->nq == 0 && d->closing) break;
+        if (retry_wanted(d) && mono_ms() >= d->retry_at_ms && d->nq == 0) {
+            pthread_mutex_unlock(&d->mu);
+            recover(d);
+            pthread_mutex_lock(&d->mu);
+            continue;
+        }
+        if (d->nq == 0) {
+            if (retry_wanted(d)) {
+                int64_t at = d->retry_at_ms, now = mono_ms();
+                struct timespec ts;
+                clock_gettime(CLOCK_MONOTONIC, &ts);
+                int64_t wait = at > now ? at - now : 0;
+                ts.tv_sec += (time_t)(wait / 1000);
+                ts.tv_nsec += (long)(wait % 1000) * 1000000L;
+                if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+                pthread_cond_timedwait(&d->cv_work, &d->mu, &ts);
+            } else {
+                pthread_cond_wait(&d->cv_work, &d->mu);
+            }
+            continue;
+        }
         struct pending *p = d->q[0];
         memmove(d->q, d->q + 1, (size_t)(d->nq - 1) * sizeof *d->q);
         d->nq--;
@@ -1178,6 +1624,9 @@ void bank_disk_opts_default(struct bank_disk_opts *o)
      * (bench/disk_bench.sh compares the two) */
     const char *e = getenv("HEADSTART_BANK_WRITER_PRIORITY");
     o->writer_low_priority = !(e && strcmp(e, "normal") == 0);
+    o->access = BANK_DISK_WRITER;
+    o->take_over = false;
+    o->retry_ms = 1000;
 }
 
 char *bank_disk_default_dir(void)
@@ -1195,6 +1644,40 @@ const char *bank_disk_put_result_name(enum bank_disk_put_result r)
     static const char *const names[] = {"queued", "duplicate", "dropped", "off", "too_big",
                                         "bad_args"};
     return (unsigned)r < HS_ARRAY_LEN(names) ? names[r] : "?";
+}
+
+/* A reader's index (invariant 8): read-only, never created or converted. No index, or
+ * one of another format, is an empty store (d->db NULL; stats say old_format). */
+static int open_db_reader(struct bank_disk *d, struct hs_err *err)
+{
+    struct stat sb;
+    if (lstat(d->index_path, &sb) != 0) return 0; /* nothing written yet */
+    if (!S_ISREG(sb.st_mode)) return hs_err_set(err, HS_ERR_IO, "%s: not a regular file", d->index_path), -1;
+    if (sqlite3_open_v2(d->index_path, &d->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK) {
+        hs_err_set(err, HS_ERR_IO, "%s: cannot open the bank index: %s", d->index_path,
+                   d->db ? sqlite3_errmsg(d->db) : "out of memory");
+        return -1;
+    }
+    sqlite3_busy_timeout(d->db, 5000);
+    sqlite3_stmt *s = NULL;
+    bool fmt_ok = false;
+    if (sqlite3_prepare_v2(d->db, "SELECT v FROM meta WHERE k = 'format'", -1, &s, NULL) == SQLITE_OK &&
+        sqlite3_step(s) == SQLITE_ROW) {
+        const char *v = (const char *)sqlite3_column_text(s, 0);
+        fmt_ok = v && strcmp(v, FORMAT_STR) == 0;
+        if (!fmt_ok) snprintf(d->old_format, sizeof d->old_format, "%s", v ? v : "?");
+    }
+    sqlite3_finalize(s);
+    s = NULL;
+    if (fmt_ok && sqlite3_prepare_v2(d->db, "SELECT COUNT(*) FROM entries", -1, &s, NULL) != SQLITE_OK) fmt_ok = false;
+    sqlite3_finalize(s);
+    if (!fmt_ok) {
+        if (!d->old_format[0]) snprintf(d->old_format, sizeof d->old_format, "?");
+        d->st.old_format = true;
+        sqlite3_close(d->db);
+        d->db = NULL;
+    }
+    return 0;
 }
 
 static int open_db(struct bank_disk *d, struct hs_err *err)
@@ -1263,50 +1746,112 @@ struct bank_disk *bank_disk_open(const char *dir, const struct bank_disk_opts *o
     if (o) d->o = *o;
     else bank_disk_opts_default(&d->o);
     if (d->o.queue_len < 1) d->o.queue_len = 1;
+    d->lock_fd = -1;
     d->dir = hs_strdup(dir);
     d->blobs = sys_path_join(dir, "blobs");
     d->index_path = sys_path_join(dir, "index.sqlite");
+    d->lock_path = sys_path_join(dir, "lock");
     pthread_mutex_init(&d->db_mu, NULL);
     pthread_mutex_init(&d->mu, NULL);
-    pthread_cond_init(&d->cv_work, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the retry waits on mono_ms */
+    pthread_cond_init(&d->cv_work, &ca);
+    pthread_condattr_destroy(&ca);
     pthread_cond_init(&d->cv_idle, NULL);
     d->q = hs_calloc((size_t)d->o.queue_len, sizeof *d->q);
-    if (sys_mkdir_p(d->blobs, err) != HS_OK) goto fail;
-    if (open_db(d, NULL) != 0) {
-        /* an unreadable index is rebuilt from the blob headers (invariant 4) */
-        log_warn("bank disk: %s unusable, rebuilding it from the blobs", d->index_path);
-        sqlite3_close(d->db);
-        d->db = NULL;
-        remove_index_files(d->index_path);
-        if (open_db(d, err) != 0) goto fail;
+    struct stat sb;
+    if (d->o.access == BANK_DISK_READER) {
+        /* a reader creates nothing: a missing directory is an empty store */
+        if (stat(dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+            hs_err_set(err, HS_ERR_IO, "%s: not a directory", dir);
+            goto fail;
+        }
+        d->read_only = true;
+        d->st.lock_holder_pid = lock_file_pid(d->lock_path); /* to say who writes, if anyone */
+    } else {
+        if (sys_mkdir_p(dir, err) != HS_OK) goto fail;
+        long holder = 0;
+        int lr = lock_take(d, &holder, err);
+        if (lr < 0) goto fail;
+        if (lr == 1 && d->o.access == BANK_DISK_WRITER) {
+            if (holder)
+                hs_err_set(err, HS_ERR_IO, "%s is in use by process %ld (it holds %s); one writer"
+                           " per bank directory", dir, holder, d->lock_path);
+            else
+                hs_err_set(err, HS_ERR_IO, "%s is in use by another process (it holds %s); one"
+                           " writer per bank directory", dir, d->lock_path);
+            goto fail;
+        }
+        if (lr == 1) {
+            d->read_only = true;
+            d->st.lock_holder_pid = holder;
+            d->retry_at_ms = mono_ms() + retry_min_ms(d);
+        }
+    }
+    d->st.read_only = d->read_only;
+    if (d->read_only) {
+        if (open_db_reader(d, err) != 0) goto fail;
+    } else {
+        if (sys_mkdir_p(d->blobs, err) != HS_OK) goto fail;
+        if (open_db(d, NULL) != 0) {
+            /* an unreadable index is rebuilt from the blob headers (invariant 4) */
+            log_warn("bank disk: %s unusable, rebuilding it from the blobs", d->index_path);
+            sqlite3_close(d->db);
+            d->db = NULL;
+            remove_index_files(d->index_path);
+            if (open_db(d, err) != 0) goto fail;
+        }
     }
     pthread_mutex_lock(&d->db_mu);
-    sqlite3_stmt *s = db_prep(d, "SELECT COUNT(*) FROM entries");
-    if (s && sqlite3_step(s) == SQLITE_ROW) d->st.open_rows = (uint64_t)sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
-    reconcile(d);
+    if (d->db) {
+        sqlite3_stmt *s = db_prep(d, "SELECT COUNT(*) FROM entries");
+        if (s && sqlite3_step(s) == SQLITE_ROW) d->st.open_rows = (uint64_t)sqlite3_column_int64(s, 0);
+        sqlite3_finalize(s);
+    }
+    if (d->read_only) {
+        /* the sizes as the index states them; nothing is reconciled */
+        sqlite3_stmt *s = d->db ? db_prep(d, "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM entries") : NULL;
+        if (s && sqlite3_step(s) == SQLITE_ROW) {
+            d->n_entries = (uint64_t)sqlite3_column_int64(s, 0);
+            d->total_bytes = (uint64_t)sqlite3_column_int64(s, 1);
+        }
+        sqlite3_finalize(s);
+    }
+    reconcile(d, false);
     if (d->o.cap_bytes) evict_to(d, d->o.cap_bytes, 0, NULL);
-    known_reload(d);
+    if (d->db) known_reload(d);
     pthread_mutex_unlock(&d->db_mu);
     if (d->st.disabled) {
         hs_err_set(err, HS_ERR_IO, "%s: %s", dir, d->st.disabled_reason);
         goto fail;
     }
-    if (d->old_format[0] || d->st.open_old_removed)
+    if (!d->read_only && (d->old_format[0] || d->st.open_old_removed))
         log_warn("bank disk: %s held a store of format %s, which this build does not read:"
                  " cleared it (%" PRIu64 " files removed)", dir,
                  d->old_format[0] ? d->old_format : "1", d->st.open_old_removed);
-    log_info("bank disk: %s: %" PRIu64 " entries, %" PRIu64 " bytes (index had %" PRIu64
-             " rows; adopted %" PRIu64 ", orphans removed %" PRIu64 ", temp files removed %" PRIu64
-             ", rows dropped %" PRIu64 ", evicted %" PRIu64 ")",
-             dir, d->n_entries, d->total_bytes, d->st.open_rows, d->st.open_adopted,
-             d->st.open_orphans_removed, d->st.open_tmp_removed, d->st.open_rows_dropped,
-             d->st.evicted);
-    if (pthread_create(&d->writer, NULL, writer_main, d) != 0) {
-        hs_err_set(err, HS_ERR_IO, "%s: cannot start the bank writer thread", dir);
-        goto fail;
+    if (d->st.foreign)
+        log_warn("bank disk: %s: %" PRIu64 " things under blobs/ the tier did not make (e.g. %s):"
+                 " never followed or deleted; `headstart bank verify` reports them",
+                 dir, d->st.foreign, d->st.foreign_example);
+    if (d->read_only && d->o.access != BANK_DISK_READER)
+        log_warn("bank disk: %s is in use by %s%ld: this process only reads it (no writes)%s",
+                 dir, d->st.lock_holder_pid ? "process " : "another process", d->st.lock_holder_pid,
+                 d->o.take_over ? " until that process lets go of it" : "");
+    else if (!d->read_only)
+        log_info("bank disk: %s: %" PRIu64 " entries, %" PRIu64 " bytes (index had %" PRIu64
+                 " rows; adopted %" PRIu64 ", orphans removed %" PRIu64 ", temp files removed %" PRIu64
+                 ", rows dropped %" PRIu64 ", evicted %" PRIu64 ")",
+                 dir, d->n_entries, d->total_bytes, d->st.open_rows, d->st.open_adopted,
+                 d->st.open_orphans_removed, d->st.open_tmp_removed, d->st.open_rows_dropped,
+                 d->st.evicted);
+    if (!d->read_only || d->o.take_over) {
+        if (pthread_create(&d->writer, NULL, writer_main, d) != 0) {
+            hs_err_set(err, HS_ERR_IO, "%s: cannot start the bank writer thread", dir);
+            goto fail;
+        }
+        d->writer_started = true;
     }
-    d->writer_started = true;
     return d;
 fail:
     bank_disk_close(d);
@@ -1323,6 +1868,7 @@ void bank_disk_close(struct bank_disk *d)
     if (d->writer_started) pthread_join(d->writer, NULL);
     for (int i = 0; i < d->nq; i++) pending_free(d->q[i]);
     if (d->db) sqlite3_close(d->db);
+    lock_release(d); /* after the index is closed: the next writer finds it quiet */
     pthread_mutex_destroy(&d->db_mu);
     pthread_mutex_destroy(&d->mu);
     pthread_cond_destroy(&d->cv_work);
@@ -1332,6 +1878,7 @@ void bank_disk_close(struct bank_disk *d)
     hs_free(d->dir);
     hs_free(d->blobs);
     hs_free(d->index_path);
+    hs_free(d->lock_path);
     hs_free(d);
 }
 
@@ -1378,7 +1925,7 @@ enum bank_disk_put_result bank_disk_put(struct bank_disk *d, uint64_t fp,
     size_t nk = 0;
     pthread_mutex_lock(&d->mu);
     d->st.puts++;
-    if (d->st.disabled || d->closing) {
+    if (d->st.disabled || d->recovering || d->closing || d->read_only) {
         d->st.skipped_off++;
         pthread_mutex_unlock(&d->mu);
         return BANK_DISK_OFF;
@@ -1499,6 +2046,11 @@ void bank_disk_lookup(struct bank_disk *d, uint64_t fp, size_t kv_row_bytes,
     }
 
     pthread_mutex_lock(&d->db_mu);
+    if (!d->db) { /* a reader of a directory with no index (yet) */
+        pthread_mutex_unlock(&d->db_mu);
+        count(d, &d->st.misses, 1);
+        return;
+    }
     /* candidate positions of this key space, ascending */
     int64_t *cand = NULL;
     size_t nc = 0, cc = 0;
@@ -1529,16 +2081,14 @@ void bank_disk_lookup(struct bank_disk *d, uint64_t fp, size_t kv_row_bytes,
         struct row r;
         if (!row_get(d, hk, &r)) continue;
         if (r.fp != fp || r.pos != cand[i] || r.row != kv_row_bytes || r.snap != snapshot_bytes) {
-            count_bad(d, RD_IDENTITY);
-            subtree_delete(d, hk);
+            discard(d, hk, RD_IDENTITY, "lookup");
             continue;
         }
         char bad[65];
         enum rd rr = chain_restore(d, &r, ids, hit, bad);
         if (rr == RD_IO) break;
         if (rr != RD_OK) {
-            count_bad(d, rr);
-            subtree_delete(d, bad);
+            discard(d, bad, rr, "lookup");
             continue;
         }
         touch_row(d, hk, true, NULL);
@@ -1562,6 +2112,11 @@ void bank_disk_stats_get(struct bank_disk *d, struct bank_disk_stats *out)
     out->free_floor_bytes = d->o.free_floor_bytes;
     out->pending = (uint64_t)d->nq + (d->busy ? 1 : 0);
     out->pending_bytes = d->q_bytes;
+    out->read_only = d->read_only;
+    if (d->taking_over) out->read_only = true;
+    else if (d->recovering) out->disabled = true;
+    int64_t left = d->retry_at_ms - mono_ms();
+    out->retry_in_ms = d->st.disabled ? (left > 0 ? left : 0) : 0;
     pthread_mutex_unlock(&d->mu);
 }
 
@@ -1570,13 +2125,14 @@ static struct row *rows_all(struct bank_disk *d, size_t *n_out, const char *orde
 {
     struct row *v = NULL;
     size_t n = 0, cap = 0;
+    *n_out = 0;
+    if (!d->db) return NULL;
     char sql[256];
     snprintf(sql, sizeof sql, "SELECT " ROW_COLS ", created_ms, last_use_ms, hits FROM entries ORDER BY %s", order);
     sqlite3_stmt *s = db_prep(d, sql);
     while (s && sqlite3_step(s) == SQLITE_ROW) {
         if (n == cap) { cap = cap ? 2 * cap : 64; v = hs_realloc(v, cap * sizeof *v); }
-        row_read(s, 0, &v[n]);
-        n++;
+        if (row_read(s, 0, &v[n])) n++; /* a malformed row is counted by reconcile, never used */
     }
     sqlite3_finalize(s);
     *n_out = n;
@@ -1600,6 +2156,10 @@ int64_t bank_disk_ls(struct bank_disk *d,
 {
     int64_t n_listed = 0;
     pthread_mutex_lock(&d->db_mu);
+    if (!d->db) {
+        pthread_mutex_unlock(&d->db_mu);
+        return 0;
+    }
     size_t n = 0;
     struct row *v = rows_all(d, &n, "key");
     /* the chain of each entry, from the rows (the files are verify's business) */
@@ -1608,7 +2168,7 @@ int64_t bank_disk_ls(struct bank_disk *d,
                                  " FROM entries e ORDER BY last_use_ms DESC");
     while (s && sqlite3_step(s) == SQLITE_ROW) {
         struct row r;
-        row_read(s, 0, &r);
+        if (!row_read(s, 0, &r)) continue;
         struct bank_disk_entry e;
         memset(&e, 0, sizeof e);
         snprintf(e.key, sizeof e.key, "%s", r.key);
@@ -1647,11 +2207,20 @@ static int row_pos_cmp(const void *a, const void *b)
     return x->pos < y->pos ? -1 : x->pos > y->pos ? 1 : strcmp(x->key, y->key);
 }
 
+/* An entry that is "missing" only because its parent was found bad in this verify (it
+ * goes with its parent's subtree, without a log line of its own). */
+static bool par_bad_missing(const struct row *byk, size_t n, const uint8_t *state, const struct row *r)
+{
+    const struct row *par = r->start > 0 ? row_find(byk, n, r->parent) : NULL;
+    return par && state[par - byk] == 2;
+}
+
 int bank_disk_verify(struct bank_disk *d, struct bank_disk_verify_result *out,
                      struct hs_err *err)
 {
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&d->db_mu);
+    reconcile(d, true); /* foreign things now, and the rows that cannot be paths */
     size_t n = 0;
     struct row *byk = rows_all(d, &n, "key");
     /* parents come before children in position order (a parent ends where a child starts) */
@@ -1723,9 +2292,10 @@ int bank_disk_verify(struct bank_disk *d, struct bank_disk_verify_result *out,
         }
         EVP_MD_CTX_free(c);
         state[i] = 2;
-        if (rr != RD_MISSING) count_bad(d, rr);
+        out->bad++;
         uint64_t rows_before = d->n_entries, bytes_before = d->total_bytes;
-        subtree_delete(d, r->key);
+        if (rr != RD_MISSING || !par_bad_missing(byk, n, state, r)) discard(d, r->key, rr, "verify");
+        else subtree_delete(d, r->key);
         out->removed += rows_before - d->n_entries;
         out->removed_bytes += bytes_before - d->total_bytes;
     }
@@ -1734,6 +2304,11 @@ int bank_disk_verify(struct bank_disk *d, struct bank_disk_verify_result *out,
     hs_free(state);
     hs_free(byp);
     hs_free(byk);
+    pthread_mutex_lock(&d->mu);
+    out->bad_rows = d->st.bad_rows;
+    out->foreign = d->st.foreign;
+    out->read_only = d->read_only;
+    pthread_mutex_unlock(&d->mu);
     pthread_mutex_unlock(&d->db_mu);
     if (is_disabled(d))
         return hs_err_set(err, HS_ERR_IO, "%s: %s", d->dir, d->st.disabled_reason);
@@ -1745,8 +2320,12 @@ int bank_disk_verify(struct bank_disk *d, struct bank_disk_verify_result *out,
 uint64_t bank_disk_gc(struct bank_disk *d, uint64_t target_bytes)
 {
     pthread_mutex_lock(&d->db_mu);
+    if (d->read_only) { /* only the writer deletes (invariant 8) */
+        pthread_mutex_unlock(&d->db_mu);
+        return 0;
+    }
     uint64_t before = d->total_bytes;
-    reconcile(d);
+    reconcile(d, false);
     evict_to(d, target_bytes, 0, NULL);
     known_reload(d);
     uint64_t after = d->total_bytes;

@@ -1146,6 +1146,8 @@ static void bank_start(struct server *srv, char *desc, size_t desc_len)
     }
     struct bank_disk_opts dopts;
     bank_disk_opts_default(&dopts);
+    dopts.access = BANK_DISK_WRITER_OR_READER; /* a second server on the dir reads it */
+    dopts.take_over = true;                    /* and writes once the first lets go */
     if (o->bank_disk > 0) {
         dopts.cap_bytes = (uint64_t)o->bank_disk;
     } else {
@@ -1161,6 +1163,7 @@ static void bank_start(struct server *srv, char *desc, size_t desc_len)
     } else {
         bank_disk_stats_get(srv->disk, &srv->metrics.disk);
         srv->metrics.have_disk = true;
+        srv->metrics.disk_live = srv->disk;
         snprintf(desc, desc_len, "bank %s RAM%s, disk %s (cap %s)", ram, bo.head_anchor ? "" : " (no head anchor)",
                  dir, hs_format_size(dopts.cap_bytes, cap, sizeof(cap)));
     }

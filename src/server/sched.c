@@ -365,7 +365,7 @@ static void metrics_write_bank(const struct bank_stats *b, struct strbuf *out)
 static void metrics_write_disk(const struct bank_disk_stats *d, struct strbuf *out)
 {
     strbuf_printf(out,
-                  "# HELP headstart_bank_disk_enabled 1 while the disk tier works, 0 once an I/O error disabled it.\n"
+                  "# HELP headstart_bank_disk_enabled 1 while the disk tier works, 0 while an I/O error has it off (it retries and comes back by itself).\n"
                   "# TYPE headstart_bank_disk_enabled gauge\nheadstart_bank_disk_enabled %d\n"
                   "# HELP headstart_bank_disk_entries Entries in the disk tier.\n"
                   "# TYPE headstart_bank_disk_entries gauge\nheadstart_bank_disk_entries %llu\n"
@@ -384,6 +384,29 @@ static void metrics_write_disk(const struct bank_disk_stats *d, struct strbuf *o
                   d->disabled ? 0 : 1, (unsigned long long)d->entries, (unsigned long long)d->bytes,
                   (unsigned long long)d->pending, (unsigned long long)d->hits, (unsigned long long)d->misses,
                   (unsigned long long)d->written, (unsigned long long)d->evicted);
+    strbuf_printf(out,
+                  "# HELP headstart_bank_disk_read_only 1 while another process holds the bank directory's writer lock (this one only reads).\n"
+                  "# TYPE headstart_bank_disk_read_only gauge\nheadstart_bank_disk_read_only %d\n"
+                  "# HELP headstart_bank_disk_lock_holder_pid The pid holding the writer lock while read-only (0 none or unknown).\n"
+                  "# TYPE headstart_bank_disk_lock_holder_pid gauge\nheadstart_bank_disk_lock_holder_pid %ld\n"
+                  "# HELP headstart_bank_disk_io_errors_total I/O errors met by the disk tier.\n"
+                  "# TYPE headstart_bank_disk_io_errors_total counter\nheadstart_bank_disk_io_errors_total %llu\n"
+                  "# HELP headstart_bank_disk_reenabled_total Times the disk tier re-enabled itself after an I/O error.\n"
+                  "# TYPE headstart_bank_disk_reenabled_total counter\nheadstart_bank_disk_reenabled_total %llu\n"
+                  "# HELP headstart_bank_disk_foreign_files Things under the bank's blobs/ that it did not make (left alone).\n"
+                  "# TYPE headstart_bank_disk_foreign_files gauge\nheadstart_bank_disk_foreign_files %llu\n"
+                  "# HELP headstart_bank_disk_discarded_total Disk entries found bad, by cause (dropped; a read-only server skips them).\n"
+                  "# TYPE headstart_bank_disk_discarded_total counter\n",
+                  d->read_only ? 1 : 0, d->lock_holder_pid, (unsigned long long)d->io_errors,
+                  (unsigned long long)d->reenabled, (unsigned long long)d->foreign);
+    const struct { const char *name; uint64_t v; } bad[] = {
+        { "checksum", d->bad_checksum }, { "header", d->bad_header }, { "identity", d->bad_identity },
+        { "tokens", d->bad_tokens }, { "size", d->bad_size }, { "missing_file", d->missing_files },
+        { "not_regular", d->bad_not_regular }, { "bad_index_row", d->bad_rows },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        strbuf_printf(out, "headstart_bank_disk_discarded_total{reason=\"%s\"} %llu\n", bad[i].name,
+                      (unsigned long long)bad[i].v);
 }
 
 void metrics_write(struct metrics *m, const char *const *route_names, int n_routes,
@@ -442,6 +465,7 @@ void metrics_write(struct metrics *m, const char *const *route_names, int n_rout
                   "headstart_tool_media_placeholders_total %lld\n",
                   (long long)m->cancelled_prefill_tokens, (long long)m->media_placeholders);
     if (m->have_bank) metrics_write_bank(&m->bank, out);
+    if (m->have_disk && m->disk_live) bank_disk_stats_get(m->disk_live, &m->disk); /* the state now */
     if (m->have_disk) metrics_write_disk(&m->disk, out);
     pthread_mutex_unlock(&m->mu);
 }

@@ -144,6 +144,8 @@ struct metrics {
     bool have_bank, have_disk;
     struct bank_stats bank;
     struct bank_disk_stats disk;
+    struct bank_disk *disk_live; /* borrowed: metrics_write reads its stats at each scrape
+                                  * (its writer thread changes them between jobs) */
 };
 
 void metrics_request(struct metrics *m, int route, int status);

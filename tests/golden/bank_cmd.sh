@@ -11,8 +11,10 @@
 #   3. gc --size X: bytes <= X, never a broken chain; down to the head entry's size only
 #      the head remains, and a new process still restores exactly at the head from it
 #      (output identical to --no-bank); gc without --size removes an orphan file only;
-#   4. a format-1 directory is cleared with one log line; bad arguments exit 2 with a
-#      message naming the problem; an unusable directory exits 1.
+#   4. stats on a format-1 directory reports it and changes nothing; gc clears it with one
+#      log line; bad arguments exit 2 with a message naming the problem; an unusable
+#      directory exits 1.
+# (tests/golden/bank_dir.sh runs these commands next to a live server.)
 # Prints RESULT: N passed, N failed. Run from the repository root with HEADSTART_BUILD set.
 set -u
 build=${HEADSTART_BUILD:-build}
@@ -170,10 +172,15 @@ sql="CREATE TABLE meta(k TEXT PRIMARY KEY, v TEXT); INSERT INTO meta VALUES('for
 if command -v sqlite3 >/dev/null; then echo "$sql" | sqlite3 "$old/index.sqlite"
 else python3 -c 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.executescript(sys.argv[2]); c.commit()' "$old/index.sqlite" "$sql"; fi
 bank stats --json --bank-dir "$old"
+if [ $rc = 0 ] && [ "$(j '[.entries, .old_format, .read_only, .open.old_format_removed]')" = "[0,true,true,0]" ] &&
+   [ -e "$old/blobs/cd/cd$(printf '%062d' 1).blob" ]; then
+    pass "stats on a format-1 directory says so and changes nothing (it only reads)"
+else fail "format 1 stats (rc $rc): $(cat "$tmp/o") / $(cat "$tmp/e")"; fi
+bank gc --json --bank-dir "$old"
 if [ $rc = 0 ] && [ "$(j '[.entries, .open.rows, .open.old_format_removed]')" = "[0,0,1]" ] &&
    [ "$(grep -c 'format 1' "$tmp/e")" = 1 ] && [ ! -e "$old/blobs/cd/cd$(printf '%062d' 1).blob" ]; then
-    pass "a format-1 directory is cleared with one log line: $(grep 'format 1' "$tmp/e" | cut -c1-100)..."
-else fail "format 1 (rc $rc): $(cat "$tmp/o") / $(cat "$tmp/e")"; fi
+    pass "gc clears a format-1 directory with one log line: $(grep 'format 1' "$tmp/e" | cut -c1-100)..."
+else fail "format 1 gc (rc $rc): $(cat "$tmp/o") / $(cat "$tmp/e")"; fi
 badarg() { # want-substring args...
     want=$1; shift
     bank "$@"

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -202,6 +203,17 @@ static inline bool dt_ls_cb(void *ctx, const struct bank_disk_entry *e)
 }
 
 static inline int64_t dt_ls_count(struct bank_disk *d) { return bank_disk_ls(d, dt_ls_cb, NULL); }
+
+/* The pid of a process that has exited (and been reaped): a writer that is gone. */
+static inline pid_t dt_dead_pid(void)
+{
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) _exit(0);
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    return pid;
+}
 
 /* ---- an fsync that waits: holds the writer thread inside a write -------------------- */
 

@@ -474,12 +474,19 @@ Test(bank_disk_cap, reconcile_orphans_and_missing_files)
     cr_assert_eq(unlink(p10), 0); /* missing file: 20 above it can never be restored */
     /* FP2's valid blob under a name that is not its key: an orphan, not adoptable */
     char *bogus = dt_strcat(dir, "/blobs/ab/ab00000000000000000000000000000000000000000000000000000000000000.hsb");
-    char *tmpf = dt_strcat(dir, "/blobs/ab/ab00000000000000000000000000000000000000000000000000000000000001.hsb.tmp.1.2");
+    /* a temp file of a writer that is gone (a child that exited), and one of a live
+     * process (pid 1): only the first is removed */
+    char tname[160];
+    snprintf(tname, sizeof tname, "/blobs/ab/ab00000000000000000000000000000000000000000000000000000000000001.hsb.tmp.%ld.2",
+             (long)dt_dead_pid());
+    char *tmpf = dt_strcat(dir, tname);
+    char *tmp_live = dt_strcat(dir, "/blobs/ab/ab00000000000000000000000000000000000000000000000000000000000003.hsb.tmp.1.2");
     char *old = dt_strcat(dir, "/blobs/ab/ab00000000000000000000000000000000000000000000000000000000000002.blob");
     char *abdir = dt_strcat(dir, "/blobs/ab");
     mkdir(abdir, 0755);
     cr_assert_eq(rename(p2, bogus), 0);
     dt_write_file(tmpf, "half", 4);
+    dt_write_file(tmp_live, "half", 4);
     dt_write_file(old, "HSBANKB1", 8); /* a format-1 blob */
     d = dt_open(dir, NULL);
     struct bank_disk_stats st;
@@ -492,8 +499,11 @@ Test(bank_disk_cap, reconcile_orphans_and_missing_files)
     cr_assert_eq(st.entries, 1);
     cr_assert_not(dt_exists(bogus));
     cr_assert_not(dt_exists(tmpf));
+    cr_assert(dt_exists(tmp_live), "a live process's temp file was removed");
     cr_assert_not(dt_exists(old));
     cr_assert_not(dt_exists(p20));
+    cr_assert_eq(unlink(tmp_live), 0);
+    free(tmp_live);
     cr_assert_eq(dt_count_blobs(dir), 1);
     dt_expect(d, FP1, ids, 40, 1000, 0);
     dt_expect(d, FP2, ids, 40, 1000, 0);

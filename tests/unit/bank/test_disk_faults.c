@@ -116,14 +116,19 @@ Test(bank_disk_faults, pread) { sweep(SYS_IO_PREAD); }
 Test(bank_disk_faults, close) { sweep(SYS_IO_CLOSE); }
 Test(bank_disk_faults, unlink) { sweep(SYS_IO_UNLINK); }
 
-/* An I/O error turns the tier off for this handle: puts are refused, stats say why, and a
- * reopen turns it back on. */
+/* An I/O error turns the tier off: puts are refused, stats say why (and when it retries),
+ * and a reopen turns it back on. (The retry itself: test_disk_lock.c; here it is set far
+ * off so that nothing races the checks.) */
 Test(bank_disk_faults, error_disables_until_reopen)
 {
     char *dir = dt_mkdtemp();
     int32_t ids[NIDS];
     dt_ids(ids, NIDS, 12);
-    struct bank_disk *d = dt_open(dir, NULL);
+    struct bank_disk_opts o;
+    bank_disk_opts_default(&o);
+    o.free_floor_bytes = 0;
+    o.retry_ms = 600000;
+    struct bank_disk *d = dt_open(dir, &o);
     sys_io_fault_clear_all();
     sys_io_fault_set(SYS_IO_FSYNC, 1, ENOSPC, false);
     cr_assert_eq(dt_put(d, FP1, ids, 8, BANK_SNAP_HEAD), BANK_DISK_QUEUED);
@@ -133,6 +138,7 @@ Test(bank_disk_faults, error_disables_until_reopen)
     cr_assert(st.disabled);
     cr_assert(strstr(st.disabled_reason, "fsync") != NULL, "%s", st.disabled_reason);
     cr_assert_eq(st.io_errors, 1);
+    cr_assert(st.retry_in_ms > 0 && st.retry_in_ms <= 600000, "retry in %lld ms", (long long)st.retry_in_ms);
     cr_assert_eq(dt_put(d, FP1, ids, 16, BANK_SNAP_HEAD), BANK_DISK_OFF);
     dt_expect(d, FP1, ids, NIDS, 1000, 0);
     bank_disk_close(d);
