@@ -18,7 +18,8 @@ static const char serve_help[] =
     "         [--bank-disk SIZE] [--no-bank-disk] [--keepalive SECONDS]\n"
     "         [--max-connections N] [--max-connections-per-ip N] [--idle-timeout SECONDS]\n"
     "         [--request-timeout SECONDS] [--allow-host NAME] [--cors-origin ORIGIN]\n"
-    "         [--insecure-no-key]\n"
+    "         [--insecure-no-key] [--max-tokens-default N] [--log-format text|json]\n"
+    "         [--log-bodies]\n"
     "\n"
     "Serves the model over HTTP: POST /v1/chat/completions and /v1/responses (OpenAI), POST\n"
     "/v1/messages and /v1/messages/count_tokens (Anthropic), GET /v1/models, /health,\n"
@@ -31,6 +32,15 @@ static const char serve_help[] =
     "largest agent requests measured are ~200K). A stream quiet for --keepalive seconds\n"
     "(default 1) while its prompt is prefilled gets a keep-alive (': keepalive' / Anthropic\n"
     "ping). Stops on SIGINT or SIGTERM.\n"
+    "\n"
+    "Output: a request that sets no max_tokens (or more) generates at most\n"
+    "--max-tokens-default tokens (default 1024; 0: up to the context) and ends with the\n"
+    "usual length stop (finish_reason \"length\", stop_reason \"max_tokens\"). Every API\n"
+    "request, and every request answered with an error, logs one line: id, API, model,\n"
+    "status, prompt / cached / generated tokens, cache source, time to first token, total\n"
+    "time, stop reason, client address. --log-format json writes every log line as one JSON\n"
+    "object; --log-bodies adds request bodies to the request lines (user data: off by\n"
+    "default).\n"
     "\n"
     "Connections: at most --max-connections (default 256) are served, --max-connections-per-ip\n"
     "(default 64) from one address; past either, the oldest connection still waiting for its\n"
@@ -84,6 +94,7 @@ static int serve_parse(int argc, char **argv, struct strbuf *allow, struct strbu
         if (!strcmp(a, "--no-bank-disk")) { o.no_bank_disk = true; continue; }
         if (!strcmp(a, "--no-head-anchor")) { o.no_head_anchor = true; continue; }
         if (!strcmp(a, "--insecure-no-key")) { o.insecure_no_key = true; continue; }
+        if (!strcmp(a, "--log-bodies")) { o.log_bodies = true; continue; }
         if (i + 1 >= argc) { fprintf(stderr, "headstart serve: %s needs a value (see --help)\n", a); return 2; }
         const char *s = argv[++i];
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) o.model_path = s;
@@ -104,6 +115,13 @@ static int serve_parse(int argc, char **argv, struct strbuf *allow, struct strbu
         } else if (!strcmp(a, "--request-timeout")) {
             if (cmd_parse_i64("serve", a, s, &v) || v < 1 || v > 86400) { fprintf(stderr, "headstart serve: --request-timeout wants seconds in 1..86400\n"); return 2; }
             o.request_timeout_s = (int)v;
+        }
+        else if (!strcmp(a, "--max-tokens-default")) {
+            if (cmd_parse_i64("serve", a, s, &v) || v < 0) { fprintf(stderr, "headstart serve: --max-tokens-default wants 0 or more\n"); return 2; }
+            o.max_tokens_default = v;
+        } else if (!strcmp(a, "--log-format")) {
+            if (strcmp(s, "text") && strcmp(s, "json")) { fprintf(stderr, "headstart serve: --log-format wants text or json\n"); return 2; }
+            o.log_json = !strcmp(s, "json");
         }
         else if (!strcmp(a, "--port")) {
             if (cmd_parse_i64("serve", a, s, &v) || v > 65535) { fprintf(stderr, "headstart serve: --port wants 0..65535\n"); return 2; }
@@ -143,5 +161,6 @@ static int serve_parse(int argc, char **argv, struct strbuf *allow, struct strbu
     if (o.api_key && !*o.api_key) o.api_key = NULL;
     o.allow_hosts = allow->len ? allow->buf : NULL;
     o.cors_origins = cors->len ? cors->buf : NULL;
+    if (o.log_json) hs_log_set_format(HS_LOG_FORMAT_JSON);
     return server_run(&o);
 }

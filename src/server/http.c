@@ -119,6 +119,11 @@ struct conn_req {
     struct conn_slot *slot;    /* the connection guard's entry; NULL when it has none */
     const char *cors_origin;   /* a listed Origin to echo (MHD's header string), else NULL */
     bool close;                /* answer with Connection: close (a reserve connection) */
+    /* for the request log (reqlog.c), written by on_completed */
+    double t_start;            /* sys_time_sec() when the request line arrived */
+    int status;                /* the HTTP status sent (499: the client went away); 0: none */
+    char client[64];           /* "ADDR:PORT" */
+    char log_err[256];         /* an error reply's message */
 };
 
 struct stream_ctx {
@@ -187,6 +192,13 @@ static void response_headers(struct server *srv, const struct conn_req *rq, stru
     }
 }
 
+/* The status of rq's answer: counted in /metrics, kept for the request log. */
+static void rq_status(struct server *srv, struct conn_req *rq, int status)
+{
+    metrics_request(&srv->metrics, rq ? (int)rq->route : ROUTE_OTHER, status);
+    if (rq) rq->status = status;
+}
+
 static enum MHD_Result reply(struct server *srv, struct MHD_Connection *c, struct conn_req *rq,
                              int status, const char *ctype, const char *body, size_t len,
                              const char *hname, const char *hvalue)
@@ -199,7 +211,7 @@ static enum MHD_Result reply(struct server *srv, struct MHD_Connection *c, struc
     response_headers(srv, rq, r);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
-    metrics_request(&srv->metrics, rq ? (int)rq->route : ROUTE_OTHER, status);
+    rq_status(srv, rq, status);
     return ret;
 }
 
@@ -209,6 +221,7 @@ static enum MHD_Result reply_error(struct server *srv, struct MHD_Connection *c,
     struct strbuf b;
     strbuf_init(&b);
     int status = api_error_write(rq->kind, code, msg, &b);
+    snprintf(rq->log_err, sizeof rq->log_err, "%s", msg ? msg : "");
     const char *hn = NULL, *hv = NULL;
     if (code == API_ERR_QUEUE_FULL || code == API_ERR_OVERLOADED) { hn = "Retry-After"; hv = "1"; }
     else if (code == API_ERR_METHOD) { hn = "Allow"; hv = routes[rq->route].methods; }
@@ -510,7 +523,7 @@ static enum MHD_Result run_job(struct server *srv, struct MHD_Connection *c, str
             return reply_error(srv, c, rq, API_ERR_CONTEXT, msg);
         }
     }
-    strbuf_free(&rq->body);
+    if (!srv->opts.log_bodies) strbuf_free(&rq->body); /* else the request log shows it */
     pthread_mutex_lock(&srv->ids_mu);
     api_ids_next(&srv->ids, j->kind, j->id);
     if (!j->seed_given) j->sampling.seed = srv->ids.counter; /* 0 is a seed too */
@@ -523,7 +536,7 @@ static enum MHD_Result run_job(struct server *srv, struct MHD_Connection *c, str
 
     int fd = conn_fd(c);
     if (job_wait(j, j->stream, fd) == JOB_WAIT_GONE) {
-        metrics_request(&srv->metrics, (int)rq->route, 499);
+        rq_status(srv, rq, 499);
         return MHD_NO; /* the client is gone: close without a response */
     }
     pthread_mutex_lock(&j->mu);
@@ -543,12 +556,12 @@ static enum MHD_Result run_job(struct server *srv, struct MHD_Connection *c, str
         response_headers(srv, rq, r);
         ret = MHD_queue_response(c, MHD_HTTP_OK, r);
         MHD_destroy_response(r);
-        metrics_request(&srv->metrics, (int)rq->route, 200);
+        rq_status(srv, rq, 200);
         return ret;
     }
     /* a whole body: wait for the end (an error before a stream began is one too) */
     if (job_wait(j, false, fd) == JOB_WAIT_GONE) {
-        metrics_request(&srv->metrics, (int)rq->route, 499);
+        rq_status(srv, rq, 499);
         return MHD_NO;
     }
     pthread_mutex_lock(&j->mu);
@@ -932,7 +945,7 @@ static enum MHD_Result reply_preflight(struct server *srv, struct MHD_Connection
     response_headers(srv, rq, r);
     enum MHD_Result ret = MHD_queue_response(c, 204, r);
     MHD_destroy_response(r);
-    metrics_request(&srv->metrics, (int)rq->route, 204);
+    rq_status(srv, rq, 204);
     return ret;
 }
 
@@ -961,6 +974,67 @@ static bool authorized(struct server *srv, struct MHD_Connection *c)
     return false;
 }
 
+/* "ADDR:PORT" of the connection's peer ("-" when unknown). */
+static void client_address(struct MHD_Connection *c, char *buf, size_t n)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    char host[INET6_ADDRSTRLEN] = "-";
+    unsigned port = 0;
+    if (sa && sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
+        inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+        port = ntohs(in->sin_port);
+    } else if (sa && sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)sa;
+        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+        port = ntohs(in6->sin6_port);
+    }
+    snprintf(buf, n, sa && sa->sa_family == AF_INET6 ? "[%s]:%u" : "%s:%u", host, port);
+}
+
+/* The API a route serves, as the request log names it. */
+static const char *route_api(const struct conn_req *rq)
+{
+    switch (rq->route) {
+    case ROUTE_CHAT: return "chat";
+    case ROUTE_MESSAGES: return "messages";
+    case ROUTE_RESPONSES: return "responses";
+    case ROUTE_COUNT_TOKENS: return "count_tokens";
+    default: return route_names[rq->route];
+    }
+}
+
+/* One line for every finished API request, and for any request answered with an error
+ * (health probes and scrapes that succeed would only drown the rest). */
+static void request_log(struct server *srv, struct conn_req *rq)
+{
+    bool api = rq->route == ROUTE_CHAT || rq->route == ROUTE_MESSAGES || rq->route == ROUTE_RESPONSES ||
+               rq->route == ROUTE_COUNT_TOKENS;
+    if (!api && rq->status < 400) return;
+    struct reqlog l = { .api = route_api(rq), .model = srv->model_name, .status = rq->status,
+                        .total_ms = (sys_time_sec() - rq->t_start) * 1e3, .client = rq->client,
+                        .error = rq->log_err, .ttft_ms = -1 };
+    struct job *j = rq->job;
+    if (j) {
+        pthread_mutex_lock(&j->mu);
+        l.id = j->id;
+        l.ran = j->ran;
+        l.prompt_tokens = j->n_prompt;
+        l.cached_tokens = j->n_cached;
+        l.generated_tokens = j->n_generated;
+        l.cache_source = j->cache_source;
+        l.stop_reason = j->stop_reason;
+        l.ttft_ms = j->ttft_ms;
+        pthread_mutex_unlock(&j->mu);
+    }
+    if (srv->opts.log_bodies && rq->body.len) {
+        l.body = rq->body.buf;
+        l.body_len = rq->body.len;
+    }
+    reqlog_write(&l);
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                  const char *version, const char *upload_data, size_t *upload_data_size,
                                  void **req_cls)
@@ -971,6 +1045,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         rq = hs_calloc(1, sizeof(*rq));
         strbuf_init(&rq->body);
         *req_cls = rq;
+        rq->t_start = sys_time_sec();
+        client_address(c, rq->client, sizeof rq->client);
         atomic_fetch_add(&srv->n_inflight, 1);
         rq->slot = conn_slot_of(c);
         guard_state(srv->guard, rq->slot, CONN_BODY);
@@ -1063,6 +1139,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls, en
     if (!rq) return;
     atomic_fetch_sub(&srv->n_inflight, 1);
     guard_state(srv->guard, rq->slot, CONN_WAITING); /* a keep-alive connection's next request */
+    if (rq->status == 0 && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) rq->status = 499;
+    request_log(srv, rq);
     if (rq->job) {
         job_cancel(rq->job); /* no-op when done */
         job_release(rq->job);
@@ -1097,6 +1175,7 @@ void server_opts_default(struct server_opts *o)
     o->max_conns_per_ip = 64;
     o->idle_timeout_s = 15;
     o->request_timeout_s = 30;
+    o->max_tokens_default = SERVER_DEFAULT_MAX_TOKENS;
 }
 
 /* Free space where the disk tier lives (its nearest existing ancestor while it does not
@@ -1286,11 +1365,15 @@ int server_run(const struct server_opts *o)
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     int port = di ? di->port : o->port;
     bool v6 = strchr(srv->opts.host, ':') != NULL;
-    printf("headstart serve: model %s (%s, %s), context %lld, threads %d, kernels %s, max queue %d, %s, "
-           "listening on http://%s%s%s:%d\n",
-           srv->model_name, model_arch_name(model_hparams(srv->model)->arch), o->model_path,
-           (long long)srv->n_ctx, srv->opts.n_threads, engine_kernel_variant(srv->engine), o->max_queue,
-           bank_desc, v6 ? "[" : "", srv->opts.host, v6 ? "]" : "", port);
+    char start[8192];
+    snprintf(start, sizeof start, "headstart serve: model %s (%s, %s), context %lld, threads %d, kernels %s, max queue %d, %s, "
+             "listening on http://%s%s%s:%d",
+             srv->model_name, model_arch_name(model_hparams(srv->model)->arch), o->model_path,
+             (long long)srv->n_ctx, srv->opts.n_threads, engine_kernel_variant(srv->engine), o->max_queue,
+             bank_desc, v6 ? "[" : "", srv->opts.host, v6 ? "]" : "", port);
+    /* the start line: on stdout, or with --log-format json one log object like every line */
+    if (hs_log_get_format() == HS_LOG_FORMAT_JSON) log_info("%s", start);
+    else printf("%s\n", start);
     fflush(stdout);
     if (!o->api_key && !host_loopback(srv->opts.host))
         log_warn("serve: listening on %s without --api-key (--insecure-no-key): anyone who can reach it can use "

@@ -597,6 +597,18 @@ static void session_bank_stats(struct server *srv)
     pthread_mutex_unlock(&srv->metrics.mu);
 }
 
+/* The output cap: the request's own, at most --max-tokens-default, which also applies when
+ * the request sets none (cline, Continue); 0 there: up to the context. */
+static int64_t session_max_tokens(struct server *srv, struct job *j)
+{
+    int64_t cap = srv->opts.max_tokens_default, want = j->max_tokens;
+    if (cap > 0 && (want <= 0 || want > cap)) {
+        j->capped = true;
+        return cap;
+    }
+    return want > 0 ? want : srv->n_ctx;
+}
+
 void sched_job_session(struct server *srv, struct job *j)
 {
     if (j->type == JOB_TYPE_COUNT_TOKENS) { job_count_tokens(srv, j); return; }
@@ -606,7 +618,7 @@ void sched_job_session(struct server *srv, struct job *j)
     struct session_ctx c = { .srv = srv, .j = j };
     strbuf_init(&c.out);
     struct session_opts so = {
-        .max_tokens = j->max_tokens > 0 ? j->max_tokens : srv->n_ctx, /* 0: up to the context */
+        .max_tokens = session_max_tokens(srv, j),
         .sampling = j->sampling,
         .disk = srv->disk,
         .n_ctx = srv->n_ctx,
@@ -620,6 +632,16 @@ void sched_job_session(struct server *srv, struct job *j)
         /* an error once the response exists is the engine's (500); before, the request's */
         job_fail(j, c.r, c.r ? API_ERR_INTERNAL : rc, err.msg);
     } else {
+        /* for the request log, before job_done lets the connection thread read them */
+        pthread_mutex_lock(&j->mu);
+        j->ran = true;
+        j->n_prompt = rep.prompt_tokens;
+        j->n_cached = rep.cached_tokens;
+        j->n_generated = rep.n_output;
+        j->cache_source = rep.cache_source;
+        j->stop_reason = rep.stop_reason;
+        j->ttft_ms = rep.n_output ? (t_run - j->t_submit) * 1e3 + rep.ttft_ms : -1;
+        pthread_mutex_unlock(&j->mu);
         if (!strcmp(rep.stop_reason, "cancelled")) {
             metrics_cancel(&srv->metrics, &rep);
             job_fail(j, c.r, API_ERR_OVERLOADED, cancelled_msg);

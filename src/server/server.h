@@ -87,10 +87,18 @@ struct server_opts {
                                      ("*": any); NULL: none */
     bool insecure_no_key;         /* --insecure-no-key: serve a non-loopback address with no
                                      API key */
+    int64_t max_tokens_default;   /* --max-tokens-default: the output cap of a request that
+                                     sets none or more (0: none, up to the context); 1024 */
+    bool log_json;                /* --log-format json: every log line one JSON object */
+    bool log_bodies;              /* --log-bodies: request bodies in the request log (user data) */
 };
 
 #define SERVER_CONN_RESERVE 16
 #define SERVER_DEFAULT_MAX_BODY (4 << 20)
+/* --max-tokens-default: the output cap when a request sets none or a larger one. A model
+ * stuck in a loop then stops within about a minute on a small CPU (0.8B decodes 8-25
+ * tokens/s on 2 cores) instead of holding the engine to the end of the context. */
+#define SERVER_DEFAULT_MAX_TOKENS 1024
 
 void server_opts_default(struct server_opts *o);
 /* Load the model, start the engine thread and the HTTP server, print one start line and

@@ -60,6 +60,13 @@ struct job {
     int status;                   /* HTTP status of a non-stream body or an early error */
     int refs;
     atomic_bool cancelled;        /* the client went away or the server is stopping */
+    /* what the engine did, for the request log (set before job_done) */
+    bool ran;
+    int64_t n_prompt, n_cached, n_generated;
+    const char *cache_source;     /* static strings from the session report */
+    const char *stop_reason;
+    double ttft_ms;               /* < 0: no token */
+    bool capped;                  /* max_tokens came from --max-tokens-default */
 };
 
 /* ---- jobs (sched.c) ---- */

@@ -177,7 +177,7 @@ st=$(code GET /health "$tmp/h2")
 [ "$st" = 200 ] && pass "still serving after the errors" || fail "health after errors: $st"
 
 # queue full and disconnect: --max-queue 0 accepts a request only while the engine is idle.
-e2e_start "$tmp/b.log" --no-bank-disk --max-queue 0 --ctx 16384
+e2e_start "$tmp/b.log" --no-bank-disk --max-queue 0 --ctx 16384 --max-tokens-default 0
 base=http://127.0.0.1:$port
 bpid=$pid
 long='{"model":"m","messages":[{"role":"user","content":"go"}],"stream":true,"ignore_eos":true,"max_tokens":16000}'
@@ -360,7 +360,7 @@ pid=$kpid_main base=$kbase
 
 # SIGTERM with one request running and one queued: the stream ends with an in-stream error
 # and [DONE], the queued request gets a 503 in its API's shape, and the server exits 0.
-e2e_start "$tmp/c.log" --no-bank-disk --ctx 16384
+e2e_start "$tmp/c.log" --no-bank-disk --ctx 16384 --max-tokens-default 0
 base=http://127.0.0.1:$port
 cpid_srv=$pid
 curl -s -H "$ct" -N -o "$tmp/run" -d "$long" "$base/v1/chat/completions" &

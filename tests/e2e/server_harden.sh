@@ -175,7 +175,7 @@ EOF
 oa_err='j is not None and set(j["error"]) == {"message", "type", "param", "code"}'
 
 # ---- connections ----------------------------------------------------------------------
-e2e_start "$tmp/a.log" --no-bank-disk --ctx 16384 --max-queue 0
+e2e_start "$tmp/a.log" --no-bank-disk --ctx 16384 --max-queue 0 --max-tokens-default 0
 base=http://127.0.0.1:$port
 apid=$pid
 w=$($py "$tmp/flood.py" "$port" slowloris 520)
