@@ -287,7 +287,7 @@ st=$(code POST /v1/chat/completions "$tmp/b4" -H "$ct" --data-binary "@$tmp/five
 e2e_stop "$apid"
 
 # ---- deadlines and the reserve ------------------------------------------------------------
-e2e_start "$tmp/b.log" --no-bank-disk --ctx 16384 --request-timeout 2 --idle-timeout 1 --max-connections 2 \
+e2e_start "$tmp/b.log" --no-bank-disk --ctx 16384 --max-tokens-default 0 --request-timeout 2 --idle-timeout 1 --max-connections 2 \
     --max-queue 4 --cors-origin http://app.example
 base=http://127.0.0.1:$port
 d=$($py "$tmp/deadline.py" "$port" trickle)
