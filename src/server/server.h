@@ -170,6 +170,10 @@ struct session_report {
                                       (deleted by the tier; the request went on cold or from
                                       a shallower point) */
     int n_disk_puts;               /* snapshots queued for the disk tier after the request */
+    const char *bank_off;          /* NULL, or why the bank was not used (static string):
+                                      "model_changed" (a model file changed in place: no
+                                      tier), "model_identity_unknown" (the engine has no
+                                      persistent fingerprint yet: no disk tier) */
 };
 
 
