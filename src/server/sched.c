@@ -448,11 +448,11 @@ void metrics_write(struct metrics *m, const char *const *route_names, int n_rout
                   "# HELP headstart_model_faults_total SIGBUS faults on the model's mapping (its file was "
                   "truncated; the requests failed).\n# TYPE headstart_model_faults_total counter\n"
                   "headstart_model_faults_total %llu\n"
-                  "# HELP headstart_bank_off_requests_total Requests served without the bank (model_changed) "
+                  "# HELP headstart_requests_bank_off_total Requests served without the bank (model_changed) "
                   "or without its disk tier (model_identity_unknown).\n"
-                  "# TYPE headstart_bank_off_requests_total counter\n"
-                  "headstart_bank_off_requests_total{reason=\"model_changed\"} %lld\n"
-                  "headstart_bank_off_requests_total{reason=\"model_identity_unknown\"} %lld\n",
+                  "# TYPE headstart_requests_bank_off_total counter\n"
+                  "headstart_requests_bank_off_total{reason=\"model_changed\"} %lld\n"
+                  "headstart_requests_bank_off_total{reason=\"model_identity_unknown\"} %lld\n",
                   m->model_changed ? 1 : 0, (unsigned long long)sys_file_map_faults(), (long long)m->bank_off[0],
                   (long long)m->bank_off[1]);
     if (m->have_bank) metrics_write_bank(&m->bank, out);

@@ -172,6 +172,9 @@ struct model_watch {
     struct model_identity id;     /* written before state becomes KNOWN */
     char error[HS_ERR_MSG_MAX];   /* written before state becomes FAILED */
     char *cache_dir;              /* BANK_DIR/model-ids, owned */
+    uint64_t sync_max;            /* hashed at start when at most this many bytes are left
+                                     after the cache; 0: WATCH_SYNC_BYTES (256 MiB). Set
+                                     before sched_start (tests) */
     bool applied;                 /* engine thread: the engine has the identity */
     bool changed_logged;          /* engine thread */
 };

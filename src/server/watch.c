@@ -92,7 +92,7 @@ void watch_start(struct server *srv)
     hs_free(dir);
     struct model_identity_opts o;
     watch_opts(w, &o);
-    o.max_hash_bytes = WATCH_SYNC_BYTES;
+    o.max_hash_bytes = w->sync_max ? w->sync_max : WATCH_SYNC_BYTES;
     struct hs_err err;
     hs_err_clear(&err);
     int rc = model_identity_compute(srv->model, &o, &w->id, &err);
@@ -139,8 +139,7 @@ void watch_report(struct server *srv, const struct session_report *r)
     bool changed = srv->model && model_files_check(srv->model, &err) != HS_OK;
     if (changed && !w->changed_logged) {
         w->changed_logged = true;
-        log_warn("serve: %s; the bank is off for this model (written in place, not replaced by rename): restart "
-                 "to load the new file", err.msg);
+        log_warn("serve: %s; the bank is off for this model until then", err.msg);
     }
     bool off_changed = r && r->bank_off && !strcmp(r->bank_off, "model_changed");
     bool off_unknown = r && r->bank_off && !off_changed;

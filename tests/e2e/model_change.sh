@@ -162,7 +162,7 @@ n=$(grep -c "changed on disk since it was loaded" "$tmp/w.log")
 [ "$n" = 1 ] && pass "one log line names the change" || fail "$n log lines: $(tail -5 "$tmp/w.log")"
 curl -s -o "$tmp/w.metrics" "http://127.0.0.1:$port/metrics"
 grep -q '^headstart_model_changed 1' "$tmp/w.metrics" &&
-    grep -q '^headstart_bank_off_requests_total{reason="model_changed"} [2-9]' "$tmp/w.metrics" \
+    grep -q '^headstart_requests_bank_off_total{reason="model_changed"} [2-9]' "$tmp/w.metrics" \
     && pass "/metrics: headstart_model_changed 1, bank_off requests counted" || fail "metrics: $(grep -E 'model_|bank_off' "$tmp/w.metrics")"
 e2e_stop "$pid" 10 || fail "overwritten server's exit status"
 
