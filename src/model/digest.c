@@ -40,7 +40,8 @@
  * Invariants:
  *   1. A cached digest is used only when the entry's checksum, magic and version verify
  *      and its dev, ino, size, mtime and ctime equal the file's fstat now (through the
- *      descriptor we read or map, never a second open by path); anything else (corrupt,
+ *      descriptor of the mapping, never a second open by path: the bytes hashed are the
+ *      mapped inode's, read through the mapping itself); anything else (corrupt,
  *      truncated, another file's, a FIFO or symlink planted there) is ignored, the file
  *      re-hashed and the entry rewritten (temp + fsync + rename).
  *   2. Racy files: a digest is cached only when the file's last change (mtime and ctime)
@@ -171,12 +172,21 @@ static int hash_file(struct id_file *f, const struct model_identity_opts *o, uin
     posix_fadvise(f->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
     int rc = HS_OK;
+    /* a mapped file is read through its mapping: no copy, and its page tables are warm for
+     * the first request; a truncation meanwhile is the SIGBUS guard's (checked below) */
+    const uint8_t *mapped = f->map && f->map->len == f->st.size ? f->map->data : NULL;
     for (uint64_t off = 0; off < f->st.size && rc == HS_OK;) {
         if (o->stop && o->stop(o->stop_ctx)) {
             rc = hs_err_set(err, HS_ERR_INVALID, "%s: hashing stopped", name);
             break;
         }
         size_t n = (size_t)HS_MIN((uint64_t)HASH_CHUNK, f->st.size - off);
+        if (mapped) {
+            XXH3_128bits_update(x, mapped + off, n);
+            off += n;
+            *hashed += n;
+            continue;
+        }
         ssize_t got = sys_io_pread_full(f->fd, buf, n, (off_t)off);
         if (got != (ssize_t)n)
             rc = hs_err_set(err, HS_ERR_IO, "%s: read at %" PRIu64 " failed: %s", name, off,
@@ -187,6 +197,8 @@ static int hash_file(struct id_file *f, const struct model_identity_opts *o, uin
     }
     struct stat after;
     struct sys_file_stat sa;
+    if (rc == HS_OK && mapped && sys_file_map_faulted(f->map))
+        rc = hs_err_set(err, HS_ERR_IO, "%s: the file was truncated while it was hashed", name);
     if (rc == HS_OK) {
         if (fstat(f->fd, &after) != 0)
             rc = hs_err_set(err, HS_ERR_IO, "%s: cannot stat: %s", name, strerror(errno));

@@ -162,8 +162,9 @@ const struct gguf_file *model_gguf(const struct model *m);
  * it computes, tokenizes or renders (digest.c's design note and docs/FORMATS.md list
  * them): state that outlives the process is keyed by it. Per-file digests can be cached
  * in a directory (keyed by dev, inode, size, mtime, ctime; re-hashed when any changes).
- * model_identity_compute reads the files through their own descriptors and touches no
- * model state: it may run on a thread of its own while the model is in use. */
+ * model_identity_compute only reads (weight files through their mappings, the others
+ * through descriptors of its own): it may run on a thread of its own while the model is
+ * in use. */
 
 struct model_identity {
     uint8_t digest[16];     /* XXH3-128 of the identity record */

@@ -22,9 +22,10 @@
  * Invariants:
  *   1. Only the engine thread calls engine_set_identity (watch_start runs before that
  *      thread starts): the engine keeps one owner (sched.c invariant 1).
- *   2. The hashing thread reads the files through its own descriptors (digest.c) and
- *      touches nothing else of the model; watch_stop stops it within one 4 MiB read and
- *      joins it before the model can be freed (sched_stop runs before model_free).
+ *   2. The hashing thread only reads: the weight files through their mappings (which
+ *      also warms them for the first request), the small files through descriptors of
+ *      its own (digest.c); watch_stop stops it within one 4 MiB piece and joins it before
+ *      the model can be freed (sched_stop runs before model_free).
  *   3. A model file changed in place is logged once (the first request that sees it) and
  *      counted per request in /metrics; the bank stays off for the model from then on
  *      (session.c checks before every restore and insert).
@@ -71,6 +72,7 @@ static void *watch_main(void *arg)
     int rc = model_identity_compute(srv->model, &o, &w->id, &err);
     if (rc == HS_OK) {
         atomic_store(&w->state, WATCH_KNOWN);
+        watch_log_known(w, ", in the background");
     } else {
         snprintf(w->error, sizeof(w->error), "%s", err.msg);
         atomic_store(&w->state, WATCH_FAILED);
@@ -127,7 +129,6 @@ void watch_poll(struct server *srv)
     if (w->applied || atomic_load(&w->state) != WATCH_KNOWN || !srv->engine) return;
     engine_set_identity(srv->engine, w->id.digest);
     w->applied = true;
-    watch_log_known(w, ", in the background");
 }
 
 void watch_report(struct server *srv, const struct session_report *r)
