@@ -26,6 +26,14 @@
  * the kernel variant, which is item 2. A model whose files change in place while loaded
  * is caught by model_files_check (the server stops using the bank), and one truncated
  * under us by model_mapping_check (engine_forward fails: forward.c).
+ *
+ * SIGBUS. Weights are zero-copy views of MAP_PRIVATE file mappings; a truncated file makes
+ * the pages past its new end fault with SIGBUS on whichever pool thread reads them. The
+ * guard in sys (file.c) maps zero pages over the faulting mapping and marks it, so the
+ * load re-executes and the pass runs to its end on zeros; engine_forward checks the mark
+ * before and after the pass and returns HS_ERR_IO naming the file, and the caller drops
+ * the sequence. (siglongjmp out of the handler would have to unwind a pool worker in the
+ * middle of its slice, with the other threads waiting at the pool's barrier.)
  * State made under another fingerprint is refused by seq_restore (and by the bank).
  *
  * Hash. engine_hash is FNV-1a 64 run over 64-bit little-endian words (then the tail

@@ -104,12 +104,17 @@ Test(sys_sigbus, unguarded_fault_still_kills)
     if (c == 0) {
         int fd = open(path, O_RDONLY);
         const volatile uint8_t *raw = mmap(NULL, (size_t)(pg * PAGES), PROT_READ, MAP_PRIVATE, fd, 0);
-        if (ftruncate(open(path, O_WRONLY), pg) != 0) _exit(3);
-        _exit(raw[(PAGES - 1) * pg] == 0 ? 1 : 2); /* not reached: SIGBUS */
+        if (ftruncate(open(path, O_WRONLY), pg) != 0) _exit(13);
+        _exit(raw[(PAGES - 1) * pg] == 0 ? 11 : 12); /* not reached: SIGBUS */
     }
     int st = 0;
     cr_assert_eq(waitpid(c, &st, 0), c);
+#if defined(__SANITIZE_ADDRESS__)
+    /* the handler before ours is the sanitizer's: it reports the fault and exits */
+    cr_assert(!WIFEXITED(st) || (WEXITSTATUS(st) != 0 && WEXITSTATUS(st) < 11), "status %d", st);
+#else
     cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS, "status %d", st);
+#endif
     sys_file_unmap(&m);
 }
 
