@@ -118,7 +118,10 @@ struct session_opts {
     struct bank_disk *disk;        /* the bank's disk tier; NULL = none. Used only with a
                                       RAM bank: lookup falls through RAM -> disk (a disk hit
                                       is promoted into RAM), banked snapshots are also put
-                                      to disk (queued, never blocking) */
+                                      to disk (queued, never blocking); only once the
+                                      engine has its persistent fingerprint (the model
+                                      identity, engine.h), else skipped (bank_off). Both
+                                      tiers are skipped while model_files_check fails */
     int64_t n_ctx;                 /* > 0: the context: a prompt of n_ctx tokens or more is
                                       HS_ERR_LIMIT, output is cut at n_ctx - prompt */
     bool ignore_eos;               /* stop ids do not end generation (to max_tokens) */
