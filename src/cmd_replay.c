@@ -139,9 +139,26 @@ static uint64_t free_bytes_at(const char *path)
     return free_b;
 }
 
+/* The engine's model identity, for the disk tier's key space (engine.h): hashed here, at
+ * start (a replay is short; the server hashes big models in the background), with the
+ * per-file digest cache in DIR/model-ids. A failure only keeps the disk tier unused. */
+static void identify(struct engine *e, const struct model *m, const char *dir)
+{
+    struct model_identity_opts o;
+    model_identity_opts_default(&o);
+    char *cache = sys_path_join(dir, "model-ids");
+    o.cache_dir = cache;
+    struct model_identity id;
+    struct hs_err err;
+    hs_err_clear(&err);
+    if (model_identity_compute(m, &o, &id, &err) == HS_OK) engine_set_identity(e, id.digest);
+    else fprintf(stderr, "headstart replay: model identity failed, disk tier unused: %s\n", err.msg);
+    hs_free(cache);
+}
+
 /* Open the disk tier; a directory that cannot be used only turns the tier off (the run
  * goes on with the RAM bank), as an I/O error later would. */
-static struct bank_disk *open_disk(const char *dir_arg, int64_t cap)
+static struct bank_disk *open_disk(const char *dir_arg, int64_t cap, struct engine *e, const struct model *m)
 {
     char *dir = dir_arg ? hs_strdup(dir_arg) : bank_disk_default_dir();
     if (!dir) {
@@ -164,6 +181,7 @@ static struct bank_disk *open_disk(const char *dir_arg, int64_t cap)
     char buf[32];
     if (!d) fprintf(stderr, "headstart replay: disk tier off: %s\n", err.msg);
     else fprintf(stderr, "headstart replay: bank disk %s, cap %s\n", dir, hs_format_size(o.cap_bytes, buf, sizeof(buf)));
+    if (d) identify(e, m, dir);
     hs_free(dir);
     return d;
 }
@@ -249,7 +267,7 @@ int cmd_replay(int argc, char **argv)
                 hs_format_size(bo.ram_budget, buf, sizeof(buf)), bo.head_anchor ? "on" : "off",
                 (long long)bo.min_head, (long long)bo.grid, bo.snap_cap);
     }
-    if (bank && use_disk) so.disk = open_disk(bank_dir, disk_cap);
+    if (bank && use_disk) so.disk = open_disk(bank_dir, disk_cap, e, m);
     int rc = 0;
     int64_t line_no = 0;
     struct strbuf sb;

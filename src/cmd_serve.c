@@ -59,7 +59,11 @@ static const char serve_help[] =
     "--no-head-anchor drops the head's protected snapshot. Its disk tier lives in\n"
     "--bank-dir (default $XDG_CACHE_HOME/headstart/bank, else ~/.cache/headstart/bank),\n"
     "capped by --bank-disk (default 20% of the free space there, at most 64G);\n"
-    "--no-bank-disk keeps the bank in RAM only, --no-bank turns both tiers off.\n";
+    "--no-bank-disk keeps the bank in RAM only, --no-bank turns both tiers off.\n"
+    "The disk tier is keyed by a digest of every byte of the model's files, cached in\n"
+    "BANK_DIR/model-ids; a big model not seen before is hashed in the background (the disk\n"
+    "tier waits for it, the RAM bank does not). Replace a model by rename, not in place: a\n"
+    "file written in place turns the bank off for it, one truncated fails its requests.\n";
 
 /* Append a --allow-host / --cors-origin value to a comma-separated list (owned). */
 static int list_add(struct strbuf *list, const char *s)

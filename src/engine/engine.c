@@ -5,16 +5,35 @@
  *
  * Design note
  * -----------
- * Fingerprint. A 64-bit hash (engine_hash, below) of, in this order:
+ * Fingerprints. Two 64-bit hashes (engine_hash, below); both start with
  *   1. ENGINE_NUMERICS_VERSION and the compiler's __VERSION__ (the build: a change to
  *      the engine's arithmetic bumps the version string);
  *   2. the kernel variant name ("scalar", ...);
  *   3. the model geometry (struct engine_geom's counts, eps, theta, arch, layer kinds);
- *   4. the model file identity: for every tensor of the file(s) its name, dtype, shape,
- *      byte size and file offset, then every file's size and its first and last 64 KiB.
- *      Path and mtime are deliberately left out: a copied model file is the same model,
- *      and a rewritten one with new weights almost surely changes its first/last bytes
- *      or its tensor table (random weights and GGUF/safetensors headers sit there).
+ * then
+ *   - the process fingerprint (engine_fingerprint: the RAM bank, seq_save blobs) adds,
+ *     for every tensor of the file(s), its name, dtype, shape, byte size, file offset and
+ *     file index, and for every file the stat it was mapped with (dev, inode, size, mtime,
+ *     ctime). It costs no I/O and tells apart any two files loaded in one process; it
+ *     says nothing about bytes, so it never names state outside this process;
+ *   - the persistent fingerprint (engine_fingerprint_persistent: the disk tier) adds the
+ *     model identity (model_identity_compute, src/model/digest.c: XXH3-128 of every byte
+ *     of the weight files, config, tokenizer and chat template) instead. It exists only
+ *     once engine_set_identity gave the identity: the server hashes in the background (or
+ *     finds the digest cached) and keeps the disk tier closed until then.
+ * Path and mtime are not part of the persistent one: a copied model file is the same
+ * model. Loader options: model_load has none that change numerics; HEADSTART_CPU picks
+ * the kernel variant, which is item 2. A model whose files change in place while loaded
+ * is caught by model_files_check (the server stops using the bank), and one truncated
+ * under us by model_mapping_check (engine_forward fails: forward.c).
+ *
+ * SIGBUS. Weights are zero-copy views of MAP_PRIVATE file mappings; a truncated file makes
+ * the pages past its new end fault with SIGBUS on whichever pool thread reads them. The
+ * guard in sys (file.c) maps zero pages over the faulting mapping and marks it, so the
+ * load re-executes and the pass runs to its end on zeros; engine_forward checks the mark
+ * before and after the pass and returns HS_ERR_IO naming the file, and the caller drops
+ * the sequence. (siglongjmp out of the handler would have to unwind a pool worker in the
+ * middle of its slice, with the other threads waiting at the pool's barrier.)
  * State made under another fingerprint is refused by seq_restore (and by the bank).
  *
  * Hash. engine_hash is FNV-1a 64 run over 64-bit little-endian words (then the tail
@@ -50,7 +69,6 @@
 #include <string.h>
 
 #define ENGINE_BLOB_HEADER 56
-#define ENGINE_ID_SPAN (64 * 1024)
 
 /* ---- hash ------------------------------------------------------------------------------ */
 
@@ -212,22 +230,6 @@ static int model_check(const struct model *m, const struct engine_geom *g, struc
 
 /* ---- fingerprint ----------------------------------------------------------------------- */
 
-static uint64_t hash_file_ends(uint64_t h, const char *path, uint64_t size)
-{
-    int fd = sys_io_open(path, O_RDONLY, 0);
-    h = hash_u64(h, size);
-    if (fd < 0) return hash_u64(h, 0xdeadull); /* unreadable now: still a stable value */
-    uint8_t *buf = hs_malloc(ENGINE_ID_SPAN);
-    uint64_t n = HS_MIN(size, (uint64_t)ENGINE_ID_SPAN);
-    if (sys_io_pread_full(fd, buf, n, 0) == (ssize_t)n) h = engine_hash(h, buf, n);
-    uint64_t off = size > ENGINE_ID_SPAN ? size - ENGINE_ID_SPAN : 0;
-    n = size - off;
-    if (sys_io_pread_full(fd, buf, n, (off_t)off) == (ssize_t)n) h = engine_hash(h, buf, n);
-    sys_io_close(fd);
-    hs_free(buf);
-    return h;
-}
-
 /* The best kernel variant for this CPU. sys_cpu has no AVX-512 DQ flag: every CPU with
  * AVX-512 F+BW+VL and VNNI has DQ (Cascade Lake, Ice Lake, Sapphire Rapids and later,
  * Zen 4 and later). */
@@ -238,7 +240,8 @@ const char *engine_best_variant(void)
     return kern_best_variant(cpu->avx2 && cpu->fma && cpu->f16c, vnni, vnni && cpu->avx512_bf16);
 }
 
-static uint64_t fingerprint(const struct engine *e)
+/* Items 1-3 of the design note. */
+static uint64_t fingerprint_numerics(const struct engine *e)
 {
     const struct engine_geom *g = &e->g;
     const struct model_hparams *hp = model_hparams(e->m);
@@ -255,6 +258,13 @@ static uint64_t fingerprint(const struct engine *e)
     h = engine_hash(h, &g->eps, sizeof(g->eps));
     h = engine_hash(h, &g->theta, sizeof(g->theta));
     for (int il = 0; il < g->n_layer; il++) h = hash_u64(h, (uint64_t)hp->layer_kind[il] * 2 + hp->layer_moe[il]);
+    return h;
+}
+
+/* The process fingerprint: numerics + the tensor table + each file's stat at map time. */
+static uint64_t fingerprint(const struct engine *e)
+{
+    uint64_t h = hash_str(fingerprint_numerics(e), "process");
     const struct tensor_set *ts = model_tensors(e->m);
     if (ts) {
         for (int i = 0; i < tensor_set_count(ts); i++) {
@@ -266,10 +276,20 @@ static uint64_t fingerprint(const struct engine *e)
             h = hash_u64(h, t->file_offset);
             h = hash_u64(h, (uint64_t)t->file_index);
         }
-        for (int f = 0; f < tensor_set_n_files(ts); f++)
-            h = hash_file_ends(h, tensor_set_file_path(ts, f), tensor_set_file_size(ts, f));
+        for (int f = 0; f < tensor_set_n_files(ts); f++) {
+            const struct sys_file_stat *st = &tensor_set_file(ts, f)->st;
+            uint64_t v[] = { st->dev, st->ino, st->size, (uint64_t)st->mtime_ns, (uint64_t)st->ctime_ns };
+            for (size_t k = 0; k < HS_ARRAY_LEN(v); k++) h = hash_u64(h, v[k]);
+        }
     }
     return h;
+}
+
+/* The persistent fingerprint: numerics + the model identity (valid once has_identity). */
+static uint64_t fingerprint_persistent(const struct engine *e)
+{
+    uint64_t h = hash_str(fingerprint_numerics(e), "persistent");
+    return engine_hash(h, e->identity, sizeof(e->identity));
 }
 
 /* ---- engine ---------------------------------------------------------------------------- */
@@ -394,7 +414,21 @@ int engine_force_variant(struct engine *e, const char *name, struct hs_err *err)
     e->ops = ops;
     e->variant = ops->name;
     e->fingerprint = fingerprint(e);
+    if (e->has_identity) e->fingerprint_persistent = fingerprint_persistent(e);
     return HS_OK;
+}
+
+void engine_set_identity(struct engine *e, const uint8_t digest[16])
+{
+    memcpy(e->identity, digest, sizeof(e->identity));
+    e->has_identity = true;
+    e->fingerprint_persistent = fingerprint_persistent(e);
+}
+
+bool engine_fingerprint_persistent(const struct engine *e, uint64_t *fp)
+{
+    if (e->has_identity && fp) *fp = e->fingerprint_persistent;
+    return e->has_identity;
 }
 
 const struct model *engine_model(const struct engine *e) { return e->m; }

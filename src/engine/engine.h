@@ -61,9 +61,16 @@ const char *engine_kernel_variant(const struct engine *e);
 /* The variant a new engine uses on this machine: the best the CPU has, lowered by
  * HEADSTART_CPU=scalar|avx2|avx512vnni|avx512 (static string). */
 const char *engine_best_variant(void);
-/* A 64-bit fingerprint of (build, kernel variant, model geometry): state made under another
- * fingerprint must never be restored. */
+/* The process fingerprint: (build, kernel variant, model geometry, tensor table, the stat
+ * of each model file at load). State made under another fingerprint must never be
+ * restored; this one names state only inside this process (the RAM bank, seq_save). */
 uint64_t engine_fingerprint(const struct engine *e);
+/* Give the engine its model's identity (model_identity_compute's digest). Engine thread. */
+void engine_set_identity(struct engine *e, const uint8_t digest[16]);
+/* The persistent fingerprint: (build, kernel variant, model geometry, model identity), the
+ * key space of state that outlives the process (the disk tier). False (and *fp untouched)
+ * until engine_set_identity: such state must then be neither read nor written. */
+bool engine_fingerprint_persistent(const struct engine *e, uint64_t *fp);
 
 struct seq *seq_new(struct engine *e, int64_t n_ctx);
 void seq_free(struct seq *s);
@@ -86,7 +93,10 @@ struct engine_capture {
  * seq_pos < pos <= seq_pos + n, the GDN state after exactly `pos` tokens is copied into its
  * buffer during the pass (no extra forward). Logits: for every i in rows[0..n_rows)
  * (indices into tokens, ascending), n_vocab floats go to logits + k*n_vocab (k-th row);
- * rows may be NULL with n_rows 0. */
+ * rows may be NULL with n_rows 0.
+ * HS_ERR_IO when the model's mapping took a SIGBUS (its file was truncated:
+ * model_mapping_check), before or during the call: nothing it computed may be used, the
+ * sequence's state is undefined (reset or free it), and every later call fails the same. */
 int engine_forward(struct engine *e, struct seq *s, const int32_t *tokens, int64_t n,
                    struct engine_capture *caps, int n_caps, const int64_t *rows, int n_rows,
                    float *logits, struct hs_err *err);

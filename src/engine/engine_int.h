@@ -57,7 +57,10 @@ struct engine {
     int64_t n_batch;
     struct sys_pool *pool;
     struct engine_scratch s;
-    uint64_t fingerprint;
+    uint64_t fingerprint;                  /* the process fingerprint (engine.c) */
+    bool has_identity;                     /* engine_set_identity was called */
+    uint8_t identity[16];                  /* the model identity (model_identity_compute) */
+    uint64_t fingerprint_persistent;       /* valid when has_identity */
     const char *variant;
     const struct kern_ops *ops;            /* matmul / q8_quantize of the variant */
 };
@@ -81,7 +84,7 @@ void seq_kv_reserve(struct seq *s, int64_t n_pos);
 void engine_attn_reserve(struct engine *e, int64_t n_pos);
 
 /* Switch the engine to a lower kernel variant ("scalar", "avx2", "avx512"; at most the
- * CPU's best) and recompute the fingerprint. For tests that compare variants. */
+ * CPU's best) and recompute the fingerprints. For tests that compare variants. */
 int engine_force_variant(struct engine *e, const char *name, struct hs_err *err);
 
 /* FNV-1a 64 over bytes, continuing from h (start with ENGINE_FNV_INIT). */

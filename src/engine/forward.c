@@ -578,6 +578,7 @@ int engine_forward(struct engine *e, struct seq *s, const int32_t *tokens, int64
 {
     int rc = check_args(e, s, tokens, n, caps, n_caps, rows, n_rows, logits, err);
     if (rc) return rc;
+    if ((rc = model_mapping_check(e->m, err))) return rc; /* the file was truncated earlier */
     if (n == 0) return HS_OK;
     seq_kv_reserve(s, s->pos + n);
     if (e->g.n_attn > 0) engine_attn_reserve(e, s->pos + n);
@@ -597,5 +598,6 @@ int engine_forward(struct engine *e, struct seq *s, const int32_t *tokens, int64
             mm(e, logits + (int64_t)k0 * e->g.V, e->g.V, lm, lm->data, e->s.hrow, hq, k - k0);
         }
     }
-    return HS_OK;
+    /* a SIGBUS during the pass left zeros where weights were (sys.h's guard): discard it */
+    return model_mapping_check(e->m, err);
 }

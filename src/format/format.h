@@ -99,6 +99,10 @@ const struct tensor_view *tensor_set_find(const struct tensor_set *ts, const cha
 int tensor_set_n_files(const struct tensor_set *ts);
 const char *tensor_set_file_path(const struct tensor_set *ts, int file_index);
 uint64_t tensor_set_file_size(const struct tensor_set *ts, int file_index);
+/* The mapping of file file_index (struct sys_map, sys.h: its descriptor and its stat at map
+ * time, for the model's identity and change checks); NULL when out of range. */
+struct sys_map;
+const struct sys_map *tensor_set_file(const struct tensor_set *ts, int file_index);
 void tensor_set_free(struct tensor_set *ts); /* NULL is a no-op */
 
 /* ---- safetensors -------------------------------------------------------------------- */

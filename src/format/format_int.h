@@ -12,7 +12,6 @@
 struct tensor_set *tensor_set_new(void);
 /* Takes ownership of *m (the caller's struct is zeroed); returns the file index. */
 int tensor_set_add_file(struct tensor_set *ts, struct sys_map *m);
-const struct sys_map *tensor_set_file(const struct tensor_set *ts, int file_index);
 /* Add a view; the name is copied. Checks invariants 1-3 of format.h against the file and
  * returns HS_ERR_FORMAT naming the tensor when one fails. `what` names the source in
  * messages (usually the file path). */

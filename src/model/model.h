@@ -157,6 +157,51 @@ const char *model_dir(const struct model *m);
 /* The GGUF file for metadata (tokenizer), or NULL for HF models. */
 const struct gguf_file *model_gguf(const struct model *m);
 
+/* ---- identity and file checks (digest.c) ----------------------------------------------
+ * The model's identity is a 128-bit digest of every byte of its files that decides what
+ * it computes, tokenizes or renders (digest.c's design note and docs/FORMATS.md list
+ * them): state that outlives the process is keyed by it. Per-file digests can be cached
+ * in a directory (keyed by dev, inode, size, mtime, ctime; re-hashed when any changes).
+ * model_identity_compute only reads (weight files through their mappings, the others
+ * through descriptors of its own): it may run on a thread of its own while the model is
+ * in use. */
+
+struct model_identity {
+    uint8_t digest[16];     /* XXH3-128 of the identity record */
+    int n_files;            /* files covered (present) */
+    int n_cached;           /* of those, how many digests came from the cache */
+    uint64_t bytes_hashed;  /* bytes read and hashed by this call */
+    double seconds;         /* the call's wall time */
+};
+
+struct model_identity_opts {
+    const char *cache_dir;  /* per-file digest cache (created when needed); NULL: none */
+    double racy_s;          /* a file changed less than this long before the hash is not
+                               cached (default 2 s: timestamp granularity, digest.c) */
+    uint64_t max_hash_bytes;/* more than this left to hash after the cache: HS_ERR_LIMIT
+                               at once, nothing read (default: no limit) */
+    bool (*stop)(void *ctx);/* polled between 4 MiB reads; true: stop (HS_ERR_INVALID) */
+    void *stop_ctx;
+};
+
+void model_identity_opts_default(struct model_identity_opts *o);
+/* The identity of a loaded model (opts NULL: defaults). Errors: an I/O error, a file that
+ * changed since the model was loaded or while it was hashed (HS_ERR_IO), the byte limit
+ * (HS_ERR_LIMIT), a stop. On error *out holds only bytes_hashed and seconds. */
+int model_identity_compute(const struct model *m, const struct model_identity_opts *opts,
+                           struct model_identity *out, struct hs_err *err);
+/* 32 lowercase hex digits + NUL. */
+void model_identity_hex(const struct model_identity *id, char out[33]);
+/* HS_ERR_IO naming the file when a mapped file of the model changed on disk since it was
+ * loaded (size, mtime or ctime of the mapped inode: written, truncated or extended in
+ * place) — its mapping no longer holds the bytes the model was loaded from. A file
+ * replaced by rename is not a change: the mapping keeps the old inode. One fstat a file. */
+int model_files_check(const struct model *m, struct hs_err *err);
+/* HS_ERR_IO naming the file when a mapping of the model took a SIGBUS (its file was
+ * truncated; sys.h's guard): everything computed from the model since is garbage, and so
+ * is everything computed from it from now on. */
+int model_mapping_check(const struct model *m, struct hs_err *err);
+
 /* `headstart inspect`: a human report, or JSON when as_json. */
 int model_inspect(const char *path, bool as_json, struct strbuf *out, struct hs_err *err);
 

@@ -209,7 +209,9 @@ int sched_start(struct sched *s, int max_queue, job_fn fn, struct server *srv, s
     s->ring = hs_calloc((size_t)s->cap, sizeof(*s->ring));
     s->fn = fn;
     s->srv = srv;
+    if (srv) watch_start(srv); /* before the engine thread: it may set the engine's identity */
     if (pthread_create(&s->thread, NULL, sched_main, s)) {
+        if (srv) watch_stop(srv);
         hs_free(s->ring);
         s->ring = NULL;
         return hs_err_set(err, HS_ERR_IO, "cannot start the engine thread: %s", strerror(errno));
@@ -253,6 +255,7 @@ void sched_stop(struct sched *s)
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->thread, NULL); /* the engine drains the queue: every job gets job_done */
+    if (s->srv) watch_stop(s->srv); /* before the model can be freed */
     s->started = false;
 }
 
@@ -464,6 +467,28 @@ void metrics_write(struct metrics *m, const char *const *route_names, int n_rout
                   "# TYPE headstart_tool_media_placeholders_total counter\n"
                   "headstart_tool_media_placeholders_total %lld\n",
                   (long long)m->cancelled_prefill_tokens, (long long)m->media_placeholders);
+    if (m->identity_state) {
+        static const char *const names[] = { "off", "pending", "known", "failed" };
+        int st = atomic_load(m->identity_state);
+        strbuf_puts(out, "# HELP headstart_model_identity The model identity's state (1 for the current one): "
+                         "pending while the model is hashed (the disk tier waits), failed (the disk tier stays "
+                         "off), off without a disk tier.\n# TYPE headstart_model_identity gauge\n");
+        for (int i = 0; i < 4; i++)
+            strbuf_printf(out, "headstart_model_identity{state=\"%s\"} %d\n", names[i], st == i);
+    }
+    strbuf_printf(out,
+                  "# HELP headstart_model_changed 1 once a model file changed in place under the server (the "
+                  "bank is off for it).\n# TYPE headstart_model_changed gauge\nheadstart_model_changed %d\n"
+                  "# HELP headstart_model_faults_total SIGBUS faults on the model's mapping (its file was "
+                  "truncated; the requests failed).\n# TYPE headstart_model_faults_total counter\n"
+                  "headstart_model_faults_total %llu\n"
+                  "# HELP headstart_requests_bank_off_total Requests served without the bank (model_changed) "
+                  "or without its disk tier (model_identity_unknown).\n"
+                  "# TYPE headstart_requests_bank_off_total counter\n"
+                  "headstart_requests_bank_off_total{reason=\"model_changed\"} %lld\n"
+                  "headstart_requests_bank_off_total{reason=\"model_identity_unknown\"} %lld\n",
+                  m->model_changed ? 1 : 0, (unsigned long long)sys_file_map_faults(), (long long)m->bank_off[0],
+                  (long long)m->bank_off[1]);
     if (m->have_bank) metrics_write_bank(&m->bank, out);
     if (m->have_disk && m->disk_live) bank_disk_stats_get(m->disk_live, &m->disk); /* the state now */
     if (m->have_disk) metrics_write_disk(&m->disk, out);
@@ -612,6 +637,7 @@ static int64_t session_max_tokens(struct server *srv, struct job *j)
 void sched_job_session(struct server *srv, struct job *j)
 {
     if (j->type == JOB_TYPE_COUNT_TOKENS) { job_count_tokens(srv, j); return; }
+    watch_poll(srv); /* an identity hashed in the background opens the disk tier */
     double t_run = sys_time_sec();
     struct hs_err err;
     hs_err_clear(&err);
@@ -631,7 +657,9 @@ void sched_job_session(struct server *srv, struct job *j)
     if (rc != HS_OK) {
         /* an error once the response exists is the engine's (500); before, the request's */
         job_fail(j, c.r, c.r ? API_ERR_INTERNAL : rc, err.msg);
+        watch_report(srv, NULL);
     } else {
+        watch_report(srv, &rep);
         /* for the request log, before job_done lets the connection thread read them */
         pthread_mutex_lock(&j->mu);
         j->ran = true;

@@ -146,7 +146,10 @@ struct session_opts {
     struct bank_disk *disk;        /* the bank's disk tier; NULL = none. Used only with a
                                       RAM bank: lookup falls through RAM -> disk (a disk hit
                                       is promoted into RAM), banked snapshots are also put
-                                      to disk (queued, never blocking) */
+                                      to disk (queued, never blocking); only once the
+                                      engine has its persistent fingerprint (the model
+                                      identity, engine.h), else skipped (bank_off). Both
+                                      tiers are skipped while model_files_check fails */
     int64_t n_ctx;                 /* > 0: the context: a prompt of n_ctx tokens or more is
                                       HS_ERR_LIMIT, output is cut at n_ctx - prompt */
     bool ignore_eos;               /* stop ids do not end generation (to max_tokens) */
@@ -198,6 +201,10 @@ struct session_report {
                                       (deleted by the tier; the request went on cold or from
                                       a shallower point) */
     int n_disk_puts;               /* snapshots queued for the disk tier after the request */
+    const char *bank_off;          /* NULL, or why the bank was not used (static string):
+                                      "model_changed" (a model file changed in place: no
+                                      tier), "model_identity_unknown" (the engine has no
+                                      persistent fingerprint yet: no disk tier) */
 };
 
 

@@ -147,6 +147,11 @@ struct metrics {
     int64_t cancelled[METRICS_CANCEL_COUNT];
     int64_t cancelled_prefill_tokens; /* prompt tokens the cut prefills left uncomputed */
     int64_t media_placeholders;   /* tool-result images/documents replaced by text (api rule 4) */
+    /* the model's identity and files (watch.c) */
+    const atomic_int *identity_state; /* enum watch_state; NULL: none (tests) */
+    bool model_changed;           /* a model file changed in place under the server */
+    int64_t bank_off[2];          /* requests served without the bank: [0] model_changed,
+                                     [1] model_identity_unknown (no disk tier yet) */
     /* the bank's numbers, copied by the engine thread (the bank's owner) after each job */
     bool have_bank, have_disk;
     struct bank_stats bank;
@@ -194,6 +199,37 @@ void reqlog_format(const struct reqlog *r, struct strbuf *text, struct strbuf *j
 /* reqlog_format, then hs_log_record at level info. */
 void reqlog_write(const struct reqlog *r);
 
+/* ---- the model's identity and files (watch.c) ---- */
+
+enum watch_state { WATCH_OFF = 0, WATCH_PENDING, WATCH_KNOWN, WATCH_FAILED };
+
+struct model_watch {
+    pthread_t thread;
+    bool thread_started;
+    atomic_bool stop;
+    atomic_int state;             /* enum watch_state */
+    struct model_identity id;     /* written before state becomes KNOWN */
+    char error[HS_ERR_MSG_MAX];   /* written before state becomes FAILED */
+    char *cache_dir;              /* BANK_DIR/model-ids, owned */
+    uint64_t sync_max;            /* hashed at start when at most this many bytes are left
+                                     after the cache; 0: WATCH_SYNC_BYTES (256 MiB). Set
+                                     before sched_start (tests) */
+    bool applied;                 /* engine thread: the engine has the identity */
+    bool changed_logged;          /* engine thread */
+};
+
+struct server;
+/* Before the engine thread starts (sched_start): the identity from the cache or a short
+ * hash, else a hashing thread. Nothing to do without an engine, a model or a disk tier. */
+void watch_start(struct server *srv);
+/* Engine thread, before each job: give the engine an identity the thread finished. */
+void watch_poll(struct server *srv);
+/* Engine thread, after each session_run (r NULL when it failed): log a model file changed
+ * in place once, set the gauge, count r's bank_off. */
+void watch_report(struct server *srv, const struct session_report *r);
+/* Stop and join the hashing thread (sched_stop); safe when none was started. */
+void watch_stop(struct server *srv);
+
 /* ---- TEST ONLY: scripted generation (test_emit.c) ---- */
 
 /* The environment variable naming the script file (a JSON array of strings). */
@@ -219,6 +255,7 @@ struct server {
     const char *model_name;
     int64_t t_start;              /* unix seconds at start ("created" of /v1/models) */
     struct sched sched;
+    struct model_watch watch;     /* the model's identity (watch.c) */
     struct metrics metrics;
     pthread_mutex_t ids_mu;
     struct api_ids ids;

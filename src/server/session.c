@@ -19,7 +19,14 @@
  * Invariants:
  *   1. The bank is only read through copies (bank_copy_kv / bank_copy_snapshot) into the
  *      request's own sequence; the hit is released before the prefill starts.
- *   2. Everything restored was made under this engine's fingerprint (the key space).
+ *   2. Everything restored was made under this engine's fingerprint (the key space): the
+ *      process fingerprint for the RAM bank, the persistent one (the model identity,
+ *      engine.h) for the disk tier, which is skipped while the engine has none (the
+ *      server is still hashing the model: report bank_off "model_identity_unknown").
+ *   2a. Before the restore and again before the insert, model_files_check: a model file
+ *      changed in place since load means the weights computing now are not the ones the
+ *      bank's state was made with (nor what the identity says): no restore, no insert, in
+ *      either tier (bank_off "model_changed"); the answer itself is still computed.
  *   3. A restore changes no logits: with or without the bank, the same request gives the
  *      same first logits row and the same tokens (the engine's exactness, DESIGN.md §4).
  *   4. The sequence fed to the bank after generation is at position prompt + generated
@@ -228,6 +235,19 @@ int session_run(struct engine *e, const struct model_text *mt, struct bank *bank
 
     const int64_t V = model_hparams(engine_model(e))->n_vocab;
     const uint64_t fp = engine_fingerprint(e);
+    uint64_t dfp = 0; /* the disk tier's key space (invariant 2) */
+    struct bank_disk *disk = o->disk;
+    struct hs_err ferr;
+    hs_err_clear(&ferr);
+    if (bank && model_files_check(engine_model(e), &ferr) != HS_OK) {
+        bank = NULL;
+        disk = NULL;
+        out->bank_off = "model_changed";
+    }
+    if (disk && !engine_fingerprint_persistent(e, &dfp)) {
+        disk = NULL;
+        out->bank_off = "model_identity_unknown";
+    }
     const uint64_t row_bytes = engine_kv_row_bytes(e), snap_bytes = engine_snapshot_bytes(e);
     struct seq *sq = seq_new(e, n + max_tokens + 1);
     struct sampler *smp = sampler_new(&o->sampling, V);
@@ -252,11 +272,11 @@ int session_run(struct engine *e, const struct model_text *mt, struct bank *bank
         out->match_len = hit.match_len;
         out->restore_reason = bank_reason_name(hit.reason);
         struct bank_disk_hit dh = { 0 };
-        if (o->disk) {
-            uint64_t bad0 = disk_bad_count(o->disk);
-            bank_disk_lookup(o->disk, fp, (size_t)row_bytes, (size_t)snap_bytes, ids.v, n,
+        if (disk) {
+            uint64_t bad0 = disk_bad_count(disk);
+            bank_disk_lookup(disk, dfp, (size_t)row_bytes, (size_t)snap_bytes, ids.v, n,
                              hit.restore_pos, n - 1, &dh);
-            out->disk_discarded = (int64_t)(disk_bad_count(o->disk) - bad0);
+            out->disk_discarded = (int64_t)(disk_bad_count(disk) - bad0);
         }
         if (dh.pos > hit.restore_pos) {
             bank_hit_release(bank, &hit);
@@ -381,6 +401,10 @@ int session_run(struct engine *e, const struct model_text *mt, struct bank *bank
 
     /* feed the last token so the sequence sits at the end of the path, then bank it */
     if (rc == HS_OK && n_gen > 0) rc = engine_forward(e, sq, &gen[n_gen - 1], 1, NULL, 0, NULL, 0, NULL, err);
+    if (rc == HS_OK && prefilled && bank && model_files_check(engine_model(e), &ferr) != HS_OK) {
+        bank = NULL; /* changed during the request (invariant 2a) */
+        out->bank_off = "model_changed";
+    }
     if (rc == HS_OK && prefilled && bank) {
         int64_t n_total = n + n_gen;
         int32_t *path = hs_malloc((size_t)n_total * sizeof(int32_t));
@@ -388,7 +412,7 @@ int session_run(struct engine *e, const struct model_text *mt, struct bank *bank
         memcpy(path + n, gen, (size_t)n_gen * sizeof(int32_t));
         int64_t kv_from = bank_match_len(bank, fp, path, n_total);
         /* the disk tier wants every entry whole (rows [0, pos)), so then read them all */
-        int64_t read_from = o->disk ? 0 : kv_from;
+        int64_t read_from = disk ? 0 : kv_from;
         void *kv = hs_malloc((size_t)((n_total - read_from) * (int64_t)row_bytes));
         rc = seq_kv_read(sq, read_from, n_total, kv) == HS_OK
                  ? HS_OK
@@ -412,8 +436,8 @@ int session_run(struct engine *e, const struct model_text *mt, struct bank *bank
             out->banked = true;
             /* the same snapshots go to disk: put copies and queues, the writer thread does
              * the I/O; a refused put (queue full, tier off, too big) only loses reuse later */
-            for (int i = 0; o->disk && i < ns; i++) {
-                enum bank_disk_put_result pr = bank_disk_put(o->disk, fp, (size_t)row_bytes, (size_t)snap_bytes, path,
+            for (int i = 0; disk && i < ns; i++) {
+                enum bank_disk_put_result pr = bank_disk_put(disk, dfp, (size_t)row_bytes, (size_t)snap_bytes, path,
                                                              snaps[i].pos, kv, snaps[i].bytes, snaps[i].kind);
                 if (pr == BANK_DISK_QUEUED || pr == BANK_DISK_DUPLICATE) out->n_disk_puts++;
             }
@@ -469,6 +493,7 @@ void session_report_json(const struct session_report *r, struct strbuf *out)
     jsonw_key(&w, "stop_reason"); jsonw_str(&w, r->stop_reason ? r->stop_reason : "length");
     if (r->stop_sequence) { jsonw_key(&w, "stop_sequence"); jsonw_str(&w, r->stop_sequence); }
     if (r->forced_text) { jsonw_key(&w, "forced_text"); jsonw_str(&w, r->forced_text); }
+    if (r->bank_off) { jsonw_key(&w, "bank_off"); jsonw_str(&w, r->bank_off); }
     jsonw_key(&w, "output_ids");
     jsonw_arr_begin(&w);
     for (int64_t i = 0; i < r->n_output; i++) jsonw_int(&w, r->output_ids[i]);

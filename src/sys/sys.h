@@ -23,6 +23,8 @@
  *      file maps to a valid zero-length view (data may be NULL, len 0).
  *   2. sys_io_* set errno-style messages in hs_err naming the path and the operation.
  *   3. sys_pool_run with n_threads == 1 runs the function inline on the caller's thread.
+ *   4. A SIGBUS on a registered mapping never kills the process and never goes unnoticed:
+ *      the mapping reads as zeros from then on and sys_file_map_faulted says so.
  */
 #ifndef HS_SYS_H
 #define HS_SYS_H
@@ -36,17 +38,53 @@
 
 /* ---- memory-mapped files ------------------------------------------------------------ */
 
+/* The stat fields that say whether a file's bytes may have changed: an in-place write
+ * changes size, mtime and ctime; a rename puts another inode at the path. */
+struct sys_file_stat {
+    uint64_t dev, ino, size;
+    int64_t mtime_ns, ctime_ns;
+    uint64_t nlink;
+};
+
+/* then -> now of one inode may have changed its bytes: size or mtime differ, or ctime
+ * does while the link count did not (a rename over the file or its unlink moves ctime
+ * and nlink but keeps the bytes; a write that set mtime back moves ctime alone). */
+bool sys_file_stat_changed(const struct sys_file_stat *then, const struct sys_file_stat *now);
+
 struct sys_map {
     const uint8_t *data; /* read-only view of the whole file; NULL when len == 0 */
     uint64_t len;        /* file size in bytes at map time */
     char *path;          /* owned copy, for messages */
     uint64_t dev, ino;   /* identity of the mapped file */
     int64_t mtime_ns;
+    struct sys_file_stat st; /* the whole stat at map time (st.size == len) */
+    int fd;              /* the mapped file, kept open (read-only): its fstat and its bytes
+                            are the mapped inode's whatever is renamed over the path later;
+                            valid while path != NULL */
 };
 
-/* Map a whole file read-only. On success *m is filled; free with sys_file_unmap. */
+/* Map a whole file read-only. On success *m is filled; free with sys_file_unmap.
+ * The mapping is registered with the SIGBUS guard (below). */
 int sys_file_map(const char *path, struct sys_map *m, struct hs_err *err);
 void sys_file_unmap(struct sys_map *m); /* safe on a zeroed or already-unmapped map */
+
+/* The file's stat now (through the descriptor: the mapped inode). -1/errno on failure. */
+int sys_file_map_stat(const struct sys_map *m, struct sys_file_stat *out);
+/* The mapped inode may no longer hold the bytes it held at map time
+ * (sys_file_stat_changed: written, truncated or extended in place), or it cannot be
+ * stat'ed. Cheap: one fstat. */
+bool sys_file_map_changed(const struct sys_map *m);
+/* The SIGBUS guard. Reading a page of a mapping past the end of its (since truncated)
+ * file raises SIGBUS. For a registered mapping the handler replaces the whole mapping
+ * with zero pages (mmap MAP_FIXED of anonymous memory over the same range: the faulting
+ * load then re-executes and reads 0, on whichever thread it was), marks it faulted and
+ * returns; a SIGBUS anywhere else gets the handler that was installed before (the
+ * default: the process dies as it always did). What was computed from such a mapping is
+ * garbage: callers check sys_file_map_faulted after the work and discard it. The mark is
+ * sticky: the mapping stays zero until it is unmapped. */
+bool sys_file_map_faulted(const struct sys_map *m);
+/* Faults taken on registered mappings since the process started. */
+uint64_t sys_file_map_faults(void);
 
 /* Read a whole (small) file into memory, NUL-terminated; *len_out excludes the NUL. */
 int sys_file_read_all(const char *path, uint64_t max_len, char **data_out, size_t *len_out,

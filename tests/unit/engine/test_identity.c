@@ -1,0 +1,108 @@
+/* test_identity.c — the engine's two fingerprints (engine.c's design note): the process one
+ * tells apart two loaded files (even byte-identical copies) and is stable for one file;
+ * the persistent one exists only after engine_set_identity, is equal for a copy of the
+ * model and differs for a model whose weights differ only in the middle of the file
+ * (what the old 128 KiB identity missed); and a SIGBUS on the mapping fails engine_forward. */
+#include <criterion/criterion.h>
+
+#include "engine/engine_int.h"
+#include "model/model.h"
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char dir[64];
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb; (void)flag; (void)ftw;
+    return remove(p);
+}
+
+static void setup(void)
+{
+    strcpy(dir, "/tmp/hs-eid.XXXXXX");
+    cr_assert(mkdtemp(dir));
+}
+
+static void teardown(void) { nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
+
+static struct engine *open_engine(const char *name, struct model **m)
+{
+    char p[128];
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    struct hs_err err;
+    hs_err_clear(&err);
+    cr_assert_eq(model_load(p, m, &err), 0, "%s", err.msg);
+    struct engine *e = NULL;
+    cr_assert_eq(engine_new(*m, NULL, &e, &err), 0, "%s", err.msg);
+    struct model_identity id;
+    cr_assert_eq(model_identity_compute(*m, NULL, &id, &err), 0, "%s", err.msg);
+    uint64_t fp;
+    cr_assert(!engine_fingerprint_persistent(e, &fp));
+    engine_set_identity(e, id.digest);
+    cr_assert(engine_fingerprint_persistent(e, &fp));
+    return e;
+}
+
+static uint64_t pfp(const struct engine *e)
+{
+    uint64_t fp = 0;
+    cr_assert(engine_fingerprint_persistent(e, &fp));
+    return fp;
+}
+
+TestSuite(engine_identity, .init = setup, .fini = teardown, .timeout = 120);
+
+Test(engine_identity, mid_file_change_and_copies)
+{
+    char out[128], cmd[400];
+    snprintf(out, sizeof(out), "%s/a.gguf", dir);
+    struct mkmodel_opts o;
+    mkmodel_opts_default(&o);
+    o.dtype = DTYPE_Q8_0;
+    o.seed = 3;
+    o.out = out;
+    struct hs_err err;
+    hs_err_clear(&err);
+    cr_assert_eq(mkmodel_write(&o, &err), 0, "%s", err.msg);
+    snprintf(out, sizeof(out), "%s/b.gguf", dir);
+    o.seed = 4;
+    cr_assert_eq(mkmodel_write(&o, &err), 0, "%s", err.msg);
+    /* c: a with the middle half of b's bytes; d: a byte-identical copy of a */
+    snprintf(cmd, sizeof(cmd),
+             "cd %s && cp a.gguf c.gguf && cp a.gguf d.gguf && n=$(stat -c %%s a.gguf) && "
+             "dd if=b.gguf of=c.gguf bs=1 skip=$((n / 4)) seek=$((n / 4)) count=$((n / 2)) conv=notrunc 2>/dev/null && "
+             "cmp -s -n 65536 a.gguf c.gguf && ! cmp -s a.gguf c.gguf",
+             dir);
+    cr_assert_eq(system(cmd), 0);
+    struct model *ma, *mc, *md, *ma2;
+    struct engine *a = open_engine("a.gguf", &ma), *c = open_engine("c.gguf", &mc), *d = open_engine("d.gguf", &md),
+                  *a2 = open_engine("a.gguf", &ma2);
+    cr_assert_eq(engine_fingerprint(a), engine_fingerprint(a2), "one file, one process fingerprint");
+    cr_assert_neq(engine_fingerprint(a), engine_fingerprint(d), "another file: another process fingerprint");
+    cr_assert_eq(pfp(a), pfp(d), "a copy is the same model on disk");
+    cr_assert_neq(pfp(a), pfp(c), "a mid-file change is another model on disk");
+    cr_assert_neq(engine_fingerprint(a), pfp(a));
+    /* a truncated file: the next forward fails naming it, and keeps failing */
+    struct seq *s = seq_new(a, 8);
+    int32_t t[2] = { 1, 2 };
+    cr_assert_eq(engine_forward(a, s, t, 2, NULL, 0, NULL, 0, NULL, &err), 0, "%s", err.msg);
+    snprintf(out, sizeof(out), "%s/a.gguf", dir);
+    struct stat st;
+    cr_assert_eq(stat(out, &st), 0);
+    cr_assert_eq(truncate(out, st.st_size / 3), 0);
+    hs_err_clear(&err);
+    cr_assert_eq(engine_forward(a, s, t, 2, NULL, 0, NULL, 0, NULL, &err), HS_ERR_IO);
+    cr_assert(strstr(err.msg, "a.gguf") && strstr(err.msg, "truncated"), "%s", err.msg);
+    seq_reset(s);
+    hs_err_clear(&err);
+    cr_assert_eq(engine_forward(a, s, t, 1, NULL, 0, NULL, 0, NULL, &err), HS_ERR_IO);
+    seq_free(s);
+    engine_free(a); engine_free(c); engine_free(d); engine_free(a2);
+    model_free(ma); model_free(mc); model_free(md); model_free(ma2);
+}
