@@ -1342,7 +1342,8 @@ static void write_one(struct bank_disk *d, struct pending *p)
      * or a non-regular file at the blob's name */
     struct stat sb;
     int sh = shard_state(d, hk);
-    if (sh == ENOTDIR) {
+    bool ok = sh != ENOTDIR && sys_mkdir_p(subdir, &err) == HS_OK;
+    if (sh == ENOTDIR || (ok && lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode))) {
         pthread_mutex_lock(&d->db_mu);
         pthread_mutex_lock(&d->mu);
         d->inflight[0] = 0;
@@ -1350,21 +1351,8 @@ static void write_one(struct bank_disk *d, struct pending *p)
         d->st.skipped_foreign++;
         pthread_mutex_unlock(&d->mu);
         pthread_mutex_unlock(&d->db_mu);
-        log_warn("bank disk: %s is not a directory the tier made: entry %s not written", subdir, hk);
-        hs_free(subdir);
-        hs_free(path);
-        return;
-    }
-    bool ok = sys_mkdir_p(subdir, &err) == HS_OK;
-    if (ok && lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
-        pthread_mutex_lock(&d->db_mu);
-        pthread_mutex_lock(&d->mu);
-        d->inflight[0] = 0;
-        memset(d->inflight_base, 0, 32);
-        d->st.skipped_foreign++;
-        pthread_mutex_unlock(&d->mu);
-        pthread_mutex_unlock(&d->db_mu);
-        log_warn("bank disk: %s is not a regular file: entry not written", path);
+        if (sh == ENOTDIR) log_warn("bank disk: %s is not a directory the tier made: entry %s not written", subdir, hk);
+        else log_warn("bank disk: %s is not a regular file: entry not written", path);
         hs_free(subdir);
         hs_free(path);
         return;

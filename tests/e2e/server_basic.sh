@@ -19,20 +19,6 @@ py=/usr/bin/python3
 e2e_setup server-basic curl
 ct="Content-Type: application/json" # every POST body is JSON (the server refuses others: 415)
 
-# check FILE PYTHON-EXPR — the expression sees j (the parsed JSON) and t (the raw text)
-check() {
-    $py - "$1" "$2" <<'EOF'
-import json, re, sys
-t = open(sys.argv[1], encoding="utf-8").read()
-try:
-    j = json.loads(t)
-except Exception:
-    j = None
-ok = eval("(" + sys.argv[2] + ")")
-sys.exit(0 if ok else 1)
-EOF
-}
-
 # sse FILE openai|anthropic — well-formed SSE in the API's framing; prints the text
 sse() {
     $py - "$1" "$2" <<'EOF'

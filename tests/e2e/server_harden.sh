@@ -159,19 +159,6 @@ except OSError:
 print(d.split(b"\r\n")[0].decode(errors="replace") if d else "")
 EOF
 
-# check FILE PYTHON-EXPR — the expression sees j (the parsed JSON) and t (the raw text)
-check() {
-    $py - "$1" "$2" <<'EOF'
-import json, sys
-t = open(sys.argv[1], encoding="utf-8").read()
-try:
-    j = json.loads(t)
-except Exception:
-    j = None
-ok = eval("(" + sys.argv[2] + ")")
-sys.exit(0 if ok else 1)
-EOF
-}
 oa_err='j is not None and set(j["error"]) == {"message", "type", "param", "code"}'
 
 # ---- connections ----------------------------------------------------------------------

@@ -9,37 +9,8 @@
 # `make deps` (node_modules) and the llama.cpp source bundle cloned by tools/embed_template.sh
 # into $HEADSTART_BUILD/llama-src (the Makefile does that when it embeds the chat template).
 set -u
-build=${HEADSTART_BUILD:-build}
-hs=$build/headstart
-libdir=$PWD/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
-src=$build/llama-src
-inc=$build/llama-include
-eval_bin=$build/llama_eval
-passed=0 failed=0
-
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
-pass() { echo "ok: $*"; passed=$((passed + 1)); }
-finish() { echo "RESULT: $passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
-
-[ -x "$hs" ] || { fail "$hs is not built"; finish; }
-[ -f "$libdir/libllama.v0.5.0.so" ] || { fail "no llama.cpp library in $libdir (run make deps)"; finish; }
-if [ ! -d "$src/.git" ]; then
-    sh tools/embed_template.sh "$build" "$build/gen/chat_template.c" >/dev/null 2>&1
-fi
-[ -d "$src/.git" ] || { fail "no llama.cpp source bundle in $src (run make deps)"; finish; }
-
-# Headers of the exact llama.cpp version the library was built from.
-if [ ! -f "$inc/include/llama.h" ] || [ ! -f "$inc/ggml/include/ggml-backend.h" ]; then
-    rm -rf "$inc" && mkdir -p "$inc"
-    git -C "$src" archive HEAD include ggml/include | tar -x -C "$inc" || { fail "extracting llama.cpp headers"; finish; }
-fi
-if [ ! -x "$eval_bin" ] || [ tools/llama_eval.c -nt "$eval_bin" ]; then
-    ${CC:-cc} -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes \
-        -Wno-unused-parameter -Werror -ffp-contract=off -O1 -g \
-        -isystem "$inc/include" -isystem "$inc/ggml/include" tools/llama_eval.c -o "$eval_bin" \
-        -L"$libdir" -l:libllama.v0.5.0.so -l:libggml.v0.5.0.so -l:libggml-base.so \
-        -Wl,-rpath,"$libdir" -lm || { fail "building tools/llama_eval"; finish; }
-fi
+. "$(dirname "$0")/lib/llama.sh"
+llama_setup
 
 tmp=$(mktemp -d /tmp/hs-llama-load.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT INT TERM

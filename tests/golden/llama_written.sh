@@ -22,91 +22,19 @@
 # node-llama-cpp and the llama.cpp source bundle for the headers). Prints every measured
 # error and ends with "RESULT: N passed, N failed".
 set -u
-build=${HEADSTART_BUILD:-build}
-hs=$build/headstart
-py=/usr/bin/python3
-libdir=$PWD/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
-src=$build/llama-src
-inc=$build/llama-include
-eval_bin=$build/llama_eval
+. "$(dirname "$0")/lib/llama.sh"
 mk_bin=$build/llama_mkmodel
-passed=0 failed=0
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
-pass() { echo "ok: $*"; passed=$((passed + 1)); }
-finish() { echo "RESULT: $passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
-
-[ -x "$hs" ] || { fail "no $hs"; finish; }
-[ -f "$libdir/libllama.v0.5.0.so" ] || { fail "no llama.cpp library in $libdir (run make deps)"; finish; }
-$py -c 'import numpy' 2>/dev/null || { fail "$py has no numpy (make deps)"; finish; }
-if [ ! -d "$src/.git" ]; then
-    sh tools/embed_template.sh "$build" "$build/gen/chat_template.c" >/dev/null 2>&1
-fi
-[ -d "$src/.git" ] || { fail "no llama.cpp source bundle in $src (run make deps)"; finish; }
-if [ ! -f "$inc/include/llama.h" ] || [ ! -f "$inc/ggml/include/gguf.h" ]; then
-    rm -rf "$inc" && mkdir -p "$inc"
-    git -C "$src" archive HEAD include ggml/include | tar -x -C "$inc" || { fail "extracting llama.cpp headers"; finish; }
-fi
-tool() { # name: build tools/NAME.c into $build/NAME against the prebuilt libllama
-    if [ ! -x "$build/$1" ] || [ "tools/$1.c" -nt "$build/$1" ]; then
-        ${CC:-cc} -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes \
-            -Wno-unused-parameter -Werror -ffp-contract=off -O1 -g \
-            -isystem "$inc/include" -isystem "$inc/ggml/include" "tools/$1.c" -o "$build/$1" \
-            -L"$libdir" -l:libllama.v0.5.0.so -l:libggml.v0.5.0.so -l:libggml-base.so \
-            -Wl,-rpath,"$libdir" -lm
-    fi
-}
-tool llama_eval || { fail "building tools/llama_eval"; finish; }
-tool llama_mkmodel || { fail "building tools/llama_mkmodel"; finish; }
+llama_setup llama_mkmodel
 
 tmp=$(mktemp -d /tmp/hs-llama-written.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
-ids=$($py -c 'import random; r = random.Random(5); print(",".join(str(r.randrange(600)) for _ in range(64)))')
-ids_sp=$(echo "$ids" | tr ',' ' ')
-kv_flag=
-"$eval_bin" --help 2>&1 | grep -q -- '--kv-f32' && kv_flag=--kv-f32
+llama_ids
 
 # The vocabulary llama.cpp's models get: a headstart tiny tokenizer (704 entries).
 tok=$tmp/tok.gguf
 "$hs" mkmodel --arch qwen3next --seed 3 --dtype f32 --out "$tok" >"$tmp/log" 2>&1 ||
     { fail "mkmodel (tokenizer source)"; cat "$tmp/log"; finish; }
-
-compare() { # A B TOL -> "OK|BAD rel=... argmax_equal=.."
-    $py - "$1" "$2" "$3" <<'PY'
-import sys, numpy as np
-a = np.fromfile(sys.argv[1], dtype='<f4'); b = np.fromfile(sys.argv[2], dtype='<f4')
-tol = float(sys.argv[3])
-if a.size != b.size or a.size == 0 or a.size % 64:
-    print(f"BAD sizes {a.size} vs {b.size}"); sys.exit()
-a = a.reshape(64, -1).astype(np.float64); b = b.reshape(64, -1).astype(np.float64)
-d = float(np.abs(a - b).max()); s = float(np.abs(b).max()); rel = d / s
-am = int((a.argmax(1) == b.argmax(1)).sum())
-print(("OK" if rel <= tol and np.isfinite(a).all() else "BAD") +
-      f" rel={rel:.2e} max|diff|={d:.2e} scale={s:.2f} argmax_equal={am}/64")
-PY
-}
-
-llama_greedy() { # gguf n ours -> "OK identical (n tokens)" or "BAD first difference ..."
-    $py - "$eval_bin" "$libdir" "$1" "$ids" "$2" "$tmp/greedy.f32" "$3" "$kv_flag" <<'PY'
-import subprocess, sys, numpy as np
-ev, lib, gguf, ids, n, out, ours, kvf = sys.argv[1:9]
-n = int(n)
-ours = [int(x) for x in ours.split()] if ours.strip() else []
-toks = [int(x) for x in ids.split(',')]
-for i in range(n):
-    cmd = [ev, '--lib-dir', lib, gguf, '--tokens', ','.join(map(str, toks)), '--logits-out', out, '--threads', '1']
-    if kvf: cmd.append(kvf)
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode:
-        print("BAD llama_eval:", r.stderr.strip()[-200:]); sys.exit()
-    t = int(np.fromfile(out, dtype='<f4').reshape(len(toks), -1)[-1].argmax())
-    if i >= len(ours) or ours[i] != t:
-        print(f"BAD first difference at token {i}: ours {ours[i] if i < len(ours) else None}, llama.cpp {t}")
-        sys.exit()
-    toks.append(t)
-print(f"OK identical ({n} tokens)")
-PY
-}
 
 for spec in \
     "qwen35" \
@@ -134,7 +62,7 @@ do
             --threads 1 $kv_flag >"$tmp/log" 2>&1; then
         fail "$spec: llama.cpp"; tail -5 "$tmp/log"; continue
     fi
-    v=$(compare "$tmp/$name.hs" "$tmp/$name.ll" 1e-3)
+    v=$(llama_compare "$tmp/$name.hs" "$tmp/$name.ll" 1e-3)
     case $v in OK*) pass "llama.cpp-written $spec: logits $v" ;; *) fail "llama.cpp-written $spec: logits $v" ;; esac
     ours=$("$hs" run -m "$g" --ids "$ids_sp" -n 32 --temp 0 2>"$tmp/log" | head -1)
     v=$(llama_greedy "$g" 32 "$ours")

@@ -14,17 +14,7 @@
 #   4. headstart run generates from it.
 # Prints RESULT: N passed, N failed. Run from the repository root with HEADSTART_BUILD set.
 set -u
-build=${HEADSTART_BUILD:-build}
-hs=$build/headstart
-libdir=$PWD/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
-src=$build/llama-src
-inc=$build/llama-include
-eval_bin=$build/llama_eval
-py=/usr/bin/python3
-passed=0 failed=0
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
-pass() { echo "ok: $*"; passed=$((passed + 1)); }
-finish() { echo "RESULT: $passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
+. "$(dirname "$0")/lib/llama.sh"
 tmp=$(mktemp -d /tmp/hs-tok248k.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
@@ -91,20 +81,7 @@ if [ -n "$a" ] && [ "$a" = "$b" ] && [ "$first" = 248045 ]; then pass "render: G
 else fail "render: first id '$first', GGUF and HF $( [ "$a" = "$b" ] && echo agree || echo differ)"; fi
 
 # ---- 3. llama.cpp ----------------------------------------------------------------------------
-if [ ! -f "$libdir/libllama.v0.5.0.so" ]; then fail "no llama.cpp library in $libdir (run make deps)"; finish; fi
-if [ ! -d "$src/.git" ]; then sh tools/embed_template.sh "$build" "$build/gen/chat_template.c" >/dev/null 2>&1; fi
-[ -d "$src/.git" ] || { fail "no llama.cpp source bundle in $src (run make deps)"; finish; }
-if [ ! -f "$inc/include/llama.h" ] || [ ! -f "$inc/ggml/include/ggml-backend.h" ]; then
-    rm -rf "$inc" && mkdir -p "$inc"
-    git -C "$src" archive HEAD include ggml/include | tar -x -C "$inc" || { fail "extracting llama.cpp headers"; finish; }
-fi
-if [ ! -x "$eval_bin" ] || [ tools/llama_eval.c -nt "$eval_bin" ]; then
-    ${CC:-cc} -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes \
-        -Wno-unused-parameter -Werror -ffp-contract=off -O1 -g \
-        -isystem "$inc/include" -isystem "$inc/ggml/include" tools/llama_eval.c -o "$eval_bin" \
-        -L"$libdir" -l:libllama.v0.5.0.so -l:libggml.v0.5.0.so -l:libggml-base.so \
-        -Wl,-rpath,"$libdir" -lm || { fail "building tools/llama_eval"; finish; }
-fi
+llama_setup # the llama.cpp checks, headers and tools/llama_eval
 prompt="<|im_start|>user
 $text<|im_end|>
 <|im_start|>assistant

@@ -29,6 +29,9 @@
 #                            (then killed).
 #   e2e_sanitizer FILES...   status 0 and the reports printed when a sanitizer (ASan, UBSan)
 #                            wrote into any of the logs.
+#   check FILE PYTHON-EXPR   status 0 when the expression holds; it sees j (FILE parsed as
+#                            JSON, None when it is not) and t (the raw text), with the
+#                            modules json and re (python3 at /usr/bin)
 #   e2e_tap FILE RC          for `node --test --test-reporter=tap` output in FILE with exit
 #                            status RC: prints the test lines (the head of FILE too when RC
 #                            is not 0) and sets $p and $f to node's pass and fail counts
@@ -47,6 +50,19 @@ fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
 pass() { echo "ok: $*"; passed=$((passed + 1)); }
 result() { echo "RESULT: $1 passed, $2 failed"; [ "$2" -eq 0 ]; exit $?; }
 finish() { result "$passed" "$failed"; }
+
+check() {
+    /usr/bin/python3 - "$1" "$2" <<'EOF'
+import json, re, sys
+t = open(sys.argv[1], encoding="utf-8").read()
+try:
+    j = json.loads(t)
+except Exception:
+    j = None
+ok = eval("(" + sys.argv[2] + ")")
+sys.exit(0 if ok else 1)
+EOF
+}
 
 e2e_cleanup() {
     for e2e_p in $e2e_pids; do kill "$e2e_p" 2>/dev/null; done
