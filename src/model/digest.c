@@ -82,16 +82,6 @@ void model_identity_opts_default(struct model_identity_opts *o)
 static void put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
 static void put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
 
-static void stat_of(const struct stat *st, struct sys_file_stat *o)
-{
-    o->dev = (uint64_t)st->st_dev;
-    o->ino = (uint64_t)st->st_ino;
-    o->size = (uint64_t)st->st_size;
-    o->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
-    o->ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
-    o->nlink = (uint64_t)st->st_nlink;
-}
-
 static int64_t now_ns(void)
 {
     struct timespec ts;
@@ -202,7 +192,7 @@ static int hash_file(struct id_file *f, const struct model_identity_opts *o, uin
     if (rc == HS_OK) {
         if (fstat(f->fd, &after) != 0)
             rc = hs_err_set(err, HS_ERR_IO, "%s: cannot stat: %s", name, strerror(errno));
-        else if (stat_of(&after, &sa), sys_file_stat_changed(&f->st, &sa))
+        else if (sys_file_stat_from(&after, &sa), sys_file_stat_changed(&f->st, &sa))
             rc = hs_err_set(err, HS_ERR_IO, "%s: the file changed while it was hashed", name);
     }
     if (rc == HS_OK) {
@@ -259,7 +249,7 @@ int model_identity_compute(const struct model *m, const struct model_identity_op
                 rc = hs_err_set(err, HS_ERR_IO, "%s: cannot stat: %s", f->map->path, strerror(errno));
                 break;
             }
-            stat_of(&st, &f->st);
+            sys_file_stat_from(&st, &f->st);
             if (sys_file_stat_changed(&f->map->st, &f->st))
                 rc = hs_err_set(err, HS_ERR_IO, "%s: the file changed since it was loaded (written in place)",
                                 f->map->path);
@@ -276,7 +266,7 @@ int model_identity_compute(const struct model *m, const struct model_identity_op
                 break;
             }
             f->present = true;
-            stat_of(&st, &f->st);
+            sys_file_stat_from(&st, &f->st);
         }
         if (rc == HS_OK && o->cache_dir && cache_get(o->cache_dir, &f->st, f->digest)) f->cached = true;
         if (!f->cached) to_hash += f->st.size;

@@ -131,7 +131,7 @@ bool sys_file_map_faulted(const struct sys_map *m)
 
 uint64_t sys_file_map_faults(void) { return (uint64_t)atomic_load(&g_faults); }
 
-static void stat_fill(const struct stat *st, struct sys_file_stat *o)
+void sys_file_stat_from(const struct stat *st, struct sys_file_stat *o)
 {
     o->dev = (uint64_t)st->st_dev;
     o->ino = (uint64_t)st->st_ino;
@@ -153,7 +153,7 @@ int sys_file_map_stat(const struct sys_map *m, struct sys_file_stat *out)
     struct stat st;
     if (!m || !m->path) { errno = EBADF; return -1; }
     if (fstat(m->fd, &st) != 0) return -1;
-    stat_fill(&st, out);
+    sys_file_stat_from(&st, out);
     return 0;
 }
 
@@ -193,7 +193,7 @@ int sys_file_map(const char *path, struct sys_map *m, struct hs_err *err)
     m->fd = fd; /* kept: fstat and reads of the mapped inode (sys.h) */
     m->len = (uint64_t)st.st_size;
     m->path = hs_strdup(path);
-    stat_fill(&st, &m->st);
+    sys_file_stat_from(&st, &m->st);
     m->dev = m->st.dev;
     m->ino = m->st.ino;
     m->mtime_ns = m->st.mtime_ns;

@@ -46,6 +46,9 @@ struct sys_file_stat {
     uint64_t nlink;
 };
 
+struct stat;
+/* The fields of a stat result that tell one version of a file from another. */
+void sys_file_stat_from(const struct stat *st, struct sys_file_stat *out);
 /* then -> now of one inode may have changed its bytes: size or mtime differ, or ctime
  * does while the link count did not (a rename over the file or its unlink moves ctime
  * and nlink but keeps the bytes; a write that set mtime back moves ctime alone). */
