@@ -24,7 +24,8 @@ lib_allowed() {
         microhttpd.h) echo "server" ;;
         pcre2.h) echo "tokenizer" ;;
         utf8proc.h) echo "tokenizer" ;;
-        sqlite3.h|openssl/*) echo "bank" ;;
+        sqlite3.h) echo "bank" ;;
+        openssl/*) echo "bank sys" ;; # sys: SHA-256 (sha256.c)
         xxhash.h) echo "bank model" ;; # model: the model identity digest (digest.c)
         *) echo "*" ;;
     esac

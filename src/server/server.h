@@ -220,8 +220,4 @@ void session_report_free(struct session_report *r); /* safe on a zeroed struct *
 /* Append the report as one compact JSON object (no newline). */
 void session_report_json(const struct session_report *r, struct strbuf *out);
 
-/* SHA-256 (sha256.c, FIPS 180-4): digest of data, and as 64 lowercase hex digits + NUL. */
-void sha256_sum(const void *data, size_t len, uint8_t out[32]);
-void sha256_hex(const void *data, size_t len, char out[65]);
-
 #endif

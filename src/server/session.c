@@ -339,7 +339,7 @@ int session_run(struct engine *e, const struct model_text *mt, struct bank *bank
         prefilled = go;
         if (!go) out->stop_reason = "cancelled";
         out->prefill_ms = (sys_time_sec() - t_pre) * 1e3;
-        if (rc == HS_OK && go) sha256_hex(logits, (size_t)V * sizeof(float), out->first_logits_sha256);
+        if (rc == HS_OK && go) sys_sha256_hex(logits, (size_t)V * sizeof(float), out->first_logits_sha256);
     }
 
     /* generate */
