@@ -294,8 +294,14 @@ int cmd_replay(int argc, char **argv)
         }
         struct session_report r;
         enum api_kind kind = !strcmp(api_s, "anthropic") ? API_KIND_ANTHROPIC_MESSAGES : API_KIND_OPENAI_CHAT;
-        int src = session_run(e, &mt, bank, kind, body, &so, NULL, NULL, &r, &err);
+        struct api_sampling defaults;
+        session_sampling_defaults(&defaults);
+        struct api_request req;
+        int src = api_request_parse(kind, body, &defaults, &req, &err);
         json_decref(root);
+        /* sampling is the command line's (greedy by default), not the logged request's */
+        if (src == HS_OK) src = session_run(e, &mt, bank, &req, &so, NULL, NULL, &r, &err);
+        api_request_free(&req);
         if (src != HS_OK) {
             fprintf(stderr, "headstart replay: %s:%lld: %s\n", req_path, (long long)line_no, err.msg);
             rc = 1;
