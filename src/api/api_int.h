@@ -19,8 +19,10 @@
  * up into one except through that table.
  *
  * Invariants:
- *   1. A writer op appends bytes only: the lifecycle decides when (never after done, never
- *      an empty delta) and keeps the shared flags; ops keep their own state in r->state.
+ *   1. The lifecycle decides when a writer op runs (never after done, never for an empty
+ *      delta) and keeps begun / kept_alive / done; a writer keeps the blocks, block_open,
+ *      n_tools and its own r->state. (Responses' fail marks begun itself when only a
+ *      keep-alive went out: its stream must open with response.created first.)
  *   2. Every writer gets usage already clamped (api_usage_clean) and a stop already
  *      normalised (a tool call turns END into TOOL_CALLS; stop_sequence only with
  *      STOP_SEQUENCE).
