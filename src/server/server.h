@@ -177,6 +177,7 @@ struct session_opts {
     int64_t n_ctx;                 /* > 0: the context: a prompt of n_ctx tokens or more is
                                       API_ERR_CONTEXT, output is cut at n_ctx - prompt */
     bool ignore_eos;               /* stop ids do not end generation (to max_tokens) */
+    unsigned text_flags;           /* the generated text's tokenizer decode flags (0: all) */
     session_start_fn on_start;     /* session_run: NULL = none; called with its ctx */
     session_prefill_fn on_prefill; /* session_run: NULL = the prefill is one step; otherwise
                                       it runs in chunks of about SESSION_PREFILL_CHUNK_S
@@ -241,6 +242,11 @@ struct session;
  * borrowed until session_free). */
 int session_new(struct engine *e, const struct model_text *mt, struct bank *bank, const struct api_request *rq,
                 const struct session_opts *o, struct session **out, struct hs_err *err);
+/* The prompt step for a prompt given as token ids (`headstart run`): no template, no stop
+ * strings, no context wording. mt (borrowed) may be NULL: then no stop ids and no text.
+ * Errors: an empty prompt, one of n_ctx tokens or more (HS_ERR_LIMIT), invalid sampling. */
+int session_new_ids(struct engine *e, const struct model_text *mt, struct bank *bank, const int32_t *ids, int64_t n,
+                    const struct session_opts *o, struct session **out, struct hs_err *err);
 /* The restore step: the model files checked, then bank_restore (RAM, then disk for a deeper
  * point) into the sequence. An error is the engine's or the bank's key space. */
 int session_restore(struct session *s, struct hs_err *err);
