@@ -2,7 +2,7 @@
  * cmd_model.c — `headstart inspect` and `headstart mkmodel`: option parsing; the work is
  * model/'s (model_inspect, mkmodel_write).
  */
-#include "cmd.h"
+#include "cli/cli.h"
 #include "format/format.h"
 #include "model/model.h"
 

@@ -24,7 +24,7 @@
  * unshared_bytes = the sum of every entry's chain: what the store would hold if no two
  * entries shared a stretch.
  */
-#include "cmd.h"
+#include "cli/cli.h"
 #include "bank/bank.h"
 
 #include <inttypes.h>

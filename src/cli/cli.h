@@ -1,10 +1,10 @@
 /*
- * cmd.h — the subcommands of the `headstart` command. Each cmd_*.c file parses one family
+ * cli.h — the subcommands of the `headstart` command. Each cmd_*.c file parses one family
  * of subcommands' options and calls the module that does the work; main.c dispatches.
  * Every command returns a process exit status: 0 ok, 1 failure, 2 usage error.
  */
-#ifndef HS_CMD_H
-#define HS_CMD_H
+#ifndef HS_CLI_H
+#define HS_CLI_H
 
 #include "base/base.h"
 

@@ -2,7 +2,7 @@
  * cmd_serve.c — `headstart serve`: option parsing into struct server_opts; the server
  * itself is src/server/ (http.c, sched.c).
  */
-#include "cmd.h"
+#include "cli/cli.h"
 #include "server/server.h"
 
 #include <stdio.h>

@@ -1,13 +1,13 @@
 /*
  * cmd_text.c — the text-side commands: `headstart tokenize`, `headstart detokenize` and
  * `headstart render` (a request rendered through the model's chat template). They load the
- * model's files for the tokenizer and template (server/model_text.c) but no engine.
+ * model's files for the tokenizer and template (text/model_text.c) but no engine.
  */
-#include "cmd.h"
+#include "cli/cli.h"
 #include "api/api.h"
 #include "model/model.h"
-#include "server/server.h"
 #include "sys/sys.h"
+#include "text/text.h"
 
 #include <stdio.h>
 #include <stdlib.h>

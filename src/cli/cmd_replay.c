@@ -7,12 +7,13 @@
  * start and closed at exit (every queued write drained), so a later process restores what
  * this one banked.
  */
-#include "cmd.h"
+#include "cli/cli.h"
 #include "bank/bank.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "server/server.h"
 #include "sys/sys.h"
+#include "text/text.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,8 +1,8 @@
 /*
  * main.c — the `headstart` command: global setup (log level) and dispatch to the
- * subcommands of src/cmd_*.c through one table.
+ * subcommands of cmd_*.c through one table.
  */
-#include "cmd.h"
+#include "cli/cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,15 +2,15 @@
  * cmd_engine.c — `headstart logits` and `headstart run`: option parsing, token ids in,
  * logits or generated tokens out. The work is engine/'s (engine_forward, the sampler);
  * text prompts are tokenized (and --chat rendered through the chat template) by the
- * model's text side (server/model_text.c), and generated text is streamed through the
+ * model's text side (text/model_text.c), and generated text is streamed through the
  * incremental detokenizer.
  */
-#include "cmd.h"
+#include "cli/cli.h"
 #include "api/api.h"
 #include "engine/engine.h"
 #include "model/model.h"
-#include "server/server.h"
 #include "sys/sys.h"
+#include "text/text.h"
 
 #include <errno.h>
 #include <stdio.h>
