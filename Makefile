@@ -82,7 +82,11 @@ $(BIN): $(CLI_OBJ) $(LIB)
 .SECONDEXPANSION:
 $(BUILD)/tests/unit_%: $$(wildcard tests/unit/%/*.c) $$(wildcard tests/unit/%/*.h) $(wildcard tests/unit/*.h) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests $(filter %.c,$^) $(LIB) $(LDLIBS) -lcriterion -o $@
+	$(CC) $(CFLAGS) -Itests $(filter %.c %.o,$^) $(LIB) $(LDLIBS) -lcriterion -o $@
+
+# the cli is not in the library: its tests link the option parser's object
+$(BUILD)/tests/unit_cli: $(BUILD)/obj/src/cli/opt.o
+$(BUILD)/asan/tests/unit_cli: $(BUILD)/asan/obj/src/cli/opt.o
 
 $(BUILD)/asan/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -98,7 +102,7 @@ $(ASAN_LIB): $(ASAN_OBJ)
 
 $(BUILD)/asan/tests/unit_%: $$(wildcard tests/unit/%/*.c) $$(wildcard tests/unit/%/*.h) $(wildcard tests/unit/*.h) $(ASAN_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(ASAN_FLAGS) -Itests $(filter %.c,$^) $(ASAN_LIB) $(LDLIBS) -lcriterion -o $@
+	$(CC) $(CFLAGS) $(ASAN_FLAGS) -Itests $(filter %.c %.o,$^) $(ASAN_LIB) $(LDLIBS) -lcriterion -o $@
 
 unit: $(TEST_BINS) $(BIN)
 	@sh tools/run_tests.sh --unit-only $(BUILD)
