@@ -1,42 +1,111 @@
 /*
- * cmd_engine.c — `headstart logits` and `headstart run`: option parsing, token ids in,
+ * cmd_engine.c — `headstart logits` and `headstart run`: their option tables, token ids in,
  * logits or generated tokens out. The work is engine/'s (engine_forward, the sampler);
  * text prompts are tokenized (and --chat rendered through the chat template) by the
- * model's text side (server/model_text.c), and generated text is streamed through the
+ * model's text side (text/model_text.c), and generated text is streamed through the
  * incremental detokenizer.
  */
-#include "cmd.h"
+#include "cli/cli.h"
 #include "api/api.h"
 #include "engine/engine.h"
 #include "model/model.h"
-#include "server/server.h"
 #include "sys/sys.h"
+#include "text/text.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char logits_help[] =
-    "usage: headstart logits -m MODEL (--ids \"1 2 3\" | --ids-file F | --text T) [--chunk N]\n"
-    "         [--threads N] [--batch N] [--all] -o OUT.f32\n"
-    "\n"
-    "Runs the prompt's token ids through the model and writes float32 little-endian logits:\n"
-    "one row of n_vocab per position with --all, else the last position's row. --chunk N\n"
-    "cuts the prompt into forward calls of N tokens (the logits do not change with N).\n"
-    "--text tokenizes T with the model's tokenizer (special tokens like <|im_start|> match).\n";
+/* The options of logits and run, one struct (each command reads its own). */
+struct engine_args {
+    const char *model, *ids, *ids_file, *out, *text, *prompt, *chat;
+    int64_t chunk, threads, batch, n_gen;
+    bool all, json, ignore_eos;
+    struct sampler_opts so;
+};
 
-static const char run_help[] =
-    "usage: headstart run -m MODEL (-p TEXT | --chat TEXT | --ids \"1 2 3\" | --ids-file F)\n"
-    "         [-n N] [--temp T] [--top-p P] [--top-k K] [--min-p P] [--seed S] [--threads N]\n"
-    "         [--ignore-eos] [--json]\n"
-    "\n"
-    "Prefills the prompt, generates up to N tokens (default 32) and ends with one line of\n"
-    "timings. -p TEXT is a raw prompt; --chat TEXT is one user message rendered through the\n"
-    "model's chat template with the generation prompt. With a text prompt the output is\n"
-    "streamed as text and stops at the model's end-of-turn tokens (unless --ignore-eos);\n"
-    "with ids it prints the generated ids. Sampling defaults: --temp 0.7 --top-p 0.8\n"
-    "--top-k 20; --temp 0 is greedy. --json prints one JSON object instead.\n";
+#define EA(f) offsetof(struct engine_args, f)
+static const struct cli_opt model_opt[] = {
+    { .kind = CLI_OPT_STR, .name = "--model", .alias = "-m", .arg = "MODEL", .off = EA(model),
+      .help = "a Hugging Face directory or a .gguf file (required)" },
+    { 0 },
+};
+static const struct cli_opt ids_opts[] = {
+    { .kind = CLI_OPT_STR, .name = "--ids", .arg = "\"1 2 3\"", .off = EA(ids),
+      .help = "the prompt's token ids (spaces, tabs, newlines or commas between)" },
+    { .kind = CLI_OPT_STR, .name = "--ids-file", .arg = "F", .off = EA(ids_file), .help = "the ids from a file" },
+    { 0 },
+};
+static const struct cli_opt forward_opts[] = {
+    { .kind = CLI_OPT_I64, .name = "--threads", .arg = "N", .off = EA(threads), .min = 1,
+      .help = "engine threads", .def = "1" },
+    { .kind = CLI_OPT_I64, .name = "--batch", .arg = "N", .off = EA(batch),
+      .help = "the engine's batch size (0: its default)" },
+    { 0 },
+};
+
+static const struct cli_opt logits_opts[] = {
+    { .kind = CLI_OPT_GROUP, .group = model_opt },
+    { .kind = CLI_OPT_GROUP, .group = ids_opts },
+    { .kind = CLI_OPT_STR, .name = "--text", .arg = "T", .off = EA(text),
+      .help = "tokenize T with the model's tokenizer (special tokens like <|im_start|> match)" },
+    { .kind = CLI_OPT_I64, .name = "--chunk", .arg = "N", .off = EA(chunk),
+      .help = "forward calls of N tokens (0: the whole prompt at once)" },
+    { .kind = CLI_OPT_GROUP, .group = forward_opts },
+    { .kind = CLI_OPT_FLAG, .name = "--all", .off = EA(all), .help = "every position's row, not only the last" },
+    { .kind = CLI_OPT_STR, .name = "--out", .alias = "-o", .arg = "OUT.f32", .off = EA(out),
+      .help = "where to write the logits (required)" },
+    { 0 },
+};
+
+static const struct cli_command logits_cmd = {
+    .name = "logits",
+    .usage = "-m MODEL (--ids \"1 2 3\" | --ids-file F | --text T) [--chunk N]\n"
+             "         [--threads N] [--batch N] [--all] -o OUT.f32",
+    .about = "Runs the prompt's token ids through the model and writes float32 little-endian logits:\n"
+             "one row of n_vocab per position with --all, else the last position's row. --chunk N\n"
+             "cuts the prompt into forward calls of N tokens (the logits do not change with N).\n",
+    .opts = logits_opts,
+};
+
+static const struct cli_opt run_opts[] = {
+    { .kind = CLI_OPT_GROUP, .group = model_opt },
+    { .kind = CLI_OPT_STR, .name = "--prompt", .alias = "-p", .arg = "TEXT", .off = EA(prompt),
+      .help = "a raw text prompt" },
+    { .kind = CLI_OPT_STR, .name = "--chat", .arg = "TEXT", .off = EA(chat),
+      .help = "one user message, rendered through the model's chat template with "
+              "the generation prompt" },
+    { .kind = CLI_OPT_GROUP, .group = ids_opts },
+    { .kind = CLI_OPT_I64, .name = "-n", .arg = "N", .off = EA(n_gen), .help = "tokens to generate at most",
+      .def = "32" },
+    { .kind = CLI_OPT_FLOAT, .name = "--temp", .arg = "T", .off = EA(so.temperature),
+      .help = "sampling temperature; 0 is greedy", .def = "0.7" },
+    { .kind = CLI_OPT_FLOAT, .name = "--top-p", .arg = "P", .off = EA(so.top_p), .help = "nucleus sampling",
+      .def = "0.8" },
+    { .kind = CLI_OPT_INT, .name = "--top-k", .arg = "K", .off = EA(so.top_k), .max = INT32_MAX,
+      .help = "the K most likely tokens only", .def = "20" },
+    { .kind = CLI_OPT_FLOAT, .name = "--min-p", .arg = "P", .off = EA(so.min_p),
+      .help = "drop tokens below P times the most likely's probability" },
+    { .kind = CLI_OPT_U64, .name = "--seed", .arg = "S", .off = EA(so.seed), .help = "the sampler's seed" },
+    { .kind = CLI_OPT_GROUP, .group = forward_opts },
+    { .kind = CLI_OPT_FLAG, .name = "--ignore-eos", .off = EA(ignore_eos),
+      .help = "do not stop at the model's end-of-turn tokens" },
+    { .kind = CLI_OPT_FLAG, .name = "--json", .off = EA(json), .help = "one JSON object instead" },
+    { 0 },
+};
+
+static const struct cli_command run_cmd = {
+    .name = "run",
+    .usage = "-m MODEL (-p TEXT | --chat TEXT | --ids \"1 2 3\" | --ids-file F)\n"
+             "         [-n N] [--temp T] [--top-p P] [--top-k K] [--min-p P] [--seed S] [--threads N]\n"
+             "         [--ignore-eos] [--json]",
+    .about = "Prefills the prompt, generates up to N tokens and ends with one line of timings. With a\n"
+             "text prompt the output is streamed as text and stops at the model's end-of-turn tokens\n"
+             "(unless --ignore-eos); with ids it prints the generated ids.\n",
+    .opts = run_opts,
+};
 
 /* Parse ids separated by spaces, tabs, newlines or commas. */
 static int parse_ids(const char *cmd, const char *s, int32_t **ids_out, int64_t *n_out)
@@ -132,19 +201,6 @@ static bool is_stop(const struct model_text *mt, int32_t tok)
     return false;
 }
 
-static int parse_float(const char *cmd, const char *opt, const char *s, float *out)
-{
-    char *end;
-    errno = 0;
-    float v = strtof(s, &end);
-    if (!*s || *end || errno) {
-        fprintf(stderr, "headstart %s: %s wants a number, got '%s'\n", cmd, opt, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 /* Model + engine + a sequence for n_ctx positions; prints the error. */
 static int open_engine(const char *cmd, const char *path, int64_t threads, int64_t batch,
                        struct model **m, struct engine **e, struct hs_err *err)
@@ -168,25 +224,12 @@ static int open_engine(const char *cmd, const char *path, int64_t threads, int64
 
 int cmd_logits(int argc, char **argv)
 {
-    const char *model_path = NULL, *ids_arg = NULL, *ids_file = NULL, *out = NULL, *text = NULL;
-    int64_t chunk = 0, threads = 1, batch = 0;
-    bool all = false;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(logits_help, stdout); return 0; }
-        if (!strcmp(a, "--all")) { all = true; continue; }
-        if (i + 1 >= argc) { fprintf(stderr, "headstart logits: %s needs a value (see --help)\n", a); return 2; }
-        const char *v = argv[++i];
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = v;
-        else if (!strcmp(a, "--ids")) ids_arg = v;
-        else if (!strcmp(a, "--ids-file")) ids_file = v;
-        else if (!strcmp(a, "-o") || !strcmp(a, "--out")) out = v;
-        else if (!strcmp(a, "--text")) text = v;
-        else if (!strcmp(a, "--chunk")) { if (cmd_parse_i64("logits", a, v, &chunk)) return 2; }
-        else if (!strcmp(a, "--threads")) { if (cmd_parse_i64("logits", a, v, &threads) || threads < 1) return 2; }
-        else if (!strcmp(a, "--batch")) { if (cmd_parse_i64("logits", a, v, &batch)) return 2; }
-        else { fprintf(stderr, "headstart logits: unknown option '%s' (see --help)\n", a); return 2; }
-    }
+    struct engine_args a = { .threads = 1 };
+    int pr = cli_parse(&logits_cmd, argc, argv, &a, NULL, NULL);
+    if (pr != CLI_PARSE_OK) return pr == CLI_PARSE_HELP ? 0 : 2;
+    const char *model_path = a.model, *ids_arg = a.ids, *ids_file = a.ids_file, *out = a.out, *text = a.text;
+    int64_t chunk = a.chunk, threads = a.threads, batch = a.batch;
+    bool all = a.all;
     if (!model_path || !out) { fprintf(stderr, "headstart logits: -m and -o are required (see --help)\n"); return 2; }
     int32_t *ids;
     int64_t n;
@@ -233,34 +276,14 @@ int cmd_logits(int argc, char **argv)
 
 int cmd_run(int argc, char **argv)
 {
-    const char *model_path = NULL, *ids_arg = NULL, *ids_file = NULL, *prompt = NULL, *chat = NULL;
-    int64_t n_gen = 32, threads = 1, batch = 0;
-    bool json = false, ignore_eos = false;
-    struct sampler_opts so;
-    sampler_opts_default(&so);
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(run_help, stdout); return 0; }
-        if (!strcmp(a, "--json")) { json = true; continue; }
-        if (!strcmp(a, "--ignore-eos")) { ignore_eos = true; continue; }
-        if (i + 1 >= argc) { fprintf(stderr, "headstart run: %s needs a value (see --help)\n", a); return 2; }
-        const char *v = argv[++i];
-        int64_t iv;
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = v;
-        else if (!strcmp(a, "--ids")) ids_arg = v;
-        else if (!strcmp(a, "--ids-file")) ids_file = v;
-        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = v;
-        else if (!strcmp(a, "--chat")) chat = v;
-        else if (!strcmp(a, "-n")) { if (cmd_parse_i64("run", a, v, &n_gen)) return 2; }
-        else if (!strcmp(a, "--threads")) { if (cmd_parse_i64("run", a, v, &threads) || threads < 1) return 2; }
-        else if (!strcmp(a, "--batch")) { if (cmd_parse_i64("run", a, v, &batch)) return 2; }
-        else if (!strcmp(a, "--temp")) { if (parse_float("run", a, v, &so.temperature)) return 2; }
-        else if (!strcmp(a, "--top-p")) { if (parse_float("run", a, v, &so.top_p)) return 2; }
-        else if (!strcmp(a, "--min-p")) { if (parse_float("run", a, v, &so.min_p)) return 2; }
-        else if (!strcmp(a, "--top-k")) { if (cmd_parse_i64("run", a, v, &iv)) return 2; so.top_k = (int)iv; }
-        else if (!strcmp(a, "--seed")) { if (cmd_parse_i64("run", a, v, &iv)) return 2; so.seed = (uint64_t)iv; }
-        else { fprintf(stderr, "headstart run: unknown option '%s' (see --help)\n", a); return 2; }
-    }
+    struct engine_args a = { .threads = 1, .n_gen = 32 };
+    sampler_opts_default(&a.so);
+    int pr = cli_parse(&run_cmd, argc, argv, &a, NULL, NULL);
+    if (pr != CLI_PARSE_OK) return pr == CLI_PARSE_HELP ? 0 : 2;
+    const char *model_path = a.model, *ids_arg = a.ids, *ids_file = a.ids_file, *prompt = a.prompt, *chat = a.chat;
+    int64_t n_gen = a.n_gen, threads = a.threads, batch = a.batch;
+    bool json = a.json, ignore_eos = a.ignore_eos;
+    struct sampler_opts so = a.so;
     if (!model_path) { fprintf(stderr, "headstart run: -m is required (see --help)\n"); return 2; }
     int32_t *ids = NULL;
     int64_t n = 0;
