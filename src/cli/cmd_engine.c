@@ -9,6 +9,7 @@
 #include "api/api.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "server/server.h"
 #include "sys/sys.h"
 #include "text/text.h"
 
@@ -194,13 +195,6 @@ static int text_prompt(const char *cmd, const struct model_text *mt, const char 
     return rc == HS_OK ? 0 : -1;
 }
 
-static bool is_stop(const struct model_text *mt, int32_t tok)
-{
-    for (int i = 0; i < mt->n_stop_ids; i++)
-        if (mt->stop_ids[i] == tok) return true;
-    return false;
-}
-
 /* Model + engine + a sequence for n_ctx positions; prints the error. */
 static int open_engine(const char *cmd, const char *path, int64_t threads, int64_t batch,
                        struct model **m, struct engine **e, struct hs_err *err)
@@ -305,59 +299,53 @@ int cmd_run(int argc, char **argv)
         else bad = text_prompt("run", &mt, text, chat != NULL, &ids, &n);
         if (bad) { model_text_free(&mt); engine_free(e); model_free(m); return 1; }
     }
-    struct tokenizer_stream ts;
+    {
+        struct hs_err serr = {0};
+        if (sampler_opts_check(&so, &serr) != HS_OK) {
+            fprintf(stderr, "headstart run: %s\n", serr.msg[0] ? serr.msg : "invalid sampling options");
+            model_text_free(&mt);
+            hs_free(ids);
+            engine_free(e);
+            model_free(m);
+            return 2;
+        }
+    }
+    /* the request path's own steps, without a bank: prefill in one step, then one
+     * generate step per token (its text decoded without special tokens) */
+    struct session_opts o = { .max_tokens = HS_MAX(n_gen, 1), .sampling = so, .ignore_eos = ignore_eos,
+                              .text_flags = TOKENIZER_DECODE_SKIP_SPECIAL };
+    struct session *sn = NULL;
     struct strbuf piece, all_text;
     strbuf_init(&piece);
     strbuf_init(&all_text);
-    if (text) tokenizer_stream_init(&ts, mt.tok, TOKENIZER_DECODE_SKIP_SPECIAL);
-    int64_t V = model_hparams(m)->n_vocab;
-    struct sampler *smp = sampler_new(&so, V);
-    if (!smp) {
-        struct hs_err serr = {0};
-        sampler_opts_check(&so, &serr);
-        fprintf(stderr, "headstart run: %s\n", serr.msg[0] ? serr.msg : "invalid sampling options");
-        model_text_free(&mt);
-        hs_free(ids);
-        engine_free(e);
-        model_free(m);
-        return 2;
-    }
-    float *logits = hs_malloc((size_t)V * sizeof(float));
-    int32_t *out = hs_malloc((size_t)HS_MAX(n_gen, 1) * sizeof(int32_t));
-    struct seq *s = seq_new(e, n + n_gen);
-    for (int64_t i = 0; i < n; i++) sampler_accept(smp, ids[i]);
-    int64_t last = n - 1;
+    int rc = session_new_ids(e, text ? &mt : NULL, NULL, ids, n, &o, &sn, &err);
+    if (rc == HS_OK) rc = session_restore(sn, &err);
+    bool done = false, emit;
     double t0 = sys_time_sec();
-    int rc = engine_forward(e, s, ids, n, NULL, 0, &last, 1, logits, &err);
+    if (rc == HS_OK) rc = session_prefill(sn, 0, &done, &err);
     double t1 = sys_time_sec();
-    int64_t n_out = 0, n_decode = 0;
-    const char *stop_reason = "length";
-    while (!rc && n_out < n_gen) {
-        int32_t tok = sampler_sample(smp, logits);
-        if (text && !ignore_eos && is_stop(&mt, tok)) { stop_reason = "stop"; break; }
-        out[n_out++] = tok;
-        sampler_accept(smp, tok);
-        size_t plen;
-        /* an id with no token (an embedding pad row) has no text: nothing to print */
-        if (text && tokenizer_piece(mt.tok, tok, &plen)) {
-            strbuf_reset(&piece);
-            rc = tokenizer_stream_push(&ts, tok, &piece, &err);
-            if (rc) break;
-            strbuf_append(&all_text, piece.buf ? piece.buf : "", piece.len);
-            if (!json && piece.len) { fwrite(piece.buf, 1, piece.len, stdout); fflush(stdout); }
-        }
-        if (n_out == n_gen) break;
-        int64_t row = 0;
-        rc = engine_forward(e, s, &tok, 1, NULL, 0, &row, 1, logits, &err);
-        n_decode++;
+    int64_t steps = 0;
+    done = false;
+    while (rc == HS_OK && !done && steps < n_gen) {
+        strbuf_reset(&piece);
+        rc = session_generate(sn, &piece, &emit, &done, &err);
+        steps++;
+        strbuf_append(&all_text, piece.buf ? piece.buf : "", piece.len);
+        if (!json && piece.len) { fwrite(piece.buf, 1, piece.len, stdout); fflush(stdout); }
     }
     double t2 = sys_time_sec();
-    if (text && !rc) {
+    if (text && rc == HS_OK) {
         strbuf_reset(&piece);
-        tokenizer_stream_flush(&ts, &piece);
+        session_generate_end(sn, &piece);
         strbuf_append(&all_text, piece.buf ? piece.buf : "", piece.len);
         if (!json && piece.len) fwrite(piece.buf, 1, piece.len, stdout);
     }
+    const struct session_report *rep = sn ? session_report(sn) : NULL;
+    /* a stop id ends the text and is not part of the output */
+    bool stopped = rep && rep->stop_reason == SESSION_STOP_END;
+    const char *stop_reason = stopped ? "stop" : "length";
+    int64_t n_out = steps - (stopped ? 1 : 0), n_decode = steps > 0 ? steps - 1 : 0;
+    const int32_t *out = sn ? session_output_ids(sn) : NULL;
     if (rc) {
         fprintf(stderr, "headstart run: %s\n", err.msg);
     } else {
@@ -393,13 +381,10 @@ int cmd_run(int argc, char **argv)
                    (long long)n, pf, (long long)n_out, dc);
         }
     }
-    seq_free(s);
-    sampler_free(smp);
+    session_free(sn);
     strbuf_free(&piece);
     strbuf_free(&all_text);
     model_text_free(&mt);
-    hs_free(out);
-    hs_free(logits);
     hs_free(ids);
     engine_free(e);
     model_free(m);

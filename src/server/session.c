@@ -514,6 +514,11 @@ const struct session_report *session_report(const struct session *s)
     return &s->rep;
 }
 
+const int32_t *session_output_ids(const struct session *s)
+{
+    return s->gen;
+}
+
 void session_take_report(struct session *s, struct session_report *out)
 {
     *out = s->rep;
