@@ -118,7 +118,11 @@ static const struct cli_command serve_cmd = {
     "every byte of the model's files, cached in BANK_DIR/model-ids; a big model not seen\n"
     "before is hashed in the background (the disk tier waits for it, the RAM bank does\n"
     "not). Replace a model by rename, not in place: a file written in place turns the bank\n"
-    "off for it, one truncated fails its requests.\n",
+    "off for it, one truncated fails its requests.\n"
+    "\n"
+    "Environment: HEADSTART_API_KEY (as --api-key). HEADSTART_TEST_EMIT=FILE is for tests\n"
+    "only (src/server/test_emit.c): FILE is a JSON array of strings, and each generation\n"
+    "emits the next one instead of what the model samples; the server warns at start.\n",
     .opts = serve_opts,
 };
 
