@@ -1,9 +1,8 @@
 /*
  * server — `headstart serve`: HTTP with libmicrohttpd (only server/http.c touches it),
  * routes, auth, limits, SSE streaming, and the scheduler: one engine thread owning the
- * model and all sequences, a bounded FIFO queue, the bank between requests. It is also
- * the one module that may see every other one, so the glue that joins a model's files to
- * the tokenizer and the chat template lives here (model_text.c).
+ * model and all sequences, a bounded FIFO queue, the bank between requests. A model's
+ * tokenizer and chat template come from the text module (text/text.h).
  *
  * Design note (contract; DESIGN.md §6):
  *   1. Nothing HTTP does ever blocks the engine thread: each connection thread waits only
@@ -22,31 +21,10 @@
 #include "api/api.h"
 #include "base/base.h"
 #include "model/model.h"
+#include "text/text.h"
 #include "tokenizer/tokenizer.h"
 
 #include <stdint.h>
-
-/* A model's text side: tokenizer, chat template and the token ids the bank and the
- * scheduler care about. Built from tokenizer.json + tokenizer_config.json (or
- * chat_template.jinja) for a Hugging Face directory, from tokenizer.ggml.* and
- * tokenizer.chat_template for a GGUF file. */
-struct model_text {
-    struct tokenizer *tok;
-    struct chat_template *tmpl;   /* NULL when the model has no chat template */
-    char *tmpl_source;            /* its source, NULL when none */
-    int32_t im_start_id;          /* -1 when the vocabulary has no <|im_start|> */
-    int32_t im_end_id;            /* -1 when absent */
-    int32_t eos_id;               /* <|endoftext|> (or the declared eos), -1 when absent */
-    int32_t system_ids[8];        /* the ids of "system" (head detection) */
-    int n_system_ids;
-    int32_t stop_ids[4];          /* generation stops at any of these */
-    int n_stop_ids;
-    char nfc;                     /* 1 when NFC normalisation is applied */
-};
-
-/* Load the tokenizer and template of a loaded model. Errors name the file and field. */
-int model_text_load(const struct model *m, struct model_text *out, struct hs_err *err);
-void model_text_free(struct model_text *t); /* safe on a zeroed struct */
 
 /* ---- `headstart serve` (http.c, sched.c) ---------------------------------------------- */
 
@@ -177,6 +155,7 @@ struct session_opts {
     int64_t n_ctx;                 /* > 0: the context: a prompt of n_ctx tokens or more is
                                       API_ERR_CONTEXT, output is cut at n_ctx - prompt */
     bool ignore_eos;               /* stop ids do not end generation (to max_tokens) */
+    unsigned text_flags;           /* the generated text's tokenizer decode flags (0: all) */
     session_start_fn on_start;     /* session_run: NULL = none; called with its ctx */
     session_prefill_fn on_prefill; /* session_run: NULL = the prefill is one step; otherwise
                                       it runs in chunks of about SESSION_PREFILL_CHUNK_S
@@ -241,6 +220,11 @@ struct session;
  * borrowed until session_free). */
 int session_new(struct engine *e, const struct model_text *mt, struct bank *bank, const struct api_request *rq,
                 const struct session_opts *o, struct session **out, struct hs_err *err);
+/* The prompt step for a prompt given as token ids (`headstart run`): no template, no stop
+ * strings, no context wording. mt (borrowed) may be NULL: then no stop ids and no text.
+ * Errors: an empty prompt, one of n_ctx tokens or more (HS_ERR_LIMIT), invalid sampling. */
+int session_new_ids(struct engine *e, const struct model_text *mt, struct bank *bank, const int32_t *ids, int64_t n,
+                    const struct session_opts *o, struct session **out, struct hs_err *err);
 /* The restore step: the model files checked, then bank_restore (RAM, then disk for a deeper
  * point) into the sequence. An error is the engine's or the bank's key space. */
 int session_restore(struct session *s, struct hs_err *err);
@@ -270,6 +254,9 @@ void session_cancel(struct session *s);
 int session_finish(struct session *s, struct hs_err *err);
 /* The report so far (owned by s). */
 const struct session_report *session_report(const struct session *s);
+/* The ids generated so far (owned by s; session_report's n_output is not set before
+ * session_take_report, so count the generate steps). */
+const int32_t *session_output_ids(const struct session *s);
 /* Move the report out (the caller frees it with session_report_free). */
 void session_take_report(struct session *s, struct session_report *out);
 void session_free(struct session *s); /* NULL is a no-op */

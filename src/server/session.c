@@ -191,67 +191,103 @@ static int prompt_ids(struct session *s, const struct api_request *rq, struct hs
     return rc;
 }
 
-int session_new(struct engine *e, const struct model_text *mt, struct bank *bank, const struct api_request *rq,
-                const struct session_opts *o, struct session **out, struct hs_err *err)
+static struct session *session_alloc(struct engine *e, const struct model_text *mt, struct bank *bank,
+                                     const struct session_opts *o)
 {
-    *out = NULL;
-    double t0 = sys_time_sec();
-    if (!mt->tmpl) return hs_err_set(err, HS_ERR_UNSUPPORTED, "the model has no chat template");
     struct session *s = hs_calloc(1, sizeof(*s));
+    s->t0 = sys_time_sec();
     s->e = e;
     s->mt = mt;
     s->bank = bank;
     s->disk = o->disk;
     s->o = *o;
-    s->t0 = t0;
     s->stop_hit = CHAT_STOP_NONE;
     strbuf_init(&s->forced);
     strbuf_init(&s->raw);
     strbuf_init(&s->text);
-    struct tokenizer_ids user = { 0 };
+    return s;
+}
+
+/* Everything after the prompt ids: the output cap (o->max_tokens, else the request's, else
+ * the default; within the context), the anchors, the sequence, the sampler. */
+static int session_setup(struct session *s, int64_t req_max_tokens, struct hs_err *err)
+{
+    const struct model_text *mt = s->mt;
+    const struct session_opts *o = &s->o;
+    struct session_report *r = &s->rep;
+    const int64_t n = s->n = (int64_t)s->ids.n;
+    if (s->forced.len) r->forced_text = hs_strndup(s->forced.buf, s->forced.len);
+    int64_t max_tokens = o->max_tokens > 0 ? o->max_tokens : req_max_tokens;
+    if (max_tokens <= 0) max_tokens = SESSION_DEFAULT_MAX_TOKENS;
+    if (o->n_ctx > 0 && max_tokens > o->n_ctx - n) max_tokens = o->n_ctx - n;
+    s->max_tokens = max_tokens;
+    r->prompt_tokens = n;
+    r->user_start = r->genprompt_start = -1;
+    if (mt) {
+        struct tokenizer_ids user = { 0 };
+        int rc = tokenizer_encode(mt->tok, "user", 4, 0, &user, err);
+        if (rc != HS_OK) return rc;
+        r->head_tokens = chat_head_length(s->ids.v, n, mt->im_start_id, mt->system_ids, mt->n_system_ids);
+        r->user_start = last_turn(s->ids.v, n, mt->im_start_id, user.v, user.n);
+        r->genprompt_start = last_turn(s->ids.v, n, mt->im_start_id, NULL, 0);
+        tokenizer_ids_free(&user);
+        tokenizer_stream_init(&s->ts, mt->tok, o->text_flags);
+    }
+    s->V = model_hparams(engine_model(s->e))->n_vocab;
+    s->keys = (struct bank_keys){ .fp = engine_fingerprint(s->e),
+                                  .kv_row_bytes = (size_t)engine_kv_row_bytes(s->e),
+                                  .snapshot_bytes = (size_t)engine_snapshot_bytes(s->e) };
+    s->sq = seq_new(s->e, n + max_tokens + 1);
+    s->smp = sampler_new(&o->sampling, s->V);
+    s->logits = hs_malloc((size_t)s->V * sizeof(float));
+    s->gen = hs_malloc((size_t)max_tokens * sizeof(int32_t));
+    r->stop_reason = SESSION_STOP_LENGTH;
+    if (!s->smp) return hs_err_set(err, HS_ERR_INVALID, "invalid sampling options");
+    s->start.prompt_tokens = n;
+    s->start.forced_text = s->forced.len ? s->forced.buf : "";
+    s->start.forced_len = s->forced.len;
+    return HS_OK;
+}
+
+int session_new(struct engine *e, const struct model_text *mt, struct bank *bank, const struct api_request *rq,
+                const struct session_opts *o, struct session **out, struct hs_err *err)
+{
+    *out = NULL;
+    if (!mt->tmpl) return hs_err_set(err, HS_ERR_UNSUPPORTED, "the model has no chat template");
+    struct session *s = session_alloc(e, mt, bank, o);
     int rc = prompt_ids(s, rq, err);
-    if (rc == HS_OK) rc = tokenizer_encode(mt->tok, "user", 4, 0, &user, err);
     if (rc == HS_OK && s->ids.n == 0) rc = hs_err_set(err, HS_ERR_INVALID, "the request renders to an empty prompt");
     if (rc == HS_OK && o->n_ctx > 0 && (int64_t)s->ids.n >= o->n_ctx) {
         char msg[HS_ERR_MSG_MAX];
         api_context_error(rq->kind, (int64_t)s->ids.n, o->n_ctx, msg, sizeof msg);
         rc = hs_err_set(err, API_ERR_CONTEXT, "%s", msg);
     }
+    if (rc == HS_OK) rc = session_setup(s, rq->max_tokens, err);
     if (rc != HS_OK) {
-        tokenizer_ids_free(&user);
         session_free(s);
         return rc;
     }
-    struct session_report *r = &s->rep;
-    const int64_t n = s->n = (int64_t)s->ids.n;
-    if (s->forced.len) r->forced_text = hs_strndup(s->forced.buf, s->forced.len);
-    int64_t max_tokens = o->max_tokens > 0 ? o->max_tokens : rq->max_tokens;
-    if (max_tokens <= 0) max_tokens = SESSION_DEFAULT_MAX_TOKENS;
-    if (o->n_ctx > 0 && max_tokens > o->n_ctx - n) max_tokens = o->n_ctx - n;
-    s->max_tokens = max_tokens;
-    r->prompt_tokens = n;
-    r->head_tokens = chat_head_length(s->ids.v, n, mt->im_start_id, mt->system_ids, mt->n_system_ids);
-    r->user_start = last_turn(s->ids.v, n, mt->im_start_id, user.v, user.n);
-    r->genprompt_start = last_turn(s->ids.v, n, mt->im_start_id, NULL, 0);
-    tokenizer_ids_free(&user);
+    *out = s;
+    return HS_OK;
+}
 
-    s->V = model_hparams(engine_model(e))->n_vocab;
-    s->keys = (struct bank_keys){ .fp = engine_fingerprint(e),
-                                  .kv_row_bytes = (size_t)engine_kv_row_bytes(e),
-                                  .snapshot_bytes = (size_t)engine_snapshot_bytes(e) };
-    s->sq = seq_new(e, n + max_tokens + 1);
-    s->smp = sampler_new(&o->sampling, s->V);
-    s->logits = hs_malloc((size_t)s->V * sizeof(float));
-    s->gen = hs_malloc((size_t)max_tokens * sizeof(int32_t));
-    r->stop_reason = SESSION_STOP_LENGTH;
-    tokenizer_stream_init(&s->ts, mt->tok, 0);
-    if (!s->smp) {
+int session_new_ids(struct engine *e, const struct model_text *mt, struct bank *bank, const int32_t *ids, int64_t n,
+                    const struct session_opts *o, struct session **out, struct hs_err *err)
+{
+    *out = NULL;
+    if (n <= 0) return hs_err_set(err, HS_ERR_INVALID, "the prompt is empty");
+    if (o->n_ctx > 0 && n >= o->n_ctx)
+        return hs_err_set(err, HS_ERR_LIMIT, "the prompt has %lld tokens; the context holds %lld", (long long)n,
+                          (long long)o->n_ctx);
+    struct session *s = session_alloc(e, mt, bank, o);
+    s->ids.v = hs_malloc((size_t)n * sizeof(int32_t));
+    memcpy(s->ids.v, ids, (size_t)n * sizeof(int32_t));
+    s->ids.n = (size_t)n;
+    int rc = session_setup(s, 0, err);
+    if (rc != HS_OK) {
         session_free(s);
-        return hs_err_set(err, HS_ERR_INVALID, "invalid sampling options");
+        return rc;
     }
-    s->start.prompt_tokens = n;
-    s->start.forced_text = s->forced.len ? s->forced.buf : "";
-    s->start.forced_len = s->forced.len;
     *out = s;
     return HS_OK;
 }
@@ -367,7 +403,7 @@ int session_generate(struct session *s, struct strbuf *piece, bool *emit, bool *
     sampler_accept(s->smp, tok);
     if (s->n_gen == 1) r->ttft_ms = (sys_time_sec() - s->t0) * 1e3;
     bool stop = false;
-    for (int k = 0; k < s->mt->n_stop_ids; k++) stop |= tok == s->mt->stop_ids[k];
+    for (int k = 0; s->mt && k < s->mt->n_stop_ids; k++) stop |= tok == s->mt->stop_ids[k];
     if (stop && !s->o.ignore_eos) {
         r->stop_reason = SESSION_STOP_END;
         s->state = SESSION_GENERATED;
@@ -377,7 +413,8 @@ int session_generate(struct session *s, struct strbuf *piece, bool *emit, bool *
     /* an id with no piece (a padding row of the vocabulary) has no text */
     size_t plen, before = piece->len;
     int rc = HS_OK;
-    if (tokenizer_piece(s->mt->tok, tok, &plen)) rc = tokenizer_stream_push(&s->ts, tok, s->stopper ? &s->raw : piece, err);
+    if (s->mt && tokenizer_piece(s->mt->tok, tok, &plen))
+        rc = tokenizer_stream_push(&s->ts, tok, s->stopper ? &s->raw : piece, err);
     if (s->stopper && s->raw.len) {
         s->stop_hit = chat_stop_feed(s->stopper, s->raw.buf, s->raw.len, piece);
         strbuf_reset(&s->raw);
@@ -399,7 +436,7 @@ void session_generate_end(struct session *s, struct strbuf *piece)
     struct session_report *r = &s->rep;
     if (s->state == SESSION_CANCELLED || s->state == SESSION_DONE) return;
     size_t before = piece->len;
-    if (s->stop_hit == CHAT_STOP_NONE) {
+    if (s->stop_hit == CHAT_STOP_NONE && s->mt) {
         tokenizer_stream_flush(&s->ts, s->stopper ? &s->raw : piece);
         if (s->stopper) {
             s->stop_hit = chat_stop_feed(s->stopper, s->raw.buf, s->raw.len, piece);
@@ -427,9 +464,10 @@ int session_finish(struct session *s, struct hs_err *err)
     struct session_report *r = &s->rep;
     if (s->state == SESSION_DONE) return HS_OK;
     s->state = SESSION_DONE;
-    /* feed the last token so the sequence sits at the end of the path (invariant 4) */
+    /* feed the last token so the sequence sits at the end of the path the bank stores
+     * (invariant 4) */
     int rc = HS_OK;
-    if (s->n_gen > 0 && s->prefilled) rc = engine_forward(s->e, s->sq, &s->gen[s->n_gen - 1], 1, NULL, 0, NULL, 0, NULL, err);
+    if (s->n_gen > 0 && s->prefilled && s->bank) rc = engine_forward(s->e, s->sq, &s->gen[s->n_gen - 1], 1, NULL, 0, NULL, 0, NULL, err);
     struct hs_err ferr;
     hs_err_clear(&ferr);
     if (rc == HS_OK && s->prefilled && s->bank && model_files_check(engine_model(s->e), &ferr) != HS_OK) {
@@ -474,6 +512,11 @@ int session_finish(struct session *s, struct hs_err *err)
 const struct session_report *session_report(const struct session *s)
 {
     return &s->rep;
+}
+
+const int32_t *session_output_ids(const struct session *s)
+{
+    return s->gen;
 }
 
 void session_take_report(struct session *s, struct session_report *out)
