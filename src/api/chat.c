@@ -1,6 +1,6 @@
 /*
  * chat.c — a model's chat template bound to its special tokens, rendering neutral
- * conversations (api.h) into prompt text through the Jinja interpreter (jinja.c).
+ * conversations (api.h) into prompt text through the Jinja interpreter (jinja/jinja.h).
  *
  * The render context is what transformers' apply_chat_template passes, so templates take
  * the same branches they take in Python:
@@ -15,6 +15,7 @@
  *   bos_token, eos_token   only when the model has them
  */
 #include "api/api.h"
+#include "jinja/jinja.h"
 
 #include <string.h>
 

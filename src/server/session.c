@@ -53,6 +53,7 @@
  *   9. TEST ONLY: with serve's HEADSTART_TEST_EMIT on (test_emit.c), the generated ids are
  *      the next scripted text's instead of sampled ones; everything else is unchanged.
  */
+#include "jinja/jinja.h"
 #include "server/server.h"
 #include "server/server_int.h"
 #include "sys/sys.h"

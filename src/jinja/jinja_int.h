@@ -1,12 +1,12 @@
 /*
- * jinja_int.h — private to src/api/jinja*.c: the syntax tree, the runtime values and the
- * Python-compatible formatting helpers shared by the compiler (jinja.c), the evaluator
- * (jinja_eval.c) and the value library (jinja_value.c).
+ * jinja_int.h — private to src/jinja/: the tokens (lex.c -> parse.c), the syntax tree
+ * (parse.c -> eval.c), the runtime values and Python-compatible formatting (value.c) and
+ * the evaluator's interface to the builtins (eval.c <-> builtins.c).
  */
-#ifndef HS_API_JINJA_INT_H
-#define HS_API_JINJA_INT_H
+#ifndef HS_JINJA_INT_H
+#define HS_JINJA_INT_H
 
-#include "api/api.h"
+#include "jinja/jinja.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -112,6 +112,35 @@ void utf8_put(struct strbuf *sb, uint32_t cp);
 int jinja_dumps(const json_t *v, int indent, bool ensure_ascii, bool sort_keys,
                 const char *item_sep, const char *key_sep, struct strbuf *out);
 
+/* ---- compile-time memory (parse.c) ---------------------------------------------------- */
+
+/* Zeroed, 16-byte aligned memory that lives until jinja_arena_free(*arena). */
+void *jinja_arena_alloc(void **arena, size_t n);
+char *jinja_arena_strndup(void **arena, const char *s, size_t n);  /* NUL-terminated copy */
+void jinja_arena_free(void *arena);
+
+/* ---- tokens (lex.c) -------------------------------------------------------------------- */
+
+enum jtok_kind {
+    JTK_TEXT, JTK_VAR_BEGIN, JTK_VAR_END, JTK_BLOCK_BEGIN, JTK_BLOCK_END,
+    JTK_NAME, JTK_STRING, JTK_INT, JTK_FLOAT, JTK_OP, JTK_EOF,
+};
+
+struct jtoken {
+    enum jtok_kind kind;
+    int line, col;
+    const char *s;   /* TEXT / NAME / STRING (decoded) / OP; arena-owned, NUL-terminated */
+    size_t len;
+    int64_t ival;
+    double fval;
+};
+
+/* Lex a whole template: newlines normalised, whitespace control applied (jinja.h,
+ * invariant 2), ending with one JTK_EOF. Token strings go to *arena; *toks (NULL on error)
+ * is the caller's to hs_free. Errors name the line and column. */
+int jinja_lex(const char *source, size_t len, void **arena, struct jtoken **toks, size_t *n_toks,
+              struct hs_err *err);
+
 /* ---- syntax tree ----------------------------------------------------------------------- */
 
 enum jnode_kind {
@@ -128,8 +157,8 @@ enum jop {
     JOP_EQ, JOP_NE, JOP_LT, JOP_LE, JOP_GT, JOP_GE, JOP_IN, JOP_NOTIN,
 };
 
-/* One node shape for all kinds; the comment of each kind in jinja.c says which fields it
- * uses. Nodes live in the template's arena and are immutable after compilation. */
+/* One node shape for all kinds; each field's comment says which kinds use it. Nodes live
+ * in the template's arena and are immutable after compilation. */
 struct jnode {
     enum jnode_kind kind;
     int line;
@@ -157,7 +186,7 @@ struct jinja_template {
     void *arena;      /* every node and string of the tree */
 };
 
-/* ---- evaluator internals (jinja_eval.c <-> jinja_builtin.c) ---------------------------- */
+/* ---- evaluator internals (eval.c <-> builtins.c) ---------------------------------------- */
 
 struct scope;
 
@@ -202,7 +231,7 @@ void jinja_html_escape(const char *s, size_t n, struct strbuf *out);
 int jinja_binop(struct rctx *r, int line, int op, const struct jv *a, const struct jv *b, struct jv *out);
 int jinja_compare(struct rctx *r, int line, int op, const struct jv *a, const struct jv *b, bool *out);
 
-/* jinja_builtin.c */
+/* builtins.c */
 int jinja_method_find(enum jv_kind kind, const char *name);  /* method id, or -1 */
 int jinja_func_find(const char *name);                       /* global function id, or -1 */
 struct jv jinja_method_value(const struct jv *recv, int id);
@@ -214,12 +243,8 @@ int jinja_filter(struct rctx *r, int line, const char *name, const struct jv *v,
 int jinja_test(struct rctx *r, int line, const char *name, const struct jv *v,
                const struct args *a, bool *out);
 
-/* Whether a filter / test name exists (jinja_builtin.c); unknown names fail at compile time,
- * as in Jinja2. */
+/* Whether a filter / test name exists; unknown names fail at compile time, as in Jinja2. */
 bool jinja_filter_known(const char *name);
 bool jinja_test_known(const char *name);
-/* Render body nodes (jinja_eval.c). */
-int jinja_eval_render(const struct jinja_template *t, const json_t *ctx, struct strbuf *out,
-                      struct hs_err *err);
 
 #endif

@@ -3,7 +3,7 @@
  * produced by Python jinja2 with transformers' settings (tools/ref/render.py) and is
  * compared byte for byte; error cases must fail with a message that names the line.
  */
-#include "api/api.h"
+#include "jinja/jinja.h"
 
 #include <criterion/criterion.h>
 #include <string.h>

@@ -1,9 +1,15 @@
 /*
- * jinja_value.c — runtime values of the Jinja interpreter and the Python behaviour they
- * must copy: truthiness, ==, ordering, str(), repr(), float repr, and json.dumps for the
- * `tojson` filter (see jinja.c for the design note).
+ * value.c — runtime values of the Jinja interpreter and the Python behaviour they must
+ * copy: truthiness, ==, ordering, str(), repr(), float repr, and json.dumps for the
+ * `tojson` filter (jinja.h has the design note).
+ *
+ * Invariants:
+ *   1. A value owns exactly one reference to its JSON (or loop record) when it has one;
+ *      jv_copy adds one and jv_free drops it, so values can be passed by struct copy.
+ *   2. Formatting is Python's, byte for byte, for every value a template can print or
+ *      serialise (repr of floats: the shortest digits that read back).
  */
-#include "api/jinja_int.h"
+#include "jinja/jinja_int.h"
 
 #include <math.h>
 #include <pthread.h>

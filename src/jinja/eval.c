@@ -1,10 +1,18 @@
 /*
- * jinja_eval.c — rendering: scopes, expression evaluation with Jinja2's attribute and
- * Undefined rules, Python arithmetic and comparisons, calls, macros and statements. The
- * builtins (methods, tests, filters, globals) are in jinja_builtin.c; see jinja.c for the
- * design note.
+ * eval.c — rendering, the last stage: scopes, expression evaluation with Jinja2's
+ * attribute and Undefined rules, Python arithmetic and comparisons, calls, macros and
+ * statements. The builtins (methods, tests, filters, globals) are in builtins.c; jinja.h
+ * has the design note.
+ *
+ * Invariants:
+ *   1. A render reads the tree and the context and never writes either; all it owns is
+ *      its scopes and values, freed before it returns.
+ *   2. The output is appended only when the whole render succeeds: a failed render leaves
+ *      `out` as it was.
+ *   3. Recursion is bounded (MAX_EVAL_DEPTH, MAX_CALL_DEPTH): deep expressions and
+ *      recursive macros end in an error naming the line, never a crash.
  */
-#include "api/jinja_int.h"
+#include "jinja/jinja_int.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -1070,9 +1078,11 @@ static int exec_body(struct rctx *r, struct scope *s, struct jnode *const *body,
     return HS_OK;
 }
 
-int jinja_eval_render(const struct jinja_template *t, const json_t *ctx, struct strbuf *out,
-                      struct hs_err *err)
+int jinja_render(const struct jinja_template *t, const json_t *ctx, struct strbuf *out,
+                 struct hs_err *err)
 {
+    if (ctx && !json_is_object(ctx))
+        return hs_err_set(err, HS_ERR_INVALID, "jinja: the render context must be a JSON object");
     struct scope root = {0};
     struct rctx r = {.ctx = ctx, .root = &root, .err = err};
     struct strbuf sb;

@@ -1,10 +1,10 @@
 /*
- * jinja_builtin.c — the builtins of the Jinja interpreter, each copying the Python
- * behaviour transformers' jinja2 shows: string and dict methods, tests, filters and the
- * global functions (see jinja.c for the design note). The name tables here are the whole
- * supported set; jinja.c rejects unknown filter and test names at compile time.
+ * builtins.c — the builtins of the Jinja interpreter, each copying the Python behaviour
+ * transformers' jinja2 shows: string and dict methods, tests, filters and the global
+ * functions (jinja.h has the design note). The name tables here are the whole supported
+ * set; parse.c rejects unknown filter and test names at compile time.
  */
-#include "api/jinja_int.h"
+#include "jinja/jinja_int.h"
 
 #include <locale.h>
 #include <math.h>
