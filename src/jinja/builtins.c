@@ -1,8 +1,17 @@
 /*
  * builtins.c — the builtins of the Jinja interpreter, each copying the Python behaviour
- * transformers' jinja2 shows: string and dict methods, tests, filters and the global
- * functions (jinja.h has the design note). The name tables here are the whole supported
- * set; parse.c rejects unknown filter and test names at compile time.
+ * transformers' jinja2 shows: string, dict and list methods, tests, filters and the global
+ * functions (jinja.h has the design note).
+ *
+ * Invariants:
+ *   1. BUILTINS (the table at the end) is the whole supported set: parse.c resolves filter
+ *      and test names against it when it compiles (unknown ones are refused there, or
+ *      fail when they run inside {% if %}), attribute lookup resolves methods against it,
+ *      name lookup global functions, and every call goes through the row it found.
+ *   2. One function may serve several rows; the row's variant says which behaviour
+ *      (strip's side, a comparison's operator), so the name never steers the code.
+ *   3. Builtins are pure functions of their arguments (strftime_now aside): they never
+ *      keep state between calls.
  */
 #include "jinja/jinja_int.h"
 
@@ -17,59 +26,6 @@
 
 enum { MAX_RANGE = 1 << 20 };
 
-/* ---- names ------------------------------------------------------------------------ */
-
-enum func_id { F_RANGE, F_NAMESPACE, F_DICT, F_RAISE, F_STRFTIME };
-static const char *const FUNC_NAMES[] = {"range", "namespace", "dict", "raise_exception", "strftime_now"};
-
-enum method_id {
-    M_STRIP, M_LSTRIP, M_RSTRIP, M_SPLIT, M_STARTSWITH, M_ENDSWITH, M_REPLACE, M_UPPER,
-    M_LOWER, M_TITLE, M_CAPITALIZE, M_COUNT, M_FIND, M_RFIND, M_JOIN, M_ISSPACE, M_ISDIGIT,
-    M_FORMAT, M_STR_END,
-    M_GET = M_STR_END, M_ITEMS, M_KEYS, M_VALUES, M_DICT_END,
-    M_LCOUNT = M_DICT_END, M_INDEX, M_LIST_END,
-};
-static const char *const METHOD_NAMES[] = {
-    "strip", "lstrip", "rstrip", "split", "startswith", "endswith", "replace", "upper",
-    "lower", "title", "capitalize", "count", "find", "rfind", "join", "isspace", "isdigit",
-    "format", "get", "items", "keys", "values",
-    "count", "index",
-};
-
-static int find_method(const char *name, int from, int to)
-{
-    for (int i = from; i < to; i++)
-        if (!strcmp(METHOD_NAMES[i], name))
-            return i;
-    return -1;
-}
-
-int jinja_method_find(enum jv_kind kind, const char *name)
-{
-    switch (kind) {
-    case JV_STR: return find_method(name, 0, M_STR_END);
-    case JV_DICT: return find_method(name, M_GET, M_DICT_END);
-    case JV_LIST: return find_method(name, M_LCOUNT, M_LIST_END);
-    default: return -1;
-    }
-}
-
-int jinja_func_find(const char *name)
-{
-    for (size_t k = 0; k < HS_ARRAY_LEN(FUNC_NAMES); k++)
-        if (!strcmp(FUNC_NAMES[k], name))
-            return (int)k;
-    return -1;
-}
-
-struct jv jinja_method_value(const struct jv *recv, int id)
-{
-    struct jv m = {0};
-    m.kind = JV_METHOD;
-    m.id = id;
-    m.u.j = json_incref(recv->u.j);
-    return m;
-}
 
 /* ---- string helpers --------------------------------------------------------------------- */
 
@@ -370,295 +326,333 @@ static int need_str(struct rctx *r, int line, const struct jv *v, const char *wh
     return HS_OK;
 }
 
-int jinja_call_method(struct rctx *r, int line, const struct jv *m, const struct args *a, struct jv *out)
+
+/* Methods: c->v is the receiver (a str, dict or list as the row's kind says). */
+
+static int m_strip(const struct jcall *c, struct jv *out)
 {
-    struct jv self = jv_from_json(m->u.j);
-    const char *name = METHOD_NAMES[m->id];
+    const struct jv *a0 = jinja_arg(c->a, 0, NULL);
+    int rc;
+    if (a0 && a0->kind != JV_NONE && (rc = need_str(c->r, c->line, a0, c->b->name)) != HS_OK)
+        return rc;
+    *out = str_strip(c->v, a0, c->b->variant);
+    return HS_OK;
+}
+
+static int m_split(const struct jcall *c, struct jv *out)
+{
+    const struct jv *sep = jinja_arg(c->a, 0, "sep"), *mx = jinja_arg(c->a, 1, "maxsplit");
+    int rc;
+    if (sep && sep->kind != JV_NONE) {
+        if ((rc = need_str(c->r, c->line, sep, c->b->name)) != HS_OK)
+            return rc;
+        if (jv_len(sep) == 0)
+            return jinja_err(c->r, c->line, "empty separator");
+    }
+    json_t *l = str_split(c->v, sep, mx && mx->kind == JV_INT ? mx->u.i : -1);
+    *out = jv_from_json(l);
+    json_decref(l);
+    return HS_OK;
+}
+
+/* startswith (variant 1) / endswith (0): a string or a tuple of strings */
+static int m_affix(const struct jcall *c, struct jv *out)
+{
+    const struct jv *a0 = jinja_arg(c->a, 0, NULL);
+    const char *name = c->b->name;
     int rc = HS_OK;
-    const struct jv *a0 = jinja_arg(a, 0, NULL), *a1 = jinja_arg(a, 1, NULL);
-    switch (m->id) {
-    case M_STRIP: case M_LSTRIP: case M_RSTRIP:
-        if (a0 && a0->kind != JV_NONE && (rc = need_str(r, line, a0, name)) != HS_OK)
-            break;
-        *out = str_strip(&self, a0, m->id == M_STRIP ? 3 : m->id == M_LSTRIP ? 1 : 2);
-        break;
-    case M_SPLIT: {
-        const struct jv *sep = jinja_arg(a, 0, "sep"), *mx = jinja_arg(a, 1, "maxsplit");
-        if (sep && sep->kind != JV_NONE) {
-            if ((rc = need_str(r, line, sep, name)) != HS_OK)
-                break;
-            if (jv_len(sep) == 0) {
-                rc = jinja_err(r, line, "empty separator");
-                break;
-            }
-        }
-        json_t *l = str_split(&self, sep, mx && mx->kind == JV_INT ? mx->u.i : -1);
-        *out = jv_from_json(l);
-        json_decref(l);
-        break;
-    }
-    case M_STARTSWITH: case M_ENDSWITH: {
-        if (!a0) {
-            rc = jinja_err(r, line, "%s() takes at least 1 argument", name);
-            break;
-        }
-        bool hit = false;
-        if (a0->kind == JV_LIST && a0->tuple) {
-            for (size_t i = 0; i < json_array_size(a0->u.j) && rc == HS_OK; i++) {
-                struct jv x = jv_from_json(json_array_get(a0->u.j, i));
-                if ((rc = need_str(r, line, &x, name)) == HS_OK && str_affix(&self, &x, m->id == M_STARTSWITH))
-                    hit = true;
-                jv_free(&x);
-            }
-        } else if ((rc = need_str(r, line, a0, name)) == HS_OK) {
-            hit = str_affix(&self, a0, m->id == M_STARTSWITH);
-        }
-        *out = jv_bool(hit);
-        break;
-    }
-    case M_REPLACE: {
-        const struct jv *cnt = jinja_arg(a, 2, "count");
-        if ((rc = need_str(r, line, a0, name)) != HS_OK || (rc = need_str(r, line, a1, name)) != HS_OK)
-            break;
-        *out = str_replace(&self, a0, a1, cnt && cnt->kind == JV_INT ? cnt->u.i : -1);
-        break;
-    }
-    case M_UPPER: *out = str_case(&self, 1); break;
-    case M_LOWER: *out = str_case(&self, 0); break;
-    case M_TITLE: *out = str_case(&self, 3); break;
-    case M_CAPITALIZE: *out = str_case(&self, 2); break;
-    case M_COUNT: case M_FIND: case M_RFIND: {
-        if ((rc = need_str(r, line, a0, name)) != HS_OK)
-            break;
-        const char *s = jv_str(&self), *p = jv_str(a0);
-        size_t n = jv_len(&self), pn = jv_len(a0);
-        if (m->id == M_COUNT) {
-            int64_t c = 0;
-            if (pn == 0) {
-                c = (int64_t)utf8_count(s, n) + 1;
-            } else {
-                for (const char *h = s; (h = memmem(h, n - (size_t)(h - s), p, pn)) != NULL; h += pn)
-                    c++;
-            }
-            *out = jv_int(c);
-        } else if (m->id == M_FIND) {
-            const char *h = memmem(s, n, p, pn);
-            *out = jv_int(h ? cp_index(s, h) : -1);
-        } else {
-            const char *last = NULL;
-            for (const char *h = s; h <= s + n && (h = memmem(h, n - (size_t)(h - s), p, pn)) != NULL; h++)
-                last = h;
-            if (pn == 0)
-                last = s + n;
-            *out = jv_int(last ? cp_index(s, last) : -1);
-        }
-        break;
-    }
-    case M_JOIN: {
-        json_t *items = NULL;
-        if (!a0) {
-            rc = jinja_err(r, line, "join() takes exactly one argument");
-            break;
-        }
-        if ((rc = jinja_iter(r, line, a0, &items)) != HS_OK)
-            break;
-        struct strbuf sb;
-        strbuf_init(&sb);
-        for (size_t i = 0; i < json_array_size(items); i++) {
-            json_t *it = json_array_get(items, i);
-            if (!json_is_string(it)) {
-                rc = jinja_err(r, line, "sequence item %zu: expected str instance", i);
-                break;
-            }
-            if (i)
-                strbuf_append(&sb, jv_str(&self), jv_len(&self));
-            strbuf_append(&sb, json_string_value(it), json_string_length(it));
-        }
-        json_decref(items);
-        if (rc != HS_OK) {
-            strbuf_free(&sb);
-            break;
-        }
-        *out = sb.len ? jv_str_take(&sb) : (strbuf_free(&sb), jv_strn("", 0));
-        break;
-    }
-    case M_ISSPACE: case M_ISDIGIT: {
-        const char *s = jv_str(&self);
-        size_t n = jv_len(&self);
-        bool ok = n > 0;
-        for (size_t i = 0; i < n && ok;) {
-            uint32_t cp = utf8_next(s, n, &i);
-            ok = m->id == M_ISSPACE ? py_is_space(cp) : (cp >= '0' && cp <= '9');
-        }
-        *out = jv_bool(ok);
-        break;
-    }
-    case M_FORMAT:
-        rc = str_format(r, line, &self, a, out);
-        break;
-    case M_GET: {
-        if (!a0) {
-            rc = jinja_err(r, line, "get expected at least 1 argument");
-            break;
-        }
-        json_t *j = a0->kind == JV_STR ? json_object_get(self.u.j, jv_str(a0)) : NULL;
-        *out = j ? jv_from_json(j) : a1 ? jv_copy(a1) : jv_none();
-        break;
-    }
-    case M_ITEMS: case M_KEYS: case M_VALUES: {
-        json_t *l = json_array();
-        const char *k;
-        json_t *val;
-        json_object_foreach(self.u.j, k, val) {
-            if (m->id == M_KEYS) {
-                json_array_append_new(l, json_string_nocheck(k));
-            } else if (m->id == M_VALUES) {
-                json_array_append(l, val);
-            } else {
-                json_t *pair = json_array();
-                json_array_append_new(pair, json_string_nocheck(k));
-                json_array_append(pair, val);
-                json_array_append_new(l, pair);
-            }
-        }
-        *out = jinja_seq(l, JV_SEQ_VIEW);
-        break;
-    }
-    case M_LCOUNT: case M_INDEX: {
-        if (!a0) {
-            rc = jinja_err(r, line, "%s() takes exactly one argument", name);
-            break;
-        }
-        int64_t c = 0, first = -1;
-        for (size_t i = 0; i < json_array_size(self.u.j); i++) {
-            struct jv x = jv_from_json(json_array_get(self.u.j, i));
-            if (jv_equal(&x, a0)) {
-                c++;
-                if (first < 0)
-                    first = (int64_t)i;
-            }
+    if (!a0)
+        return jinja_err(c->r, c->line, "%s() takes at least 1 argument", name);
+    bool hit = false, start = c->b->variant;
+    if (a0->kind == JV_LIST && a0->tuple) {
+        for (size_t i = 0; i < json_array_size(a0->u.j) && rc == HS_OK; i++) {
+            struct jv x = jv_from_json(json_array_get(a0->u.j, i));
+            if ((rc = need_str(c->r, c->line, &x, name)) == HS_OK && str_affix(c->v, &x, start))
+                hit = true;
             jv_free(&x);
         }
-        if (m->id == M_INDEX && first < 0)
-            rc = jinja_err(r, line, "value is not in list");
-        else
-            *out = jv_int(m->id == M_LCOUNT ? c : first);
-        break;
+    } else if ((rc = need_str(c->r, c->line, a0, name)) == HS_OK) {
+        hit = str_affix(c->v, a0, start);
     }
-    default:
-        rc = jinja_err(r, line, "unsupported method '%s'", name);
-    }
-    jv_free(&self);
+    *out = jv_bool(hit);
     return rc;
 }
 
-/* ---- tests ------------------------------------------------------------------------------ */
-
-static const char *const TEST_NAMES[] = {
-    "defined", "undefined", "none", "string", "mapping", "iterable", "sequence", "number",
-    "integer", "float", "boolean", "true", "false", "callable", "odd", "even", "divisibleby",
-    "eq", "equalto", "==", "ne", "!=", "lt", "lessthan", "<", "le", "<=", "gt", "greaterthan",
-    ">", "ge", ">=", "in", "lower", "upper", "sameas", "escaped", NULL,
-};
-
-bool jinja_test_known(const char *name)
+static int m_replace(const struct jcall *c, struct jv *out)
 {
-    for (int i = 0; TEST_NAMES[i]; i++)
-        if (!strcmp(TEST_NAMES[i], name))
-            return true;
-    return false;
+    const struct jv *a0 = jinja_arg(c->a, 0, NULL), *a1 = jinja_arg(c->a, 1, NULL);
+    const struct jv *cnt = jinja_arg(c->a, 2, "count");
+    int rc;
+    if ((rc = need_str(c->r, c->line, a0, c->b->name)) != HS_OK ||
+        (rc = need_str(c->r, c->line, a1, c->b->name)) != HS_OK)
+        return rc;
+    *out = str_replace(c->v, a0, a1, cnt && cnt->kind == JV_INT ? cnt->u.i : -1);
+    return HS_OK;
 }
 
-int jinja_test(struct rctx *r, int line, const char *name, const struct jv *v,
-                      const struct args *a, bool *out)
+/* upper, lower, title, capitalize: the variant is str_case's mode */
+static int m_case(const struct jcall *c, struct jv *out)
 {
-    const struct jv *a0 = jinja_arg(a, 0, NULL);
-    enum jv_kind k = v->kind;
-    if (!strcmp(name, "defined")) *out = k != JV_UNDEF;
-    else if (!strcmp(name, "undefined")) *out = k == JV_UNDEF;
-    else if (!strcmp(name, "none")) *out = k == JV_NONE;
-    else if (!strcmp(name, "string")) *out = k == JV_STR;
-    else if (!strcmp(name, "mapping")) *out = k == JV_DICT;
-    else if (!strcmp(name, "iterable")) *out = k == JV_STR || k == JV_LIST || k == JV_DICT || k == JV_UNDEF || k == JV_LOOP;
-    else if (!strcmp(name, "sequence"))
-        *out = k == JV_STR || (k == JV_LIST && v->seq != JV_SEQ_GEN && v->seq != JV_SEQ_VIEW) || k == JV_DICT || k == JV_UNDEF;
-    else if (!strcmp(name, "number")) *out = jv_is_number(v);
-    else if (!strcmp(name, "integer")) *out = k == JV_INT;
-    else if (!strcmp(name, "float")) *out = k == JV_FLOAT;
-    else if (!strcmp(name, "boolean")) *out = k == JV_BOOL;
-    else if (!strcmp(name, "true")) *out = k == JV_BOOL && v->u.b;
-    else if (!strcmp(name, "false")) *out = k == JV_BOOL && !v->u.b;
-    else if (!strcmp(name, "callable")) *out = k == JV_MACRO || k == JV_FUNC || k == JV_METHOD;
-    else if (!strcmp(name, "escaped")) *out = k == JV_STR && v->markup;
-    else if (!strcmp(name, "odd") || !strcmp(name, "even") || !strcmp(name, "divisibleby")) {
-        if (k == JV_UNDEF)
-            return jinja_undef_err(r, line, v);
-        if (k != JV_INT && k != JV_BOOL)
-            return jinja_err(r, line, "the '%s' test needs an integer", name);
-        int64_t x = k == JV_INT ? v->u.i : v->u.b;
-        if (name[0] == 'd') {
-            if (!a0 || a0->kind != JV_INT || a0->u.i == 0)
-                return jinja_err(r, line, "divisibleby needs a non-zero integer argument");
-            *out = x % a0->u.i == 0;
+    *out = str_case(c->v, c->b->variant);
+    return HS_OK;
+}
+
+enum { FIND_COUNT, FIND_FIRST, FIND_LAST };
+
+/* count, find, rfind */
+static int m_find(const struct jcall *c, struct jv *out)
+{
+    const struct jv *a0 = jinja_arg(c->a, 0, NULL);
+    int rc;
+    if ((rc = need_str(c->r, c->line, a0, c->b->name)) != HS_OK)
+        return rc;
+    const char *s = jv_str(c->v), *p = jv_str(a0);
+    size_t n = jv_len(c->v), pn = jv_len(a0);
+    if (c->b->variant == FIND_COUNT) {
+        int64_t k = 0;
+        if (pn == 0) {
+            k = (int64_t)utf8_count(s, n) + 1;
         } else {
-            *out = ((x % 2 + 2) % 2 == 1) == (name[0] == 'o');
+            for (const char *h = s; (h = memmem(h, n - (size_t)(h - s), p, pn)) != NULL; h += pn)
+                k++;
         }
-    } else if (!strcmp(name, "lower") || !strcmp(name, "upper")) {
-        if (k != JV_STR) {
-            *out = false;
-            return HS_OK;
-        }
-        bool lo = !strcmp(name, "lower"), cased = false, ok = true;
-        for (size_t i = 0; i < jv_len(v); i++) {
-            char c = jv_str(v)[i];
-            if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
-                cased = true;
-            if (lo ? (c >= 'A' && c <= 'Z') : (c >= 'a' && c <= 'z'))
-                ok = false;
-        }
-        *out = ok && cased;
-    } else if (!strcmp(name, "sameas")) {
-        if (!a0)
-            return jinja_err(r, line, "sameas needs an argument");
-        *out = a0->kind == k && (k == JV_NONE || k == JV_UNDEF || (k == JV_BOOL && a0->u.b == v->u.b) ||
-                                 ((k == JV_LIST || k == JV_DICT || k == JV_STR || k == JV_NS) && a0->u.j == v->u.j));
+        *out = jv_int(k);
+    } else if (c->b->variant == FIND_FIRST) {
+        const char *h = memmem(s, n, p, pn);
+        *out = jv_int(h ? cp_index(s, h) : -1);
     } else {
-        static const struct { const char *n; int op; } cmp[] = {
-            {"eq", JOP_EQ}, {"equalto", JOP_EQ}, {"==", JOP_EQ}, {"ne", JOP_NE}, {"!=", JOP_NE},
-            {"lt", JOP_LT}, {"lessthan", JOP_LT}, {"<", JOP_LT}, {"le", JOP_LE}, {"<=", JOP_LE},
-            {"gt", JOP_GT}, {"greaterthan", JOP_GT}, {">", JOP_GT}, {"ge", JOP_GE}, {">=", JOP_GE},
-            {"in", JOP_IN},
-        };
-        for (size_t i = 0; i < HS_ARRAY_LEN(cmp); i++)
-            if (!strcmp(cmp[i].n, name)) {
-                if (!a0)
-                    return jinja_err(r, line, "the '%s' test needs an argument", name);
-                return jinja_compare(r, line, cmp[i].op, v, a0, out);
-            }
-        return jinja_err(r, line, "no test named '%s'", name);
+        const char *last = NULL;
+        for (const char *h = s; h <= s + n && (h = memmem(h, n - (size_t)(h - s), p, pn)) != NULL; h++)
+            last = h;
+        if (pn == 0)
+            last = s + n;
+        *out = jv_int(last ? cp_index(s, last) : -1);
     }
     return HS_OK;
 }
 
-/* ---- filters ---------------------------------------------------------------------------- */
-
-static const char *const FILTER_NAMES[] = {
-    "tojson", "trim", "length", "count", "string", "items", "default", "d", "join", "lower",
-    "upper", "capitalize", "title", "first", "last", "list", "replace", "int", "float", "safe",
-    "e", "escape", "map", "selectattr", "rejectattr", "select", "reject", "reverse", "unique",
-    "abs", "sort", "dictsort", "min", "max", "sum", "indent", NULL,
-};
-
-bool jinja_filter_known(const char *name)
+static int m_join(const struct jcall *c, struct jv *out)
 {
-    for (int i = 0; FILTER_NAMES[i]; i++)
-        if (!strcmp(FILTER_NAMES[i], name))
-            return true;
-    return false;
+    const struct jv *a0 = jinja_arg(c->a, 0, NULL);
+    json_t *items = NULL;
+    int rc;
+    if (!a0)
+        return jinja_err(c->r, c->line, "join() takes exactly one argument");
+    if ((rc = jinja_iter(c->r, c->line, a0, &items)) != HS_OK)
+        return rc;
+    struct strbuf sb;
+    strbuf_init(&sb);
+    for (size_t i = 0; i < json_array_size(items); i++) {
+        json_t *it = json_array_get(items, i);
+        if (!json_is_string(it)) {
+            rc = jinja_err(c->r, c->line, "sequence item %zu: expected str instance", i);
+            break;
+        }
+        if (i)
+            strbuf_append(&sb, jv_str(c->v), jv_len(c->v));
+        strbuf_append(&sb, json_string_value(it), json_string_length(it));
+    }
+    json_decref(items);
+    if (rc != HS_OK) {
+        strbuf_free(&sb);
+        return rc;
+    }
+    *out = sb.len ? jv_str_take(&sb) : (strbuf_free(&sb), jv_strn("", 0));
+    return HS_OK;
 }
 
-int jinja_filter(struct rctx *r, int line, const char *name, const struct jv *v,
-                        const struct args *a, int first_arg, struct jv *out);
+/* isspace (variant 1) / isdigit (0) */
+static int m_is(const struct jcall *c, struct jv *out)
+{
+    const char *s = jv_str(c->v);
+    size_t n = jv_len(c->v);
+    bool ok = n > 0;
+    for (size_t i = 0; i < n && ok;) {
+        uint32_t cp = utf8_next(s, n, &i);
+        ok = c->b->variant ? py_is_space(cp) : (cp >= '0' && cp <= '9');
+    }
+    *out = jv_bool(ok);
+    return HS_OK;
+}
+
+static int m_format(const struct jcall *c, struct jv *out)
+{
+    return str_format(c->r, c->line, c->v, c->a, out);
+}
+
+static int m_get(const struct jcall *c, struct jv *out)
+{
+    const struct jv *a0 = jinja_arg(c->a, 0, NULL), *a1 = jinja_arg(c->a, 1, NULL);
+    if (!a0)
+        return jinja_err(c->r, c->line, "get expected at least 1 argument");
+    json_t *j = a0->kind == JV_STR ? json_object_get(c->v->u.j, jv_str(a0)) : NULL;
+    *out = j ? jv_from_json(j) : a1 ? jv_copy(a1) : jv_none();
+    return HS_OK;
+}
+
+enum { VIEW_ITEMS, VIEW_KEYS, VIEW_VALUES };
+
+/* dict.items() / keys() / values() as a new JSON array (items: [key, value] pairs). */
+static json_t *dict_view(const json_t *d, int which)
+{
+    json_t *l = json_array();
+    const char *k;
+    json_t *val;
+    json_object_foreach((json_t *)d, k, val) {
+        if (which == VIEW_KEYS) {
+            json_array_append_new(l, json_string_nocheck(k));
+        } else if (which == VIEW_VALUES) {
+            json_array_append(l, val);
+        } else {
+            json_t *pair = json_array();
+            json_array_append_new(pair, json_string_nocheck(k));
+            json_array_append(pair, val);
+            json_array_append_new(l, pair);
+        }
+    }
+    return l;
+}
+
+static int m_view(const struct jcall *c, struct jv *out)
+{
+    *out = jinja_seq(dict_view(c->v->u.j, c->b->variant), JV_SEQ_VIEW);
+    return HS_OK;
+}
+
+/* list.count (variant 0) / list.index (1) */
+static int m_list_find(const struct jcall *c, struct jv *out)
+{
+    const struct jv *a0 = jinja_arg(c->a, 0, NULL);
+    if (!a0)
+        return jinja_err(c->r, c->line, "%s() takes exactly one argument", c->b->name);
+    int64_t k = 0, first = -1;
+    for (size_t i = 0; i < json_array_size(c->v->u.j); i++) {
+        struct jv x = jv_from_json(json_array_get(c->v->u.j, i));
+        if (jv_equal(&x, a0)) {
+            k++;
+            if (first < 0)
+                first = (int64_t)i;
+        }
+        jv_free(&x);
+    }
+    if (c->b->variant && first < 0)
+        return jinja_err(c->r, c->line, "value is not in list");
+    *out = jv_int(c->b->variant ? first : k);
+    return HS_OK;
+}
+
+
+/* ---- tests ------------------------------------------------------------------------------ */
+
+/* Tests set *out to a bool. The type tests only look at the value's kind. */
+
+static int t_defined(const struct jcall *c, struct jv *out) { *out = jv_bool(c->v->kind != JV_UNDEF); return HS_OK; }
+static int t_undefined(const struct jcall *c, struct jv *out) { *out = jv_bool(c->v->kind == JV_UNDEF); return HS_OK; }
+static int t_none(const struct jcall *c, struct jv *out) { *out = jv_bool(c->v->kind == JV_NONE); return HS_OK; }
+static int t_string(const struct jcall *c, struct jv *out) { *out = jv_bool(c->v->kind == JV_STR); return HS_OK; }
+static int t_mapping(const struct jcall *c, struct jv *out) { *out = jv_bool(c->v->kind == JV_DICT); return HS_OK; }
+static int t_number(const struct jcall *c, struct jv *out) { *out = jv_bool(jv_is_number(c->v)); return HS_OK; }
+static int t_integer(const struct jcall *c, struct jv *out) { *out = jv_bool(c->v->kind == JV_INT); return HS_OK; }
+static int t_float(const struct jcall *c, struct jv *out) { *out = jv_bool(c->v->kind == JV_FLOAT); return HS_OK; }
+static int t_boolean(const struct jcall *c, struct jv *out) { *out = jv_bool(c->v->kind == JV_BOOL); return HS_OK; }
+static int t_escaped(const struct jcall *c, struct jv *out) { *out = jv_bool(c->v->kind == JV_STR && c->v->markup); return HS_OK; }
+
+/* true (variant 1) / false (0): the bool itself, not truthiness */
+static int t_bool_is(const struct jcall *c, struct jv *out)
+{
+    *out = jv_bool(c->v->kind == JV_BOOL && c->v->u.b == (bool)c->b->variant);
+    return HS_OK;
+}
+
+static int t_iterable(const struct jcall *c, struct jv *out)
+{
+    enum jv_kind k = c->v->kind;
+    *out = jv_bool(k == JV_STR || k == JV_LIST || k == JV_DICT || k == JV_UNDEF || k == JV_LOOP);
+    return HS_OK;
+}
+
+static int t_sequence(const struct jcall *c, struct jv *out)
+{
+    enum jv_kind k = c->v->kind;
+    *out = jv_bool(k == JV_STR || (k == JV_LIST && c->v->seq != JV_SEQ_GEN && c->v->seq != JV_SEQ_VIEW) ||
+                   k == JV_DICT || k == JV_UNDEF);
+    return HS_OK;
+}
+
+static int t_callable(const struct jcall *c, struct jv *out)
+{
+    enum jv_kind k = c->v->kind;
+    *out = jv_bool(k == JV_MACRO || k == JV_FUNC || k == JV_METHOD);
+    return HS_OK;
+}
+
+enum { PARITY_EVEN, PARITY_ODD, PARITY_DIVISIBLE };
+
+/* odd, even, divisibleby */
+static int t_parity(const struct jcall *c, struct jv *out)
+{
+    const struct jv *v = c->v, *a0 = jinja_arg(c->a, 0, NULL);
+    enum jv_kind k = v->kind;
+    if (k == JV_UNDEF)
+        return jinja_undef_err(c->r, c->line, v);
+    if (k != JV_INT && k != JV_BOOL)
+        return jinja_err(c->r, c->line, "the '%s' test needs an integer", c->b->name);
+    int64_t x = k == JV_INT ? v->u.i : v->u.b;
+    if (c->b->variant == PARITY_DIVISIBLE) {
+        if (!a0 || a0->kind != JV_INT || a0->u.i == 0)
+            return jinja_err(c->r, c->line, "divisibleby needs a non-zero integer argument");
+        *out = jv_bool(x % a0->u.i == 0);
+    } else {
+        *out = jv_bool(((x % 2 + 2) % 2 == 1) == (c->b->variant == PARITY_ODD));
+    }
+    return HS_OK;
+}
+
+/* lower (variant 1) / upper (0): ASCII letters only, as the tests have always looked */
+static int t_case(const struct jcall *c, struct jv *out)
+{
+    const struct jv *v = c->v;
+    if (v->kind != JV_STR) {
+        *out = jv_bool(false);
+        return HS_OK;
+    }
+    bool lo = c->b->variant, cased = false, ok = true;
+    for (size_t i = 0; i < jv_len(v); i++) {
+        char ch = jv_str(v)[i];
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'))
+            cased = true;
+        if (lo ? (ch >= 'A' && ch <= 'Z') : (ch >= 'a' && ch <= 'z'))
+            ok = false;
+    }
+    *out = jv_bool(ok && cased);
+    return HS_OK;
+}
+
+static int t_sameas(const struct jcall *c, struct jv *out)
+{
+    const struct jv *v = c->v, *a0 = jinja_arg(c->a, 0, NULL);
+    enum jv_kind k = v->kind;
+    if (!a0)
+        return jinja_err(c->r, c->line, "sameas needs an argument");
+    *out = jv_bool(a0->kind == k && (k == JV_NONE || k == JV_UNDEF || (k == JV_BOOL && a0->u.b == v->u.b) ||
+                                     ((k == JV_LIST || k == JV_DICT || k == JV_STR || k == JV_NS) && a0->u.j == v->u.j)));
+    return HS_OK;
+}
+
+/* eq, ne, lt, ..., in and their aliases: the variant is the comparison's enum jop */
+static int t_compare(const struct jcall *c, struct jv *out)
+{
+    const struct jv *a0 = jinja_arg(c->a, 0, NULL);
+    if (!a0)
+        return jinja_err(c->r, c->line, "the '%s' test needs an argument", c->b->name);
+    bool res = false;
+    int rc = jinja_compare(c->r, c->line, c->b->variant, c->v, a0, &res);
+    *out = jv_bool(res);
+    return rc;
+}
+
+
+/* ---- filters ---------------------------------------------------------------------------- */
 
 /* Attribute path lookup for map/selectattr: "a.b" -> item.a.b via getitem. */
 static struct jv attr_path(const struct jv *item, const char *path)
@@ -692,10 +686,16 @@ static struct args args_from(const struct args *a, int from)
     return s;
 }
 
-static int filter_select(struct rctx *r, int line, const char *name, const struct jv *v,
-                         const struct args *a, int first, struct jv *out)
+enum { SELECT_ATTR = 1, SELECT_REJECT = 2 };
+
+/* select, reject, selectattr, rejectattr (the variant's SELECT_ bits) */
+static int filter_select(const struct jcall *c, struct jv *out)
 {
-    bool by_attr = strstr(name, "attr") != NULL, reject = name[0] == 'r';
+    struct rctx *r = c->r;
+    const struct args *a = c->a;
+    const char *name = c->b->name;
+    int line = c->line, first = c->first;
+    bool by_attr = c->b->variant & SELECT_ATTR, reject = c->b->variant & SELECT_REJECT;
     int ti = first;
     const char *attr = NULL;
     if (by_attr) {
@@ -708,8 +708,9 @@ static int filter_select(struct rctx *r, int line, const char *name, const struc
     const struct jv *test = jinja_arg(a, ti, NULL);
     if (test && test->kind != JV_STR)
         return jinja_err(r, line, "%s: the test name must be a string", name);
+    const struct jbuiltin *tb = test ? jinja_builtin_find(JB_TEST, jv_str(test)) : NULL;
     json_t *items;
-    int rc = jinja_iter(r, line, v, &items);
+    int rc = jinja_iter(r, line, c->v, &items);
     if (rc != HS_OK)
         return rc;
     struct args targs = args_from(a, ti + 1);
@@ -720,7 +721,7 @@ static int filter_select(struct rctx *r, int line, const char *name, const struc
         struct jv x = attr ? attr_path(&item, attr) : jv_copy(&item);
         bool ok;
         if (test)
-            rc = jinja_test(r, line, jv_str(test), &x, &targs, &ok);
+            rc = jinja_test(r, line, tb, jv_str(test), &x, &targs, &ok);
         else
             ok = jv_truthy(&x);
         if (rc == HS_OK && ok != reject)
@@ -871,81 +872,14 @@ static int sort_array(struct rctx *r, int line, json_t *items, const char *attr,
     return sc.rc;
 }
 
-static int filter_sorting(struct rctx *r, int line, const char *name, const struct jv *v,
-                          const struct args *a, int f, struct jv *out)
-{
-    json_t *items = NULL, *sorted = NULL;
-    int rc;
-    if (!strcmp(name, "dictsort")) {
-        const struct jv *cs = jinja_arg(a, f, "case_sensitive"), *by = jinja_arg(a, f + 1, "by");
-        const struct jv *rev = jinja_arg(a, f + 2, "reverse");
-        if (v->kind != JV_DICT)
-            return jinja_err(r, line, "dictsort needs a mapping");
-        int part = 0;
-        if (by && by->kind == JV_STR && !strcmp(jv_str(by), "value"))
-            part = 1;
-        else if (by && !(by->kind == JV_STR && !strcmp(jv_str(by), "key")))
-            return jinja_err(r, line, "You can only sort by either \"key\" or \"value\"");
-        struct jv m = jinja_method_value(v, M_ITEMS), pairs;
-        struct args none = {0};
-        rc = jinja_call_method(r, line, &m, &none, &pairs);
-        jv_free(&m);
-        if (rc != HS_OK)
-            return rc;
-        rc = sort_array(r, line, pairs.u.j, NULL, part, cs && jv_truthy(cs), rev && jv_truthy(rev), &sorted);
-        jv_free(&pairs);
-        if (rc == HS_OK)
-            *out = jinja_seq(sorted, JV_SEQ_LIST);
-        return rc;
-    }
-    if ((rc = jinja_iter(r, line, v, &items)) != HS_OK)
-        return rc;
-    if (!strcmp(name, "sort")) {
-        const struct jv *rev = jinja_arg(a, f, "reverse"), *cs = jinja_arg(a, f + 1, "case_sensitive");
-        const struct jv *attr = jinja_arg(a, f + 2, "attribute");
-        rc = sort_array(r, line, items, attr && attr->kind == JV_STR ? jv_str(attr) : NULL, -1,
-                        cs && jv_truthy(cs), rev && jv_truthy(rev), &sorted);
-        if (rc == HS_OK)
-            *out = jinja_seq(sorted, JV_SEQ_LIST);
-    } else if (!strcmp(name, "min") || !strcmp(name, "max")) {
-        const struct jv *cs = jinja_arg(a, f, "case_sensitive"), *attr = jinja_arg(a, f + 1, "attribute");
-        rc = sort_array(r, line, items, attr && attr->kind == JV_STR ? jv_str(attr) : NULL, -1,
-                        cs && jv_truthy(cs), name[1] == 'a', &sorted);
-        if (rc == HS_OK) {
-            /* Python's min/max keep the first of equal items, as a stable sort does */
-            *out = json_array_size(sorted) ? jv_from_json(json_array_get(sorted, 0)) : jv_undef(NULL);
-            json_decref(sorted);
-        }
-    } else { /* sum */
-        const struct jv *attr = jinja_arg(a, f, "attribute"), *start = jinja_arg(a, f + 1, "start");
-        if (start && start->kind == JV_STR) {
-            json_decref(items);
-            return jinja_err(r, line, "sum() can't sum strings [use ''.join(seq) instead]");
-        }
-        struct jv acc = start ? jv_copy(start) : jv_int(0);
-        for (size_t i = 0; i < json_array_size(items) && rc == HS_OK; i++) {
-            struct jv it = jv_from_json(json_array_get(items, i)), x, nx;
-            x = attr && attr->kind == JV_STR ? attr_path(&it, jv_str(attr)) : jv_copy(&it);
-            if ((rc = jinja_binop(r, line, JOP_ADD, &acc, &x, &nx)) == HS_OK) {
-                jv_free(&acc);
-                acc = nx;
-            }
-            jv_free(&x);
-            jv_free(&it);
-        }
-        if (rc == HS_OK)
-            *out = acc;
-        else
-            jv_free(&acc);
-    }
-    json_decref(items);
-    return rc;
-}
-
 /* Jinja's indent filter: every line but the first (and blank ones unless `blank`) gets
  * the indentation; lines split as Python's str.splitlines does. */
-static int filter_indent(struct rctx *r, int line, const struct jv *v, const struct args *a, int f, struct jv *out)
+static int filter_indent(const struct jcall *c, struct jv *out)
 {
+    struct rctx *r = c->r;
+    const struct jv *v = c->v;
+    const struct args *a = c->a;
+    int line = c->line, f = c->first;
     const struct jv *w = jinja_arg(a, f, "width"), *first = jinja_arg(a, f + 1, "first");
     const struct jv *blank = jinja_arg(a, f + 2, "blank");
     struct strbuf ind, sb;
@@ -1001,357 +935,715 @@ static int filter_indent(struct rctx *r, int line, const struct jv *v, const str
     return HS_OK;
 }
 
-int jinja_filter(struct rctx *r, int line, const char *name, const struct jv *v,
-                        const struct args *a, int f, struct jv *out)
+
+static int f_dictsort(const struct jcall *c, struct jv *out)
 {
-    const struct jv *a0 = jinja_arg(a, f, NULL);
-    int rc = HS_OK;
-    if (!strcmp(name, "default") || !strcmp(name, "d")) {
-        const struct jv *def = jinja_arg(a, f, "default_value"), *boolean = jinja_arg(a, f + 1, "boolean");
-        bool use_def = v->kind == JV_UNDEF || (boolean && jv_truthy(boolean) && !jv_truthy(v));
-        *out = use_def ? (def ? jv_copy(def) : jv_strn("", 0)) : jv_copy(v);
-        return HS_OK;
-    }
-    if (!strcmp(name, "tojson")) {
-        const struct jv *ea = jinja_arg(a, f, "ensure_ascii"), *ind = jinja_arg(a, f + 1, "indent");
-        const struct jv *sep = jinja_arg(a, f + 2, "separators"), *sk = jinja_arg(a, f + 3, "sort_keys");
-        int indent = -1;
-        if (ind && ind->kind != JV_NONE) {
-            if (ind->kind != JV_INT)
-                return jinja_err(r, line, "tojson: indent must be an integer");
-            indent = ind->u.i < 0 ? 0 : ind->u.i > 64 ? 64 : (int)ind->u.i;
-        }
-        char *item_sep = NULL, *key_sep = NULL;
-        if (sep && sep->kind != JV_NONE) {
-            if (sep->kind != JV_LIST || json_array_size(sep->u.j) != 2 ||
-                !json_is_string(json_array_get(sep->u.j, 0)) || !json_is_string(json_array_get(sep->u.j, 1)))
-                return jinja_err(r, line, "tojson: separators must be a pair of strings");
-            item_sep = (char *)json_string_value(json_array_get(sep->u.j, 0));
-            key_sep = (char *)json_string_value(json_array_get(sep->u.j, 1));
-        }
-        json_t *j;
-        if (v->kind == JV_UNDEF || (v->kind == JV_LIST && v->seq != JV_SEQ_LIST) || !(j = jv_to_json(v)))
-            return jinja_err(r, line, "Object of type %s is not JSON serializable", jv_type_name(v));
-        struct strbuf sb;
-        strbuf_init(&sb);
-        int drc = jinja_dumps(j, indent, ea && jv_truthy(ea), sk && jv_truthy(sk), item_sep, key_sep, &sb);
-        json_decref(j);
-        if (drc < 0) {
-            strbuf_free(&sb);
-            return jinja_err(r, line, "Object of type Undefined is not JSON serializable");
-        }
-        *out = jv_str_take(&sb);
-        return HS_OK;
-    }
-    if (!strcmp(name, "length") || !strcmp(name, "count")) {
-        int64_t n = 0;
-        if ((rc = jinja_len(r, line, v, &n)) != HS_OK)
-            return rc;
-        *out = jv_int(n);
-        return HS_OK;
-    }
-    if (!strcmp(name, "string")) {
-        *out = jinja_to_str(v);
-        return HS_OK;
-    }
-    if (!strcmp(name, "safe")) {
-        *out = jinja_to_str(v);
-        out->markup = true;
-        return HS_OK;
-    }
-    if (!strcmp(name, "e") || !strcmp(name, "escape")) {
-        if (v->kind == JV_STR && v->markup) {
-            *out = jv_copy(v);
-            return HS_OK;
-        }
-        struct jv s = jinja_to_str(v);
-        struct strbuf sb;
-        strbuf_init(&sb);
-        jinja_html_escape(jv_str(&s), jv_len(&s), &sb);
-        jv_free(&s);
-        *out = sb.len ? jv_str_take(&sb) : (strbuf_free(&sb), jv_strn("", 0));
-        out->markup = true;
-        return HS_OK;
-    }
-    if (!strcmp(name, "items")) {
-        if (v->kind == JV_UNDEF) {
-            *out = jinja_seq(json_array(), JV_SEQ_GEN);
-            return HS_OK;
-        }
-        if (v->kind != JV_DICT)
-            return jinja_err(r, line, "can only get item pairs from a mapping");
-        struct jv m = jinja_method_value(v, M_ITEMS);
-        struct args none = {0};
-        rc = jinja_call_method(r, line, &m, &none, out);
-        jv_free(&m);
-        out->seq = JV_SEQ_GEN;
+    struct rctx *r = c->r;
+    const struct jv *v = c->v;
+    int f = c->first, line = c->line;
+    const struct jv *cs = jinja_arg(c->a, f, "case_sensitive"), *by = jinja_arg(c->a, f + 1, "by");
+    const struct jv *rev = jinja_arg(c->a, f + 2, "reverse");
+    if (v->kind != JV_DICT)
+        return jinja_err(r, line, "dictsort needs a mapping");
+    int part = 0;
+    if (by && by->kind == JV_STR && !strcmp(jv_str(by), "value"))
+        part = 1;
+    else if (by && !(by->kind == JV_STR && !strcmp(jv_str(by), "key")))
+        return jinja_err(r, line, "You can only sort by either \"key\" or \"value\"");
+    json_t *pairs = dict_view(v->u.j, VIEW_ITEMS), *sorted = NULL;
+    int rc = sort_array(r, line, pairs, NULL, part, cs && jv_truthy(cs), rev && jv_truthy(rev), &sorted);
+    json_decref(pairs);
+    if (rc == HS_OK)
+        *out = jinja_seq(sorted, JV_SEQ_LIST);
+    return rc;
+}
+
+static int f_sort(const struct jcall *c, struct jv *out)
+{
+    int f = c->first;
+    const struct jv *rev = jinja_arg(c->a, f, "reverse"), *cs = jinja_arg(c->a, f + 1, "case_sensitive");
+    const struct jv *attr = jinja_arg(c->a, f + 2, "attribute");
+    json_t *items = NULL, *sorted = NULL;
+    int rc;
+    if ((rc = jinja_iter(c->r, c->line, c->v, &items)) != HS_OK)
         return rc;
+    rc = sort_array(c->r, c->line, items, attr && attr->kind == JV_STR ? jv_str(attr) : NULL, -1,
+                    cs && jv_truthy(cs), rev && jv_truthy(rev), &sorted);
+    if (rc == HS_OK)
+        *out = jinja_seq(sorted, JV_SEQ_LIST);
+    json_decref(items);
+    return rc;
+}
+
+/* min (variant 0) / max (1) */
+static int f_minmax(const struct jcall *c, struct jv *out)
+{
+    const struct jv *cs = jinja_arg(c->a, c->first, "case_sensitive"), *attr = jinja_arg(c->a, c->first + 1, "attribute");
+    json_t *items = NULL, *sorted = NULL;
+    int rc;
+    if ((rc = jinja_iter(c->r, c->line, c->v, &items)) != HS_OK)
+        return rc;
+    rc = sort_array(c->r, c->line, items, attr && attr->kind == JV_STR ? jv_str(attr) : NULL, -1,
+                    cs && jv_truthy(cs), c->b->variant, &sorted);
+    if (rc == HS_OK) {
+        /* Python's min/max keep the first of equal items, as a stable sort does */
+        *out = json_array_size(sorted) ? jv_from_json(json_array_get(sorted, 0)) : jv_undef(NULL);
+        json_decref(sorted);
     }
-    if (!strcmp(name, "trim") || !strcmp(name, "lower") || !strcmp(name, "upper") ||
-        !strcmp(name, "capitalize") || !strcmp(name, "title") || !strcmp(name, "replace")) {
-        struct jv s = jinja_to_str(v);
-        if (name[0] == 't' && name[1] == 'r') {
-            if (a0 && a0->kind != JV_NONE && a0->kind != JV_STR) {
-                jv_free(&s);
-                return jinja_err(r, line, "trim: chars must be a string");
-            }
-            *out = str_strip(&s, a0, 3);
-        } else if (!strcmp(name, "replace")) {
-            const struct jv *old = jinja_arg(a, f, "old"), *nw = jinja_arg(a, f + 1, "new"), *cnt = jinja_arg(a, f + 2, "count");
-            struct jv os = old ? jinja_to_str(old) : jv_strn("", 0), ns = nw ? jinja_to_str(nw) : jv_strn("", 0);
-            rc = HS_OK;
-            if (!old || !nw)
-                rc = jinja_err(r, line, "replace needs two arguments");
-            else
-                *out = str_replace(&s, &os, &ns, cnt && cnt->kind == JV_INT ? cnt->u.i : -1);
-            jv_free(&os);
-            jv_free(&ns);
-            jv_free(&s);
-            return rc;
-        } else {
-            int mode = !strcmp(name, "lower") ? 0 : !strcmp(name, "upper") ? 1 : !strcmp(name, "capitalize") ? 2 : 4;
-            *out = str_case(&s, mode);
+    json_decref(items);
+    return rc;
+}
+
+static int f_sum(const struct jcall *c, struct jv *out)
+{
+    const struct jv *attr = jinja_arg(c->a, c->first, "attribute"), *start = jinja_arg(c->a, c->first + 1, "start");
+    json_t *items = NULL;
+    int rc;
+    if ((rc = jinja_iter(c->r, c->line, c->v, &items)) != HS_OK)
+        return rc;
+    if (start && start->kind == JV_STR) {
+        json_decref(items);
+        return jinja_err(c->r, c->line, "sum() can't sum strings [use ''.join(seq) instead]");
+    }
+    struct jv acc = start ? jv_copy(start) : jv_int(0);
+    for (size_t i = 0; i < json_array_size(items) && rc == HS_OK; i++) {
+        struct jv it = jv_from_json(json_array_get(items, i)), x, nx;
+        x = attr && attr->kind == JV_STR ? attr_path(&it, jv_str(attr)) : jv_copy(&it);
+        if ((rc = jinja_binop(c->r, c->line, JOP_ADD, &acc, &x, &nx)) == HS_OK) {
+            jv_free(&acc);
+            acc = nx;
         }
-        jv_free(&s);
+        jv_free(&x);
+        jv_free(&it);
+    }
+    if (rc == HS_OK)
+        *out = acc;
+    else
+        jv_free(&acc);
+    json_decref(items);
+    return rc;
+}
+
+
+/* Filters: c->v is the filtered value; positional arguments start at c->first (map passes
+ * its own arguments on, after the filter's name). */
+
+static int f_default(const struct jcall *c, struct jv *out)
+{
+    const struct jv *v = c->v;
+    const struct jv *def = jinja_arg(c->a, c->first, "default_value"), *boolean = jinja_arg(c->a, c->first + 1, "boolean");
+    bool use_def = v->kind == JV_UNDEF || (boolean && jv_truthy(boolean) && !jv_truthy(v));
+    *out = use_def ? (def ? jv_copy(def) : jv_strn("", 0)) : jv_copy(v);
+    return HS_OK;
+}
+
+static int f_tojson(const struct jcall *c, struct jv *out)
+{
+    struct rctx *r = c->r;
+    const struct jv *v = c->v;
+    int f = c->first, line = c->line;
+    const struct jv *ea = jinja_arg(c->a, f, "ensure_ascii"), *ind = jinja_arg(c->a, f + 1, "indent");
+    const struct jv *sep = jinja_arg(c->a, f + 2, "separators"), *sk = jinja_arg(c->a, f + 3, "sort_keys");
+    int indent = -1;
+    if (ind && ind->kind != JV_NONE) {
+        if (ind->kind != JV_INT)
+            return jinja_err(r, line, "tojson: indent must be an integer");
+        indent = ind->u.i < 0 ? 0 : ind->u.i > 64 ? 64 : (int)ind->u.i;
+    }
+    const char *item_sep = NULL, *key_sep = NULL;
+    if (sep && sep->kind != JV_NONE) {
+        if (sep->kind != JV_LIST || json_array_size(sep->u.j) != 2 ||
+            !json_is_string(json_array_get(sep->u.j, 0)) || !json_is_string(json_array_get(sep->u.j, 1)))
+            return jinja_err(r, line, "tojson: separators must be a pair of strings");
+        item_sep = json_string_value(json_array_get(sep->u.j, 0));
+        key_sep = json_string_value(json_array_get(sep->u.j, 1));
+    }
+    json_t *j;
+    if (v->kind == JV_UNDEF || (v->kind == JV_LIST && v->seq != JV_SEQ_LIST) || !(j = jv_to_json(v)))
+        return jinja_err(r, line, "Object of type %s is not JSON serializable", jv_type_name(v));
+    struct strbuf sb;
+    strbuf_init(&sb);
+    int drc = jinja_dumps(j, indent, ea && jv_truthy(ea), sk && jv_truthy(sk), item_sep, key_sep, &sb);
+    json_decref(j);
+    if (drc < 0) {
+        strbuf_free(&sb);
+        return jinja_err(r, line, "Object of type Undefined is not JSON serializable");
+    }
+    *out = jv_str_take(&sb);
+    return HS_OK;
+}
+
+static int f_length(const struct jcall *c, struct jv *out)
+{
+    int64_t n = 0;
+    int rc;
+    if ((rc = jinja_len(c->r, c->line, c->v, &n)) != HS_OK)
+        return rc;
+    *out = jv_int(n);
+    return HS_OK;
+}
+
+static int f_string(const struct jcall *c, struct jv *out)
+{
+    *out = jinja_to_str(c->v);
+    return HS_OK;
+}
+
+static int f_safe(const struct jcall *c, struct jv *out)
+{
+    *out = jinja_to_str(c->v);
+    out->markup = true;
+    return HS_OK;
+}
+
+static int f_escape(const struct jcall *c, struct jv *out)
+{
+    const struct jv *v = c->v;
+    if (v->kind == JV_STR && v->markup) {
+        *out = jv_copy(v);
         return HS_OK;
     }
-    if (!strcmp(name, "join")) {
-        const struct jv *sep = jinja_arg(a, f, "d"), *attr = jinja_arg(a, f + 1, "attribute");
-        json_t *items;
-        if ((rc = jinja_iter(r, line, v, &items)) != HS_OK)
-            return rc;
+    struct jv s = jinja_to_str(v);
+    struct strbuf sb;
+    strbuf_init(&sb);
+    jinja_html_escape(jv_str(&s), jv_len(&s), &sb);
+    jv_free(&s);
+    *out = sb.len ? jv_str_take(&sb) : (strbuf_free(&sb), jv_strn("", 0));
+    out->markup = true;
+    return HS_OK;
+}
+
+static int f_items(const struct jcall *c, struct jv *out)
+{
+    if (c->v->kind == JV_UNDEF) {
+        *out = jinja_seq(json_array(), JV_SEQ_GEN);
+        return HS_OK;
+    }
+    if (c->v->kind != JV_DICT)
+        return jinja_err(c->r, c->line, "can only get item pairs from a mapping");
+    *out = jinja_seq(dict_view(c->v->u.j, VIEW_ITEMS), JV_SEQ_GEN);
+    return HS_OK;
+}
+
+static int f_trim(const struct jcall *c, struct jv *out)
+{
+    const struct jv *a0 = jinja_arg(c->a, c->first, NULL);
+    struct jv s = jinja_to_str(c->v);
+    if (a0 && a0->kind != JV_NONE && a0->kind != JV_STR) {
+        jv_free(&s);
+        return jinja_err(c->r, c->line, "trim: chars must be a string");
+    }
+    *out = str_strip(&s, a0, 3);
+    jv_free(&s);
+    return HS_OK;
+}
+
+/* lower, upper, capitalize, title: the variant is str_case's mode */
+static int f_case(const struct jcall *c, struct jv *out)
+{
+    struct jv s = jinja_to_str(c->v);
+    *out = str_case(&s, c->b->variant);
+    jv_free(&s);
+    return HS_OK;
+}
+
+static int f_replace(const struct jcall *c, struct jv *out)
+{
+    int f = c->first, rc = HS_OK;
+    const struct jv *old = jinja_arg(c->a, f, "old"), *nw = jinja_arg(c->a, f + 1, "new"), *cnt = jinja_arg(c->a, f + 2, "count");
+    struct jv s = jinja_to_str(c->v);
+    struct jv os = old ? jinja_to_str(old) : jv_strn("", 0), ns = nw ? jinja_to_str(nw) : jv_strn("", 0);
+    if (!old || !nw)
+        rc = jinja_err(c->r, c->line, "replace needs two arguments");
+    else
+        *out = str_replace(&s, &os, &ns, cnt && cnt->kind == JV_INT ? cnt->u.i : -1);
+    jv_free(&os);
+    jv_free(&ns);
+    jv_free(&s);
+    return rc;
+}
+
+static int f_join(const struct jcall *c, struct jv *out)
+{
+    const struct jv *sep = jinja_arg(c->a, c->first, "d"), *attr = jinja_arg(c->a, c->first + 1, "attribute");
+    json_t *items;
+    int rc;
+    if ((rc = jinja_iter(c->r, c->line, c->v, &items)) != HS_OK)
+        return rc;
+    struct strbuf sb;
+    strbuf_init(&sb);
+    for (size_t i = 0; i < json_array_size(items); i++) {
+        if (i && sep)
+            jv_str_append(sep, &sb);
+        struct jv it = jv_from_json(json_array_get(items, i));
+        if (attr && attr->kind == JV_STR) {
+            struct jv x = attr_path(&it, jv_str(attr));
+            jv_free(&it);
+            it = x;
+        }
+        jv_str_append(&it, &sb);
+        jv_free(&it);
+    }
+    json_decref(items);
+    *out = sb.len ? jv_str_take(&sb) : (strbuf_free(&sb), jv_strn("", 0));
+    return HS_OK;
+}
+
+static int f_first(const struct jcall *c, struct jv *out)
+{
+    json_t *items;
+    int rc;
+    if ((rc = jinja_iter(c->r, c->line, c->v, &items)) != HS_OK)
+        return rc;
+    *out = json_array_size(items) ? jv_from_json(json_array_get(items, 0)) : jv_undef(NULL);
+    json_decref(items);
+    return HS_OK;
+}
+
+static int f_last(const struct jcall *c, struct jv *out)
+{
+    const struct jv *v = c->v;
+    json_t *items;
+    int rc;
+    if (v->kind == JV_UNDEF)
+        return jinja_undef_err(c->r, c->line, v);
+    if (v->kind == JV_LIST && v->seq == JV_SEQ_GEN)
+        return jinja_err(c->r, c->line, "'generator' object is not reversible");
+    if ((rc = jinja_iter(c->r, c->line, v, &items)) != HS_OK)
+        return rc;
+    size_t n = json_array_size(items);
+    *out = n ? jv_from_json(json_array_get(items, n - 1)) : jv_undef(NULL);
+    json_decref(items);
+    return HS_OK;
+}
+
+static int f_list(const struct jcall *c, struct jv *out)
+{
+    json_t *items;
+    int rc;
+    if ((rc = jinja_iter(c->r, c->line, c->v, &items)) != HS_OK)
+        return rc;
+    json_t *l = json_array();
+    json_array_extend(l, items);
+    *out = jv_from_json(l);
+    json_decref(l);
+    json_decref(items);
+    return HS_OK;
+}
+
+static int f_reverse(const struct jcall *c, struct jv *out)
+{
+    const struct jv *v = c->v;
+    if (v->kind == JV_STR) {
+        const char *s = jv_str(v);
+        size_t n = jv_len(v);
         struct strbuf sb;
         strbuf_init(&sb);
-        for (size_t i = 0; i < json_array_size(items); i++) {
-            if (i && sep)
-                jv_str_append(sep, &sb);
-            struct jv it = jv_from_json(json_array_get(items, i));
-            if (attr && attr->kind == JV_STR) {
-                struct jv x = attr_path(&it, jv_str(attr));
-                jv_free(&it);
-                it = x;
-            }
-            jv_str_append(&it, &sb);
-            jv_free(&it);
+        size_t end = n;
+        while (end > 0) {
+            size_t st = end - 1;
+            while (st > 0 && ((unsigned char)s[st] & 0xC0) == 0x80)
+                st--;
+            strbuf_append(&sb, s + st, end - st);
+            end = st;
         }
-        json_decref(items);
         *out = sb.len ? jv_str_take(&sb) : (strbuf_free(&sb), jv_strn("", 0));
         return HS_OK;
     }
-    if (!strcmp(name, "first") || !strcmp(name, "last") || !strcmp(name, "list") ||
-        !strcmp(name, "reverse") || !strcmp(name, "unique")) {
-        if (!strcmp(name, "reverse") && v->kind == JV_STR) {
-            const char *s = jv_str(v);
-            size_t n = jv_len(v);
-            struct strbuf sb;
-            strbuf_init(&sb);
-            size_t end = n;
-            while (end > 0) {
-                size_t st = end - 1;
-                while (st > 0 && ((unsigned char)s[st] & 0xC0) == 0x80)
-                    st--;
-                strbuf_append(&sb, s + st, end - st);
-                end = st;
-            }
-            *out = sb.len ? jv_str_take(&sb) : (strbuf_free(&sb), jv_strn("", 0));
-            return HS_OK;
+    json_t *items;
+    int rc;
+    if ((rc = jinja_iter(c->r, c->line, v, &items)) != HS_OK)
+        return rc;
+    /* reversed() of a list is an iterator; a generator is listed first */
+    json_t *l = json_array();
+    for (size_t i = json_array_size(items); i > 0; i--)
+        json_array_append(l, json_array_get(items, i - 1));
+    bool iter = !(v->kind == JV_LIST && v->seq == JV_SEQ_GEN);
+    *out = jinja_seq(l, iter ? JV_SEQ_GEN : JV_SEQ_LIST);
+    json_decref(items);
+    return HS_OK;
+}
+
+/* unique: first occurrence wins; strings compare case-insensitively */
+static int f_unique(const struct jcall *c, struct jv *out)
+{
+    json_t *items;
+    int rc;
+    if ((rc = jinja_iter(c->r, c->line, c->v, &items)) != HS_OK)
+        return rc;
+    size_t n = json_array_size(items);
+    json_t *l = json_array();
+    for (size_t i = 0; i < n; i++) {
+        struct jv x = jv_from_json(json_array_get(items, i));
+        struct jv xl = x.kind == JV_STR ? str_case(&x, 0) : jv_copy(&x);
+        bool dup = false;
+        for (size_t k = 0; k < json_array_size(l) && !dup; k++) {
+            struct jv y = jv_from_json(json_array_get(l, k));
+            struct jv yl = y.kind == JV_STR ? str_case(&y, 0) : jv_copy(&y);
+            dup = jv_equal(&xl, &yl);
+            jv_free(&y);
+            jv_free(&yl);
         }
-        if ((name[0] == 'f' || name[0] == 'l') && v->kind == JV_UNDEF && name[1] != 'i')
-            return jinja_undef_err(r, line, v);
-        if (!strcmp(name, "last") && v->kind == JV_LIST && v->seq == JV_SEQ_GEN)
-            return jinja_err(r, line, "'generator' object is not reversible");
-        json_t *items;
-        if ((rc = jinja_iter(r, line, v, &items)) != HS_OK)
-            return rc;
-        size_t n = json_array_size(items);
-        if (!strcmp(name, "first") || !strcmp(name, "last")) {
-            *out = n ? jv_from_json(json_array_get(items, name[0] == 'f' ? 0 : n - 1)) : jv_undef(NULL);
-        } else if (!strcmp(name, "list")) {
-            json_t *l = json_array();
-            json_array_extend(l, items);
-            *out = jv_from_json(l);
+        if (!dup)
+            json_array_append(l, json_array_get(items, i));
+        jv_free(&x);
+        jv_free(&xl);
+    }
+    *out = jinja_seq(l, JV_SEQ_GEN);
+    json_decref(items);
+    return HS_OK;
+}
+
+static int f_int(const struct jcall *c, struct jv *out)
+{
+    return filter_int(c->v, jinja_arg(c->a, c->first, "default"), out);
+}
+
+static int f_float(const struct jcall *c, struct jv *out)
+{
+    const struct jv *v = c->v, *def = jinja_arg(c->a, c->first, "default");
+    if (jv_is_number(v)) {
+        *out = jv_float(jv_as_double(v));
+    } else if (v->kind == JV_STR) {
+        char *end;
+        struct jv t = str_strip(v, NULL, 3);
+        char *buf = hs_strndup(jv_str(&t), jv_len(&t));
+        double d = strtod(buf, &end);
+        bool ok = *buf && *end == 0 && !strchr(buf, 'x') && !strchr(buf, 'X');
+        hs_free(buf);
+        jv_free(&t);
+        *out = ok ? jv_float(d) : def ? jv_copy(def) : jv_float(0.0);
+    } else {
+        *out = def ? jv_copy(def) : jv_float(0.0);
+    }
+    return HS_OK;
+}
+
+static int f_abs(const struct jcall *c, struct jv *out)
+{
+    const struct jv *v = c->v;
+    if (v->kind == JV_INT || v->kind == JV_BOOL) {
+        int64_t x = v->kind == JV_INT ? v->u.i : v->u.b;
+        if (x == INT64_MIN)
+            return jinja_err(c->r, c->line, "integer overflow");
+        *out = jv_int(x < 0 ? -x : x);
+    } else if (v->kind == JV_FLOAT) {
+        *out = jv_float(fabs(v->u.f));
+    } else {
+        return jinja_err(c->r, c->line, "bad operand type for abs(): '%s'", jv_type_name(v));
+    }
+    return HS_OK;
+}
+
+static int f_map(const struct jcall *c, struct jv *out)
+{
+    struct rctx *r = c->r;
+    int line = c->line, f = c->first, rc = HS_OK;
+    const struct jv *a0 = jinja_arg(c->a, f, NULL);
+    const struct jv *attr = jinja_arg(c->a, -1, "attribute"), *def = jinja_arg(c->a, -1, "default");
+    json_t *items;
+    if (!attr && (!a0 || a0->kind != JV_STR))
+        return jinja_err(r, line, "map needs a filter name or attribute=");
+    if ((rc = jinja_iter(r, line, c->v, &items)) != HS_OK)
+        return rc;
+    json_t *res = json_array();
+    for (size_t i = 0; i < json_array_size(items) && rc == HS_OK; i++) {
+        struct jv it = jv_from_json(json_array_get(items, i)), x;
+        if (attr) {
+            x = attr_path(&it, attr->kind == JV_STR ? jv_str(attr) : "");
+            if (x.kind == JV_UNDEF && def) {
+                jv_free(&x);
+                x = jv_copy(def);
+            }
+        } else {
+            struct args sub = args_from(c->a, f + 1);
+            rc = jinja_filter(r, line, jinja_builtin_find(JB_FILTER, jv_str(a0)), jv_str(a0), &it, &sub, 0, &x);
+        }
+        if (rc == HS_OK) {
+            json_t *j;
+            rc = jinja_to_json(r, line, &x, &j);
+            if (rc == HS_OK)
+                json_array_append_new(res, j);
+            jv_free(&x);
+        }
+        jv_free(&it);
+    }
+    json_decref(items);
+    if (rc == HS_OK)
+        *out = jinja_seq(res, JV_SEQ_GEN);
+    else
+        json_decref(res);
+    return rc;
+}
+
+
+/* ---- global functions ------------------------------------------------------------------- */
+
+static int g_range(const struct jcall *c, struct jv *out)
+{
+    const struct args *a = c->a;
+    int64_t p[3] = {0, 0, 1};
+    if (a->n_pos < 1 || a->n_pos > 3 || a->n_kw)
+        return jinja_err(c->r, c->line, "range expected 1 to 3 integer arguments");
+    for (int i = 0; i < a->n_pos; i++)
+        if (!jinja_index(&a->pos[i], &p[a->n_pos == 1 ? 1 : i]))
+            return jinja_err(c->r, c->line, "range: '%s' object cannot be interpreted as an integer", jv_type_name(&a->pos[i]));
+    if (p[2] == 0)
+        return jinja_err(c->r, c->line, "range() arg 3 must not be zero");
+    json_t *l = json_array();
+    for (int64_t x = p[0]; p[2] > 0 ? x < p[1] : x > p[1]; x += p[2]) {
+        if (json_array_size(l) >= MAX_RANGE) {
             json_decref(l);
-        } else if (!strcmp(name, "reverse")) {
-            /* reversed() of a list is an iterator; a generator is listed first */
-            json_t *l = json_array();
-            for (size_t i = n; i > 0; i--)
-                json_array_append(l, json_array_get(items, i - 1));
-            bool iter = !(v->kind == JV_LIST && v->seq == JV_SEQ_GEN);
-            *out = jinja_seq(l, iter ? JV_SEQ_GEN : JV_SEQ_LIST);
-        } else {
-            /* unique: first occurrence wins; strings compare case-insensitively */
-            json_t *l = json_array();
-            for (size_t i = 0; i < n; i++) {
-                struct jv x = jv_from_json(json_array_get(items, i));
-                struct jv xl = x.kind == JV_STR ? str_case(&x, 0) : jv_copy(&x);
-                bool dup = false;
-                for (size_t k = 0; k < json_array_size(l) && !dup; k++) {
-                    struct jv y = jv_from_json(json_array_get(l, k));
-                    struct jv yl = y.kind == JV_STR ? str_case(&y, 0) : jv_copy(&y);
-                    dup = jv_equal(&xl, &yl);
-                    jv_free(&y);
-                    jv_free(&yl);
-                }
-                if (!dup)
-                    json_array_append(l, json_array_get(items, i));
-                jv_free(&x);
-                jv_free(&xl);
-            }
-            *out = jinja_seq(l, JV_SEQ_GEN);
+            return jinja_err(c->r, c->line, "range too large");
         }
-        json_decref(items);
-        return HS_OK;
+        json_array_append_new(l, json_integer(x));
     }
-    if (!strcmp(name, "int"))
-        return filter_int(v, jinja_arg(a, f, "default"), out);
-    if (!strcmp(name, "float")) {
-        const struct jv *def = jinja_arg(a, f, "default");
-        if (jv_is_number(v)) {
-            *out = jv_float(jv_as_double(v));
-        } else if (v->kind == JV_STR) {
-            char *end;
-            struct jv t = str_strip(v, NULL, 3);
-            char *buf = hs_strndup(jv_str(&t), jv_len(&t));
-            double d = strtod(buf, &end);
-            bool ok = *buf && *end == 0 && !strchr(buf, 'x') && !strchr(buf, 'X');
-            hs_free(buf);
-            jv_free(&t);
-            *out = ok ? jv_float(d) : def ? jv_copy(def) : jv_float(0.0);
-        } else {
-            *out = def ? jv_copy(def) : jv_float(0.0);
-        }
-        return HS_OK;
+    *out = jinja_seq(l, JV_SEQ_RANGE);
+    return HS_OK;
+}
+
+/* namespace (variant 1) / dict (0): a mapping from one mapping argument and keywords */
+static int g_mapping(const struct jcall *c, struct jv *out)
+{
+    const struct args *a = c->a;
+    bool ns = c->b->variant;
+    json_t *o = json_object();
+    int rc = HS_OK;
+    if (a->n_pos > 1 || (a->n_pos == 1 && a->pos[0].kind != JV_DICT)) {
+        json_decref(o);
+        return jinja_err(c->r, c->line, "%s() takes at most one mapping argument", c->b->name);
     }
-    if (!strcmp(name, "abs")) {
-        if (v->kind == JV_INT || v->kind == JV_BOOL) {
-            int64_t x = v->kind == JV_INT ? v->u.i : v->u.b;
-            if (x == INT64_MIN)
-                return jinja_err(r, line, "integer overflow");
-            *out = jv_int(x < 0 ? -x : x);
-        } else if (v->kind == JV_FLOAT) {
-            *out = jv_float(fabs(v->u.f));
-        } else {
-            return jinja_err(r, line, "bad operand type for abs(): '%s'", jv_type_name(v));
-        }
-        return HS_OK;
-    }
-    if (!strcmp(name, "map")) {
-        const struct jv *attr = jinja_arg(a, -1, "attribute"), *def = jinja_arg(a, -1, "default");
-        json_t *items;
-        if (!attr && (!a0 || a0->kind != JV_STR))
-            return jinja_err(r, line, "map needs a filter name or attribute=");
-        if ((rc = jinja_iter(r, line, v, &items)) != HS_OK)
-            return rc;
-        json_t *res = json_array();
-        for (size_t i = 0; i < json_array_size(items) && rc == HS_OK; i++) {
-            struct jv it = jv_from_json(json_array_get(items, i)), x;
-            if (attr) {
-                x = attr_path(&it, attr->kind == JV_STR ? jv_str(attr) : "");
-                if (x.kind == JV_UNDEF && def) {
-                    jv_free(&x);
-                    x = jv_copy(def);
-                }
-            } else {
-                struct args sub = args_from(a, f + 1);
-                rc = jinja_filter(r, line, jv_str(a0), &it, &sub, 0, &x);
-            }
-            if (rc == HS_OK) {
-                json_t *j;
-                rc = jinja_to_json(r, line, &x, &j);
-                if (rc == HS_OK)
-                    json_array_append_new(res, j);
-                jv_free(&x);
-            }
-            jv_free(&it);
-        }
-        json_decref(items);
+    if (a->n_pos == 1)
+        json_object_update(o, a->pos[0].u.j);
+    for (int k = 0; k < a->n_kw && rc == HS_OK; k++) {
+        if (a->kw[k].kind == JV_UNDEF && ns)
+            continue; /* reads back as undefined either way */
+        json_t *j;
+        rc = jinja_to_json(c->r, c->line, &a->kw[k], &j);
         if (rc == HS_OK)
-            *out = jinja_seq(res, JV_SEQ_GEN);
-        else
-            json_decref(res);
+            json_object_set_new(o, a->kw_names[k], j);
+    }
+    if (rc != HS_OK) {
+        json_decref(o);
         return rc;
     }
-    if (!strcmp(name, "selectattr") || !strcmp(name, "rejectattr") || !strcmp(name, "select") ||
-        !strcmp(name, "reject"))
-        return filter_select(r, line, name, v, a, f, out);
-    if (!strcmp(name, "sort") || !strcmp(name, "dictsort") || !strcmp(name, "min") ||
-        !strcmp(name, "max") || !strcmp(name, "sum"))
-        return filter_sorting(r, line, name, v, a, f, out);
-    if (!strcmp(name, "indent"))
-        return filter_indent(r, line, v, a, f, out);
-    return jinja_err(r, line, "no filter named '%s'", name);
+    out->kind = ns ? JV_NS : JV_DICT;
+    out->markup = out->tuple = false;
+    out->u.j = o;
+    return HS_OK;
+}
+
+static int g_raise(const struct jcall *c, struct jv *out)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    if (c->a->n_pos > 0)
+        jv_str_append(&c->a->pos[0], &sb);
+    int rc = jinja_err(c->r, c->line, "raise_exception: %s", sb.buf ? sb.buf : "");
+    strbuf_free(&sb);
+    return rc;
+}
+
+static int g_strftime(const struct jcall *c, struct jv *out)
+{
+    const struct jv *fmt = jinja_arg(c->a, 0, "format");
+    if (!fmt || fmt->kind != JV_STR)
+        return jinja_err(c->r, c->line, "strftime_now needs a format string");
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    char buf[512];
+    size_t n = strftime(buf, sizeof(buf), jv_str(fmt), &tm);
+    *out = jv_strn(buf, n);
+    return HS_OK;
+}
+
+/* ---- the table -------------------------------------------------------------------------- */
+
+/* Every builtin a template can name. The compiler refuses filter and test names that are
+ * not here (parse.c) and the evaluator calls exactly the row it found, so the set that
+ * compiles and the set that runs cannot drift apart. A name may appear once per kind. */
+static const struct jbuiltin BUILTINS[] = {
+    /* str methods */
+    {"strip", JB_STR_METHOD, 3, m_strip},
+    {"lstrip", JB_STR_METHOD, 1, m_strip},
+    {"rstrip", JB_STR_METHOD, 2, m_strip},
+    {"split", JB_STR_METHOD, 0, m_split},
+    {"startswith", JB_STR_METHOD, 1, m_affix},
+    {"endswith", JB_STR_METHOD, 0, m_affix},
+    {"replace", JB_STR_METHOD, 0, m_replace},
+    {"upper", JB_STR_METHOD, 1, m_case},
+    {"lower", JB_STR_METHOD, 0, m_case},
+    {"title", JB_STR_METHOD, 3, m_case},
+    {"capitalize", JB_STR_METHOD, 2, m_case},
+    {"count", JB_STR_METHOD, FIND_COUNT, m_find},
+    {"find", JB_STR_METHOD, FIND_FIRST, m_find},
+    {"rfind", JB_STR_METHOD, FIND_LAST, m_find},
+    {"join", JB_STR_METHOD, 0, m_join},
+    {"isspace", JB_STR_METHOD, 1, m_is},
+    {"isdigit", JB_STR_METHOD, 0, m_is},
+    {"format", JB_STR_METHOD, 0, m_format},
+    /* dict methods */
+    {"get", JB_DICT_METHOD, 0, m_get},
+    {"items", JB_DICT_METHOD, VIEW_ITEMS, m_view},
+    {"keys", JB_DICT_METHOD, VIEW_KEYS, m_view},
+    {"values", JB_DICT_METHOD, VIEW_VALUES, m_view},
+    /* list methods */
+    {"count", JB_LIST_METHOD, 0, m_list_find},
+    {"index", JB_LIST_METHOD, 1, m_list_find},
+    /* tests */
+    {"defined", JB_TEST, 0, t_defined},
+    {"undefined", JB_TEST, 0, t_undefined},
+    {"none", JB_TEST, 0, t_none},
+    {"string", JB_TEST, 0, t_string},
+    {"mapping", JB_TEST, 0, t_mapping},
+    {"iterable", JB_TEST, 0, t_iterable},
+    {"sequence", JB_TEST, 0, t_sequence},
+    {"number", JB_TEST, 0, t_number},
+    {"integer", JB_TEST, 0, t_integer},
+    {"float", JB_TEST, 0, t_float},
+    {"boolean", JB_TEST, 0, t_boolean},
+    {"true", JB_TEST, 1, t_bool_is},
+    {"false", JB_TEST, 0, t_bool_is},
+    {"callable", JB_TEST, 0, t_callable},
+    {"odd", JB_TEST, PARITY_ODD, t_parity},
+    {"even", JB_TEST, PARITY_EVEN, t_parity},
+    {"divisibleby", JB_TEST, PARITY_DIVISIBLE, t_parity},
+    {"eq", JB_TEST, JOP_EQ, t_compare},
+    {"equalto", JB_TEST, JOP_EQ, t_compare},
+    {"==", JB_TEST, JOP_EQ, t_compare},
+    {"ne", JB_TEST, JOP_NE, t_compare},
+    {"!=", JB_TEST, JOP_NE, t_compare},
+    {"lt", JB_TEST, JOP_LT, t_compare},
+    {"lessthan", JB_TEST, JOP_LT, t_compare},
+    {"<", JB_TEST, JOP_LT, t_compare},
+    {"le", JB_TEST, JOP_LE, t_compare},
+    {"<=", JB_TEST, JOP_LE, t_compare},
+    {"gt", JB_TEST, JOP_GT, t_compare},
+    {"greaterthan", JB_TEST, JOP_GT, t_compare},
+    {">", JB_TEST, JOP_GT, t_compare},
+    {"ge", JB_TEST, JOP_GE, t_compare},
+    {">=", JB_TEST, JOP_GE, t_compare},
+    {"in", JB_TEST, JOP_IN, t_compare},
+    {"lower", JB_TEST, 1, t_case},
+    {"upper", JB_TEST, 0, t_case},
+    {"sameas", JB_TEST, 0, t_sameas},
+    {"escaped", JB_TEST, 0, t_escaped},
+    /* filters */
+    {"tojson", JB_FILTER, 0, f_tojson},
+    {"trim", JB_FILTER, 0, f_trim},
+    {"length", JB_FILTER, 0, f_length},
+    {"count", JB_FILTER, 0, f_length},
+    {"string", JB_FILTER, 0, f_string},
+    {"items", JB_FILTER, 0, f_items},
+    {"default", JB_FILTER, 0, f_default},
+    {"d", JB_FILTER, 0, f_default},
+    {"join", JB_FILTER, 0, f_join},
+    {"lower", JB_FILTER, 0, f_case},
+    {"upper", JB_FILTER, 1, f_case},
+    {"capitalize", JB_FILTER, 2, f_case},
+    {"title", JB_FILTER, 4, f_case},
+    {"first", JB_FILTER, 0, f_first},
+    {"last", JB_FILTER, 0, f_last},
+    {"list", JB_FILTER, 0, f_list},
+    {"replace", JB_FILTER, 0, f_replace},
+    {"int", JB_FILTER, 0, f_int},
+    {"float", JB_FILTER, 0, f_float},
+    {"safe", JB_FILTER, 0, f_safe},
+    {"e", JB_FILTER, 0, f_escape},
+    {"escape", JB_FILTER, 0, f_escape},
+    {"map", JB_FILTER, 0, f_map},
+    {"selectattr", JB_FILTER, SELECT_ATTR, filter_select},
+    {"rejectattr", JB_FILTER, SELECT_ATTR | SELECT_REJECT, filter_select},
+    {"select", JB_FILTER, 0, filter_select},
+    {"reject", JB_FILTER, SELECT_REJECT, filter_select},
+    {"reverse", JB_FILTER, 0, f_reverse},
+    {"unique", JB_FILTER, 0, f_unique},
+    {"abs", JB_FILTER, 0, f_abs},
+    {"sort", JB_FILTER, 0, f_sort},
+    {"dictsort", JB_FILTER, 0, f_dictsort},
+    {"min", JB_FILTER, 0, f_minmax},
+    {"max", JB_FILTER, 1, f_minmax},
+    {"sum", JB_FILTER, 0, f_sum},
+    {"indent", JB_FILTER, 0, filter_indent},
+    /* global functions */
+    {"range", JB_FUNC, 0, g_range},
+    {"namespace", JB_FUNC, 1, g_mapping},
+    {"dict", JB_FUNC, 0, g_mapping},
+    {"raise_exception", JB_FUNC, 0, g_raise},
+    {"strftime_now", JB_FUNC, 0, g_strftime},
+};
+
+static int builtin_index(enum jb_kind kind, const char *name)
+{
+    for (size_t k = 0; k < HS_ARRAY_LEN(BUILTINS); k++)
+        if (BUILTINS[k].kind == kind && !strcmp(BUILTINS[k].name, name))
+            return (int)k;
+    return -1;
+}
+
+const struct jbuiltin *jinja_builtin_find(enum jb_kind kind, const char *name)
+{
+    int k = builtin_index(kind, name);
+    return k < 0 ? NULL : &BUILTINS[k];
+}
+
+int jinja_method_find(enum jv_kind kind, const char *name)
+{
+    switch (kind) {
+    case JV_STR: return builtin_index(JB_STR_METHOD, name);
+    case JV_DICT: return builtin_index(JB_DICT_METHOD, name);
+    case JV_LIST: return builtin_index(JB_LIST_METHOD, name);
+    default: return -1;
+    }
+}
+
+int jinja_func_find(const char *name)
+{
+    return builtin_index(JB_FUNC, name);
+}
+
+struct jv jinja_method_value(const struct jv *recv, int id)
+{
+    struct jv m = {0};
+    m.kind = JV_METHOD;
+    m.id = id;
+    m.u.j = json_incref(recv->u.j);
+    return m;
+}
+
+int jinja_call_method(struct rctx *r, int line, const struct jv *m, const struct args *a, struct jv *out)
+{
+    struct jv self = jv_from_json(m->u.j);
+    struct jcall c = {r, line, &BUILTINS[m->id], &self, a, 0};
+    int rc = c.b->fn(&c, out);
+    jv_free(&self);
+    return rc;
 }
 
 int jinja_call_func(struct rctx *r, int line, int id, const struct args *a, struct jv *out)
 {
-    switch (id) {
-    case F_RANGE: {
-        int64_t p[3] = {0, 0, 1};
-        if (a->n_pos < 1 || a->n_pos > 3 || a->n_kw)
-            return jinja_err(r, line, "range expected 1 to 3 integer arguments");
-        for (int i = 0; i < a->n_pos; i++)
-            if (!jinja_index(&a->pos[i], &p[a->n_pos == 1 ? 1 : i]))
-                return jinja_err(r, line, "range: '%s' object cannot be interpreted as an integer", jv_type_name(&a->pos[i]));
-        if (p[2] == 0)
-            return jinja_err(r, line, "range() arg 3 must not be zero");
-        json_t *l = json_array();
-        for (int64_t x = p[0]; p[2] > 0 ? x < p[1] : x > p[1]; x += p[2]) {
-            if (json_array_size(l) >= MAX_RANGE) {
-                json_decref(l);
-                return jinja_err(r, line, "range too large");
-            }
-            json_array_append_new(l, json_integer(x));
-        }
-        *out = jinja_seq(l, JV_SEQ_RANGE);
-        return HS_OK;
-    }
-    case F_NAMESPACE: case F_DICT: {
-        json_t *o = json_object();
-        int rc = HS_OK;
-        if (a->n_pos > 1 || (a->n_pos == 1 && a->pos[0].kind != JV_DICT)) {
-            json_decref(o);
-            return jinja_err(r, line, "%s() takes at most one mapping argument", FUNC_NAMES[id]);
-        }
-        if (a->n_pos == 1)
-            json_object_update(o, a->pos[0].u.j);
-        for (int k = 0; k < a->n_kw && rc == HS_OK; k++) {
-            if (a->kw[k].kind == JV_UNDEF && id == F_NAMESPACE)
-                continue; /* reads back as undefined either way */
-            json_t *j;
-            rc = jinja_to_json(r, line, &a->kw[k], &j);
-            if (rc == HS_OK)
-                json_object_set_new(o, a->kw_names[k], j);
-        }
-        if (rc != HS_OK) {
-            json_decref(o);
-            return rc;
-        }
-        out->kind = id == F_NAMESPACE ? JV_NS : JV_DICT;
-        out->markup = out->tuple = false;
-        out->u.j = o;
-        return HS_OK;
-    }
-    case F_RAISE: {
-        struct strbuf sb;
-        strbuf_init(&sb);
-        if (a->n_pos > 0)
-            jv_str_append(&a->pos[0], &sb);
-        int rc = jinja_err(r, line, "raise_exception: %s", sb.buf ? sb.buf : "");
-        strbuf_free(&sb);
-        return rc;
-    }
-    case F_STRFTIME: {
-        const struct jv *fmt = jinja_arg(a, 0, "format");
-        if (!fmt || fmt->kind != JV_STR)
-            return jinja_err(r, line, "strftime_now needs a format string");
-        time_t now = time(NULL);
-        struct tm tm;
-        localtime_r(&now, &tm);
-        char buf[512];
-        size_t n = strftime(buf, sizeof(buf), jv_str(fmt), &tm);
-        *out = jv_strn(buf, n);
-        return HS_OK;
-    }
-    }
-    return jinja_err(r, line, "unknown function");
+    struct jcall c = {r, line, &BUILTINS[id], NULL, a, 0};
+    return c.b->fn(&c, out);
+}
+
+int jinja_filter(struct rctx *r, int line, const struct jbuiltin *b, const char *name, const struct jv *v,
+                 const struct args *a, int first, struct jv *out)
+{
+    if (!b)
+        return jinja_err(r, line, "no filter named '%s'", name);
+    struct jcall c = {r, line, b, v, a, first};
+    return b->fn(&c, out);
+}
+
+int jinja_test(struct rctx *r, int line, const struct jbuiltin *b, const char *name, const struct jv *v,
+               const struct args *a, bool *out)
+{
+    if (!b)
+        return jinja_err(r, line, "no test named '%s'", name);
+    struct jcall c = {r, line, b, v, a, 0};
+    struct jv res = jv_bool(false);
+    int rc = b->fn(&c, &res);
+    *out = res.u.b;
+    return rc;
 }

@@ -794,7 +794,7 @@ static int eval_node(struct rctx *r, struct scope *s, const struct jnode *n, str
             return rc;
         struct args args;
         if ((rc = eval_args(r, s, n, &args)) == HS_OK)
-            rc = jinja_filter(r, n->line, n->name, &a, &args, 0, out);
+            rc = jinja_filter(r, n->line, n->builtin, n->name, &a, &args, 0, out);
         args_free(&args);
         jv_free(&a);
         return rc;
@@ -805,7 +805,7 @@ static int eval_node(struct rctx *r, struct scope *s, const struct jnode *n, str
         struct args args;
         bool res = false;
         if ((rc = eval_args(r, s, n, &args)) == HS_OK)
-            rc = jinja_test(r, n->line, n->name, &a, &args, &res);
+            rc = jinja_test(r, n->line, n->builtin, n->name, &a, &args, &res);
         args_free(&args);
         jv_free(&a);
         *out = jv_bool(n->op ? !res : res);

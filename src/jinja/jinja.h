@@ -18,13 +18,13 @@
  *                     context (JSON) ──eval.c──> text
  *                                            │
  *             value.c: runtime values, Python str/repr/==/<, json.dumps
- *             builtins.c: filters, tests, methods and global functions
+ *             builtins.c: filters, tests, methods and global functions, one table
  *
  * Supported: {{ }}, {% if/elif/else %}, {% for x in xs [if c] %} (+ else, tuple targets,
  * loop.*), {% set %} (names, tuples, ns.attr, block set), {% macro %} and calls,
  * {% break/continue %}, {% raw %}, {# #}, whitespace control (- and +); expressions with
  * Python operators, comparisons, tests, filters, slices, literals and the string / dict /
- * list methods templates call (the tables in builtins.c are the whole set). Values are
+ * list methods templates call (the table in builtins.c is the whole set). Values are
  * jansson trees, so context data is shared, not copied.
  *
  * Not supported, each an error rather than a different rendering: extends, include,
@@ -48,7 +48,10 @@
  *   4. Every error names the template line; compile errors also the column.
  *   5. Scoping is Jinja2's: each loop iteration and each macro call gets a fresh scope whose
  *      assignments vanish at its end; macros see the top-level scope as it is at call time.
-  */
+ *   6. A filter, test, method or function name means what its row in the one builtin table
+ *      says, both when the template is compiled (unknown filters and tests are refused)
+ *      and when it runs.
+ */
 #ifndef HS_JINJA_H
 #define HS_JINJA_H
 

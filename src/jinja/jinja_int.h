@@ -177,6 +177,8 @@ struct jnode {
     struct jnode **body2;         /* IF / FOR: else body; COMPARE: operands after the first */
     int n_body2;
     int *ops;                     /* COMPARE: enum jop per operand in body2 */
+    const struct jbuiltin *builtin; /* FILTER / TEST: its row, NULL when the name is unknown
+                                       (allowed inside {% if %}; an error if it runs) */
 };
 
 struct jinja_template {
@@ -231,20 +233,50 @@ void jinja_html_escape(const char *s, size_t n, struct strbuf *out);
 int jinja_binop(struct rctx *r, int line, int op, const struct jv *a, const struct jv *b, struct jv *out);
 int jinja_compare(struct rctx *r, int line, int op, const struct jv *a, const struct jv *b, bool *out);
 
-/* builtins.c */
+/* ---- builtins (builtins.c) ------------------------------------------------------------ */
+
+/* What a builtin is called on; a name means one thing per kind ("lower" is a filter, a
+ * test and a str method). */
+enum jb_kind { JB_FILTER, JB_TEST, JB_STR_METHOD, JB_DICT_METHOD, JB_LIST_METHOD, JB_FUNC };
+
+struct jbuiltin;
+
+/* One call of a builtin: v is a filter's or test's input or a method's receiver (NULL for
+ * a global function); positional arguments count from `first` (map hands its own on after
+ * the filter's name). */
+struct jcall {
+    struct rctx *r;
+    int line;
+    const struct jbuiltin *b;
+    const struct jv *v;
+    const struct args *a;
+    int first;
+};
+
+/* Sets *out (a test: a BOOL) or returns an error from jinja_err. */
+typedef int (*jbuiltin_fn)(const struct jcall *c, struct jv *out);
+
+/* A row of the one builtin table. */
+struct jbuiltin {
+    const char *name;
+    enum jb_kind kind;
+    int variant;      /* which behaviour of fn this name selects (see each function) */
+    jbuiltin_fn fn;
+};
+
+/* The row for (kind, name), or NULL: the compile-time check and every dispatch use it. */
+const struct jbuiltin *jinja_builtin_find(enum jb_kind kind, const char *name);
+/* Methods and functions as values: ids are rows of the table. */
 int jinja_method_find(enum jv_kind kind, const char *name);  /* method id, or -1 */
 int jinja_func_find(const char *name);                       /* global function id, or -1 */
 struct jv jinja_method_value(const struct jv *recv, int id);
 int jinja_call_method(struct rctx *r, int line, const struct jv *m, const struct args *a, struct jv *out);
 int jinja_call_func(struct rctx *r, int line, int id, const struct args *a, struct jv *out);
-/* Apply filter / test `name` to v with arguments a (positional ones from index first). */
-int jinja_filter(struct rctx *r, int line, const char *name, const struct jv *v,
-                 const struct args *a, int first, struct jv *out);
-int jinja_test(struct rctx *r, int line, const char *name, const struct jv *v,
-               const struct args *a, bool *out);
-
-/* Whether a filter / test name exists; unknown names fail at compile time, as in Jinja2. */
-bool jinja_filter_known(const char *name);
-bool jinja_test_known(const char *name);
+/* Apply filter / test row b (NULL: the name is unknown, an error naming it) to v with
+ * arguments a (a filter's positional ones from index first). */
+int jinja_filter(struct rctx *r, int line, const struct jbuiltin *b, const char *name,
+                 const struct jv *v, const struct args *a, int first, struct jv *out);
+int jinja_test(struct rctx *r, int line, const struct jbuiltin *b, const char *name,
+               const struct jv *v, const struct args *a, bool *out);
 
 #endif

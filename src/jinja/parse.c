@@ -306,7 +306,8 @@ static int parse_filter_expr(struct parser *p, struct jnode **node)
             struct jnode *nd = node_new(p, JN_FILTER, t->line);
             if ((rc = parse_dotted(p, &nd->name)) != HS_OK)
                 return rc;
-            if (!p->soft && !jinja_filter_known(nd->name)) {
+            nd->builtin = jinja_builtin_find(JB_FILTER, nd->name);
+            if (!p->soft && !nd->builtin) {
                 p->i--;
                 return perr(p, "no filter named '%s'", nd->name);
             }
@@ -320,7 +321,8 @@ static int parse_filter_expr(struct parser *p, struct jnode **node)
             nd->op = skip_name(p, "not");
             if ((rc = parse_dotted(p, &nd->name)) != HS_OK)
                 return rc;
-            if (!p->soft && !jinja_test_known(nd->name)) {
+            nd->builtin = jinja_builtin_find(JB_TEST, nd->name);
+            if (!p->soft && !nd->builtin) {
                 p->i--;
                 return perr(p, "no test named '%s'", nd->name);
             }
