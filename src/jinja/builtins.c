@@ -36,7 +36,7 @@ static bool in_chars(uint32_t cp, const struct jv *chars)
     const char *s = jv_str(chars);
     size_t n = jv_len(chars);
     for (size_t i = 0; i < n;)
-        if (utf8_next(s, n, &i) == cp)
+        if (jinja_utf8_next(s, n, &i) == cp)
             return true;
     return false;
 }
@@ -49,7 +49,7 @@ static struct jv str_strip(const struct jv *v, const struct jv *chars, int which
     if (which & 1) {
         while (a < n) {
             size_t j = a;
-            if (!in_chars(utf8_next(s, n, &j), chars))
+            if (!in_chars(jinja_utf8_next(s, n, &j), chars))
                 break;
             a = j;
         }
@@ -58,7 +58,7 @@ static struct jv str_strip(const struct jv *v, const struct jv *chars, int which
         size_t i = a, keep = a;
         while (i < n) {
             size_t j = i;
-            if (!in_chars(utf8_next(s, n, &j), chars))
+            if (!in_chars(jinja_utf8_next(s, n, &j), chars))
                 keep = j;
             i = j;
         }
@@ -79,7 +79,7 @@ static json_t *str_split(const struct jv *v, const struct jv *sep, int64_t maxsp
         for (;;) {
             while (i < n) {
                 size_t j = i;
-                if (!py_is_space(utf8_next(s, n, &j)))
+                if (!py_is_space(jinja_utf8_next(s, n, &j)))
                     break;
                 i = j;
             }
@@ -90,7 +90,7 @@ static json_t *str_split(const struct jv *v, const struct jv *sep, int64_t maxsp
                 size_t k = i, keep = i;
                 while (k < n) {
                     size_t j = k;
-                    if (!py_is_space(utf8_next(s, n, &j)))
+                    if (!py_is_space(jinja_utf8_next(s, n, &j)))
                         keep = j;
                     k = j;
                 }
@@ -100,7 +100,7 @@ static json_t *str_split(const struct jv *v, const struct jv *sep, int64_t maxsp
             size_t st = i;
             while (i < n) {
                 size_t j = i;
-                if (py_is_space(utf8_next(s, n, &j)))
+                if (py_is_space(jinja_utf8_next(s, n, &j)))
                     break;
                 i = j;
             }
@@ -140,7 +140,7 @@ static struct jv str_replace(const struct jv *v, const struct jv *old, const str
             if (i >= n)
                 break;
             size_t j = i;
-            utf8_next(s, n, &j);
+            jinja_utf8_next(s, n, &j);
             strbuf_append(&sb, s + i, j - i);
             i = j;
         }
@@ -213,7 +213,7 @@ static struct jv str_case(const struct jv *v, int mode)
     strbuf_init(&sb);
     bool prev_cased = false, word_start = true, first = true;
     for (size_t i = 0; i < n;) {
-        uint32_t c = utf8_next(s, n, &i);
+        uint32_t c = jinja_utf8_next(s, n, &i);
         bool up;
         switch (mode) {
         case 0: up = false; break;
@@ -225,7 +225,7 @@ static struct jv str_case(const struct jv *v, int mode)
         first = false;
         prev_cased = cp_cased(c);
         word_start = py_is_space(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
-        utf8_put(&sb, cp_case(c, up));
+        jinja_utf8_put(&sb, cp_case(c, up));
     }
     struct jv o = jv_str_take(&sb);
     o.markup = v->markup;
@@ -240,7 +240,7 @@ static bool str_affix(const struct jv *v, const struct jv *affix, bool start)
     return memcmp(jv_str(v) + (start ? 0 : n - an), jv_str(affix), an) == 0;
 }
 
-static int64_t cp_index(const char *s, const char *at) { return (int64_t)utf8_count(s, (size_t)(at - s)); }
+static int64_t cp_index(const char *s, const char *at) { return (int64_t)jinja_utf8_count(s, (size_t)(at - s)); }
 
 /* ---- methods ---------------------------------------------------------------------------- */
 
@@ -411,7 +411,7 @@ static int m_find(const struct jcall *c, struct jv *out)
     if (c->b->variant == FIND_COUNT) {
         int64_t k = 0;
         if (pn == 0) {
-            k = (int64_t)utf8_count(s, n) + 1;
+            k = (int64_t)jinja_utf8_count(s, n) + 1;
         } else {
             for (const char *h = s; (h = memmem(h, n - (size_t)(h - s), p, pn)) != NULL; h += pn)
                 k++;
@@ -468,7 +468,7 @@ static int m_is(const struct jcall *c, struct jv *out)
     size_t n = jv_len(c->v);
     bool ok = n > 0;
     for (size_t i = 0; i < n && ok;) {
-        uint32_t cp = utf8_next(s, n, &i);
+        uint32_t cp = jinja_utf8_next(s, n, &i);
         ok = c->b->variant ? py_is_space(cp) : (cp >= '0' && cp <= '9');
     }
     *out = jv_bool(ok);
@@ -907,7 +907,7 @@ static int filter_indent(const struct jcall *c, struct jv *out)
         more = false;
         while (i < n) {
             size_t j = i;
-            uint32_t cp = utf8_next(p, n, &j);
+            uint32_t cp = jinja_utf8_next(p, n, &j);
             if (cp == '\n' || cp == '\r' || cp == 0x0B || cp == 0x0C || (cp >= 0x1C && cp <= 0x1E) ||
                 cp == 0x85 || cp == 0x2028 || cp == 0x2029) {
                 end = i;
@@ -1239,14 +1239,17 @@ static int f_reverse(const struct jcall *c, struct jv *out)
         size_t n = jv_len(v);
         struct strbuf sb;
         strbuf_init(&sb);
-        size_t end = n;
-        while (end > 0) {
-            size_t st = end - 1;
-            while (st > 0 && ((unsigned char)s[st] & 0xC0) == 0x80)
-                st--;
-            strbuf_append(&sb, s + st, end - st);
-            end = st;
+        /* characters as jinja_utf8_next steps them, last first */
+        size_t *starts = hs_malloc((n + 1) * sizeof(*starts)), k = 0;
+        for (size_t i = 0; i < n;) {
+            starts[k++] = i;
+            jinja_utf8_next(s, n, &i);
         }
+        for (size_t end = n; k > 0; k--) {
+            strbuf_append(&sb, s + starts[k - 1], end - starts[k - 1]);
+            end = starts[k - 1];
+        }
+        hs_free(starts);
         *out = sb.len ? jv_str_take(&sb) : (strbuf_free(&sb), jv_strn("", 0));
         return HS_OK;
     }

@@ -181,12 +181,12 @@ struct jv jinja_getitem(const struct jv *obj, const struct jv *key)
         if (jinja_index(key, &idx)) {
             const char *s = jv_str(obj);
             size_t len = jv_len(obj);
-            int64_t n = (int64_t)utf8_count(s, len);
+            int64_t n = (int64_t)jinja_utf8_count(s, len);
             if (idx < 0)
                 idx += n;
             if (idx >= 0 && idx < n) {
-                size_t a = utf8_offset(s, len, (size_t)idx), b = a;
-                utf8_next(s, len, &b);
+                size_t a = jinja_utf8_offset(s, len, (size_t)idx), b = a;
+                jinja_utf8_next(s, len, &b);
                 return jv_strn(s + a, b - a);
             }
             return jv_undef(NULL);
@@ -298,7 +298,7 @@ int jinja_iter(struct rctx *r, int line, const struct jv *v, json_t **out)
         size_t n = jv_len(v);
         for (size_t i = 0; i < n;) {
             size_t st = i;
-            utf8_next(s, n, &i);
+            jinja_utf8_next(s, n, &i);
             json_array_append_new(a, json_stringn_nocheck(s + st, i - st));
         }
         *out = a;
@@ -332,7 +332,7 @@ int jinja_to_json(struct rctx *r, int line, const struct jv *v, json_t **out)
 int jinja_len(struct rctx *r, int line, const struct jv *v, int64_t *out)
 {
     switch (v->kind) {
-    case JV_STR: *out = (int64_t)utf8_count(jv_str(v), jv_len(v)); return HS_OK;
+    case JV_STR: *out = (int64_t)jinja_utf8_count(jv_str(v), jv_len(v)); return HS_OK;
     case JV_LIST:
         if (v->seq == JV_SEQ_GEN)
             break;
@@ -669,12 +669,12 @@ static int eval_slice(struct rctx *r, struct scope *s, const struct jnode *n, co
     if (obj->kind == JV_STR) {
         const char *str = jv_str(obj);
         size_t n_b = jv_len(obj);
-        int64_t len = (int64_t)utf8_count(str, n_b), st, sp;
+        int64_t len = (int64_t)jinja_utf8_count(str, n_b), st, sp;
         size_t *offs = hs_malloc(((size_t)len + 1) * sizeof(*offs));
         for (size_t i = 0, k = 0; k <= (size_t)len; k++) {
             offs[k] = i;
             if (i < n_b)
-                utf8_next(str, n_b, &i);
+                jinja_utf8_next(str, n_b, &i);
         }
         slice_adjust(len, has[0], pv[0], has[1], pv[1], pv[2], &st, &sp);
         struct strbuf sb;

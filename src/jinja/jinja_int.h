@@ -99,13 +99,15 @@ const char *jv_type_name(const struct jv *v);
 void py_float_repr(double d, struct strbuf *out); /* repr(float): 1.0, 1e-07, 1e+16 */
 void py_str_repr(const char *s, size_t n, struct strbuf *out);
 bool py_is_space(uint32_t cp);                    /* str.isspace() for one code point */
-/* Decode one UTF-8 code point at s[*i] (valid input assumed; invalid bytes read as
- * themselves), advancing *i. */
-uint32_t utf8_next(const char *s, size_t n, size_t *i);
-size_t utf8_count(const char *s, size_t n);       /* code points */
+/* The code point at s[*i] (i < n), advancing *i past it: base's strict decoder, and a
+ * byte that starts no valid sequence reads as one character, the code point of its value.
+ * Every walk over a string's characters (len, indexing, slicing, iteration, reverse) takes
+ * these steps, so they agree on any bytes. */
+uint32_t jinja_utf8_next(const char *s, size_t n, size_t *i);
+size_t jinja_utf8_count(const char *s, size_t n);       /* characters, as jinja_utf8_next steps */
 /* Byte offset of code point index cp (clamped to n). */
-size_t utf8_offset(const char *s, size_t n, size_t cp);
-void utf8_put(struct strbuf *sb, uint32_t cp);
+size_t jinja_utf8_offset(const char *s, size_t n, size_t cp);
+void jinja_utf8_put(struct strbuf *sb, uint32_t cp);
 /* json.dumps(v, indent (-1: None), ensure_ascii, sort_keys, separators (NULL: Python's
  * defaults for the indent)) appended to out; -1 (out partly written) when v holds an
  * Undefined, which Python cannot serialise. */

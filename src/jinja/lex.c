@@ -36,7 +36,7 @@ static size_t space_at(const char *s, size_t n, size_t i)
     if (i >= n)
         return 0;
     size_t j = i;
-    uint32_t cp = utf8_next(s, n, &j);
+    uint32_t cp = jinja_utf8_next(s, n, &j);
     return py_is_space(cp) ? j - i : 0;
 }
 
@@ -46,7 +46,7 @@ static size_t py_rstrip_len(const char *s, size_t n)
     size_t keep = 0, i = 0;
     while (i < n) {
         size_t j = i;
-        uint32_t cp = utf8_next(s, n, &j);
+        uint32_t cp = jinja_utf8_next(s, n, &j);
         if (!py_is_space(cp))
             keep = j;
         i = j;
@@ -191,7 +191,7 @@ static int lex_unescape(struct lexer *lx, const char *s, size_t n, size_t at, st
             if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
                 return lex_error(lx, at, "bad code point escape in a string literal");
             i += (size_t)nd;
-            utf8_put(out, cp);
+            jinja_utf8_put(out, cp);
             break;
         }
         default:
@@ -199,7 +199,7 @@ static int lex_unescape(struct lexer *lx, const char *s, size_t n, size_t at, st
                 uint32_t cp = (uint32_t)(e - '0');
                 for (int k = 0; k < 2 && i + 1 < n && s[i + 1] >= '0' && s[i + 1] <= '7'; k++)
                     cp = cp * 8 + (uint32_t)(s[++i] - '0');
-                utf8_put(out, cp);
+                jinja_utf8_put(out, cp);
             } else if (e == 'N') {
                 return lex_error(lx, at, "\\N{...} escapes are not supported");
             } else {
