@@ -651,7 +651,6 @@ static int t_compare(const struct jcall *c, struct jv *out)
     return rc;
 }
 
-
 /* ---- filters ---------------------------------------------------------------------------- */
 
 /* Attribute path lookup for map/selectattr: "a.b" -> item.a.b via getitem. */
