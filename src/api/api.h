@@ -85,6 +85,46 @@ int chat_from_anthropic(const json_t *body, struct chat_request *out, struct hs_
 int chat_from_responses(const json_t *body, struct chat_request *out, struct hs_err *err);
 void chat_request_free(struct chat_request *c); /* safe on a zeroed struct */
 
+/* ---- one complete request (request.c) ------------------------------------------------------
+ * A body becomes a request once, on arrival: the conversation and every field the server acts
+ * on. Nothing downstream reads the body. */
+
+/* The API a request came in on (its route). */
+enum api_kind {
+    API_KIND_OPENAI_CHAT = 0,    /* POST /v1/chat/completions */
+    API_KIND_ANTHROPIC_MESSAGES, /* POST /v1/messages */
+    API_KIND_OPENAI_RESPONSES,   /* POST /v1/responses (src/api/responses.c) */
+};
+
+/* Sampling as the request states it; the engine's sampler options are made from it. */
+struct api_sampling {
+    double temperature;          /* [0, 100]; 0 = greedy */
+    double top_p;                /* (0, 1] */
+    int64_t top_k;               /* [0, INT32_MAX]; 0 = off */
+    double min_p;                /* [0, 1] */
+    double presence_penalty;     /* [-2, 2] */
+    double frequency_penalty;    /* [-2, 2] */
+    int64_t seed;                /* any integer, 0 included, when seed_given */
+    bool seed_given;
+};
+
+struct api_request {
+    enum api_kind kind;
+    struct chat_request chat;    /* the conversation, stops, tool_choice; owned */
+    bool stream;
+    bool include_usage;          /* OpenAI chat stream_options.include_usage */
+    bool ignore_eos;             /* extension (as llama.cpp's): generate to the cap */
+    int64_t max_tokens;          /* the request's output cap; 0 = none given */
+    struct api_sampling sampling;
+};
+
+/* Parse and check a whole request body of API `kind` (request.c has the rules). `sampling`
+ * holds the defaults for fields the body leaves out. Errors: HS_ERR_INVALID or
+ * HS_ERR_UNSUPPORTED naming the field; *out then holds nothing to free. */
+int api_request_parse(enum api_kind kind, const json_t *body, const struct api_sampling *sampling,
+                      struct api_request *out, struct hs_err *err);
+void api_request_free(struct api_request *r); /* safe on a zeroed struct */
+
 /* ---- chat rendering ------------------------------------------------------------------- */
 
 struct chat_template;
@@ -96,6 +136,17 @@ int chat_template_new(const char *source, const char *bos, const char *eos,
 int chat_template_render(const struct chat_template *t, const struct chat_request *c,
                          struct strbuf *out, struct hs_err *err);
 void chat_template_free(struct chat_template *t);
+
+/* How the template writes a tool call inside <tool_call>: Qwen3.5's XML (<function=NAME>
+ * with <parameter=...> blocks) or Qwen3's JSON ({"name": ..., "arguments": ...}). Decided
+ * once, when the template is compiled, from what its source writes. */
+enum chat_tool_dialect { CHAT_TOOL_DIALECT_JSON = 0, CHAT_TOOL_DIALECT_XML };
+enum chat_tool_dialect chat_template_tool_dialect(const struct chat_template *t);
+/* The text a forced tool call (tool_choice required / named) appends to the generation
+ * prompt, so the model can only continue a call: an open <think> closed empty first
+ * (thinking), `<tool_call>\n`, then for a named tool the start of its call in the
+ * template's dialect. Appended to out. */
+void chat_forced_call_text(const struct chat_template *t, bool thinking, const char *name, struct strbuf *out);
 
 /* ---- head detection ------------------------------------------------------------------- */
 
@@ -171,12 +222,6 @@ void chat_stop_free(struct chat_stop *m);
  * /v1/models and count_tokens bodies. Pure functions of their inputs: no sockets, no clock,
  * no randomness (ids come from the caller's seed and counter). All output is appended to a
  * caller's strbuf as UTF-8 JSON (compact, keys in a fixed order, non-ASCII raw). */
-
-enum api_kind {
-    API_KIND_OPENAI_CHAT = 0,    /* POST /v1/chat/completions */
-    API_KIND_ANTHROPIC_MESSAGES, /* POST /v1/messages */
-    API_KIND_OPENAI_RESPONSES,   /* POST /v1/responses (src/api/responses.c) */
-};
 
 /* Why generation ended. END with at least one tool call is reported as TOOL_CALLS. */
 enum api_stop {

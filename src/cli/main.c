@@ -1,8 +1,9 @@
 /*
  * main.c — the `headstart` command: global setup (log level) and dispatch to the
- * subcommands of src/cmd_*.c through one table.
+ * subcommands of cmd_*.c through one table; each command's own options and --help are its
+ * option table's (cli.h).
  */
-#include "cmd.h"
+#include "cli/cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,18 +40,6 @@ static void usage(FILE *f)
     fprintf(f, "\nMODEL is a Hugging Face directory (config.json + *.safetensors) or a .gguf file.\n"
                "Run 'headstart <command> --help' for a command's options. HEADSTART_LOG=debug|info|warn|error\n"
                "sets the log level.\n");
-}
-
-int cmd_parse_i64(const char *cmd, const char *opt, const char *s, int64_t *out)
-{
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    if (!*s || *end || v < 0) {
-        fprintf(stderr, "headstart %s: %s wants a non-negative integer, got '%s'\n", cmd, opt, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
 }
 
 int main(int argc, char **argv)

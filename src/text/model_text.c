@@ -8,14 +8,11 @@
  * added tokens, 5 (unused, e.g. [PAD] rows) holes; the split regex follows `pre`
  * ("qwen35" or "qwen2"); no NFC, as llama.cpp applies none to GGUF vocabularies.
  *
- * Invariants:
- *   1. The same files always give the same tokenizer (nothing depends on the machine).
- *   2. An unknown GGUF pre-tokenizer or tokenizer model is an error, never a guess: wrong
- *      ids would silently poison every cache key downstream.
+ * The invariants are text.h's.
  */
 #include "format/format.h"
-#include "server/server.h"
 #include "sys/sys.h"
+#include "text/text.h"
 
 #include <string.h>
 

@@ -7,36 +7,18 @@
  * start and closed at exit (every queued write drained), so a later process restores what
  * this one banked.
  */
-#include "cmd.h"
+#include "cli/cli.h"
 #include "bank/bank.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "server/server.h"
 #include "sys/sys.h"
+#include "text/text.h"
 
-#include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static const char replay_help[] =
-    "usage: headstart replay -m MODEL --requests FILE.jsonl [--bank-ram SIZE] [--no-bank]\n"
-    "         [--no-head-anchor] [--max-tokens N] [--seed S] [--threads N] [--temp T]\n"
-    "         [--grid N] [--snap-cap N] [--min-head N] [--bank-dir DIR] [--bank-disk SIZE]\n"
-    "         [--no-bank-disk]\n"
-    "\n"
-    "Each line of FILE is {\"api\":\"openai\"|\"anthropic\",\"body\":{...}} (a request body). The\n"
-    "requests run in order through one session bank: render, restore, prefill, generate,\n"
-    "bank. One JSON line per request on stdout (prompt_tokens, cached_tokens, cache_source,\n"
-    "head_tokens, restore_reason, stop_reason, output_ids, first_logits_sha256, prefill_ms,\n"
-    "ttft_ms, ...; stop_sequence when a body's stop / stop_sequences string ended it,\n"
-    "forced_text when its tool_choice forced a call); the bank statistics as one JSON line\n"
-    "on stderr at the end.\n"
-    "--bank-ram defaults to 1/4 of the machine's memory; --max-tokens overrides the bodies'\n"
-    "max_tokens (default 256 when a body has none); --temp defaults to 0 (greedy).\n"
-    "The disk tier lives in --bank-dir (default $XDG_CACHE_HOME/headstart/bank, else\n"
-    "~/.cache/headstart/bank); --bank-disk caps it (default 20% of the free space there, at\n"
-    "most 64G); --no-bank-disk turns it off (--no-bank turns off both tiers).\n";
 
 static void disk_stats_json(struct jsonw *w, const struct bank_disk_stats *d)
 {
@@ -186,57 +168,73 @@ static struct bank_disk *open_disk(const char *dir_arg, int64_t cap, struct engi
     return d;
 }
 
+struct replay_args {
+    const char *model, *requests;
+    int64_t threads;
+    struct cli_bank_args bank;
+    struct bank_opts bo;          /* ram_budget and head_anchor come from `bank` */
+    struct session_opts so;
+};
+
+#define RA(f) offsetof(struct replay_args, f)
+static const struct cli_opt replay_opts[] = {
+    { .kind = CLI_OPT_STR, .name = "--model", .alias = "-m", .arg = "MODEL", .off = RA(model),
+      .help = "a Hugging Face directory or a .gguf file (required)" },
+    { .kind = CLI_OPT_STR, .name = "--requests", .arg = "FILE.jsonl", .off = RA(requests),
+      .help = "the requests, one a line (required)" },
+    { .kind = CLI_OPT_I64, .name = "--max-tokens", .arg = "N", .off = RA(so.max_tokens),
+      .help = "overrides the bodies' max_tokens (default 256 when a body has none)" },
+    { .kind = CLI_OPT_FLOAT, .name = "--temp", .arg = "T", .off = RA(so.sampling.temperature),
+      .fmin = 0, .range = CLI_RANGE_MIN, .help = "sampling temperature; 0 is greedy", .def = "0" },
+    { .kind = CLI_OPT_U64, .name = "--seed", .arg = "S", .off = RA(so.sampling.seed), .help = "the sampler's seed" },
+    { .kind = CLI_OPT_I64, .name = "--threads", .arg = "N", .off = RA(threads), .min = 1,
+      .help = "engine threads", .def = "1" },
+    { .kind = CLI_OPT_GROUP, .off = RA(bank), .group = cli_bank_opts },
+    { .kind = CLI_OPT_I64, .name = "--grid", .arg = "N", .off = RA(bo.grid),
+      .help = "the bank's snapshot grid spacing in tokens (0: no grid)",
+      .def = CLI_STR(BANK_DEFAULT_GRID) },
+    { .kind = CLI_OPT_INT, .name = "--snap-cap", .arg = "N", .off = RA(bo.snap_cap), .min = 2, .max = 1000,
+      .help = "ordinary snapshots kept per root-to-leaf path",
+      .def = CLI_STR(BANK_DEFAULT_SNAP_CAP) },
+    { .kind = CLI_OPT_I64, .name = "--min-head", .arg = "N", .off = RA(bo.min_head),
+      .help = "a head shorter than this (tokens) gets no anchor",
+      .def = CLI_STR(BANK_DEFAULT_MIN_HEAD) },
+    { 0 },
+};
+
+static const struct cli_command replay_cmd = {
+    .name = "replay",
+    .usage = "-m MODEL --requests FILE.jsonl [options]",
+    .about =
+    "Each line of FILE is {\"api\":\"openai\"|\"anthropic\",\"body\":{...}} (a request body). The\n"
+    "requests run in order through one session bank: render, restore, prefill, generate,\n"
+    "bank. One JSON line per request on stdout (prompt_tokens, cached_tokens, cache_source,\n"
+    "head_tokens, restore_reason, stop_reason, output_ids, first_logits_sha256, prefill_ms,\n"
+    "ttft_ms, ...; stop_sequence when a body's stop / stop_sequences string ended it,\n"
+    "forced_text when its tool_choice forced a call); the bank statistics as one JSON line\n"
+    "on stderr at the end.\n",
+    .opts = replay_opts,
+};
+
 int cmd_replay(int argc, char **argv)
 {
-    const char *model_path = NULL, *req_path = NULL;
-    int64_t threads = 1, iv;
-    bool use_bank = true, use_disk = true;
-    const char *bank_dir = NULL;
-    int64_t disk_cap = -1;
-    struct bank_opts bo;
-    bank_opts_default(&bo);
-    bool ram_given = false;
-    struct session_opts so = { 0 };
-    sampler_opts_default(&so.sampling);
-    so.sampling.temperature = 0.0f;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(replay_help, stdout); return 0; }
-        if (!strcmp(a, "--no-bank")) { use_bank = false; continue; }
-        if (!strcmp(a, "--no-head-anchor")) { bo.head_anchor = false; continue; }
-        if (!strcmp(a, "--no-bank-disk")) { use_disk = false; continue; }
-        if (i + 1 >= argc) { fprintf(stderr, "headstart replay: %s needs a value (see --help)\n", a); return 2; }
-        const char *v = argv[++i];
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = v;
-        else if (!strcmp(a, "--requests")) req_path = v;
-        else if (!strcmp(a, "--threads")) { if (cmd_parse_i64("replay", a, v, &threads) || threads < 1) return 2; }
-        else if (!strcmp(a, "--max-tokens")) { if (cmd_parse_i64("replay", a, v, &so.max_tokens)) return 2; }
-        else if (!strcmp(a, "--seed")) { if (cmd_parse_i64("replay", a, v, &iv)) return 2; so.sampling.seed = (uint64_t)iv; }
-        else if (!strcmp(a, "--grid")) { if (cmd_parse_i64("replay", a, v, &bo.grid)) return 2; }
-        else if (!strcmp(a, "--min-head")) { if (cmd_parse_i64("replay", a, v, &bo.min_head)) return 2; }
-        else if (!strcmp(a, "--snap-cap")) {
-            if (cmd_parse_i64("replay", a, v, &iv) || iv < 2 || iv > 1000) { fprintf(stderr, "headstart replay: --snap-cap wants 2..1000\n"); return 2; }
-            bo.snap_cap = (int)iv;
-        } else if (!strcmp(a, "--temp")) {
-            char *end;
-            errno = 0;
-            so.sampling.temperature = strtof(v, &end);
-            if (!*v || *end || errno || so.sampling.temperature < 0) { fprintf(stderr, "headstart replay: --temp wants a number >= 0, got '%s'\n", v); return 2; }
-        } else if (!strcmp(a, "--bank-ram")) {
-            int64_t b = hs_parse_size(v);
-            if (b < 0) { fprintf(stderr, "headstart replay: --bank-ram wants a size like 512M or 8G, got '%s'\n", v); return 2; }
-            bo.ram_budget = (uint64_t)b;
-            ram_given = true;
-        } else if (!strcmp(a, "--bank-dir")) {
-            if (!*v) { fprintf(stderr, "headstart replay: --bank-dir wants a directory\n"); return 2; }
-            bank_dir = v;
-        } else if (!strcmp(a, "--bank-disk")) {
-            disk_cap = hs_parse_size(v);
-            if (disk_cap <= 0) { fprintf(stderr, "headstart replay: --bank-disk wants a size like 20G, got '%s'\n", v); return 2; }
-        } else { fprintf(stderr, "headstart replay: unknown option '%s' (see --help)\n", a); return 2; }
-    }
+    struct replay_args a = { .threads = 1 };
+    cli_bank_args_default(&a.bank);
+    bank_opts_default(&a.bo);
+    sampler_opts_default(&a.so.sampling);
+    a.so.sampling.temperature = 0.0f;
+    int pr = cli_parse(&replay_cmd, argc, argv, &a, NULL, NULL);
+    if (pr != CLI_PARSE_OK) return pr == CLI_PARSE_HELP ? 0 : 2;
+    const char *model_path = a.model, *req_path = a.requests;
+    int64_t threads = a.threads;
+    bool use_bank = !a.bank.no_bank, use_disk = !a.bank.no_disk;
+    const char *bank_dir = a.bank.dir;
+    int64_t disk_cap = a.bank.disk;
+    struct bank_opts bo = a.bo;
+    bo.head_anchor = !a.bank.no_head_anchor;
+    struct session_opts so = a.so;
     if (!model_path || !req_path) { fprintf(stderr, "headstart replay: -m MODEL and --requests FILE are required (see --help)\n"); return 2; }
-    if (!ram_given) bo.ram_budget = sys_mem_total_bytes() / 4;
+    bo.ram_budget = a.bank.ram >= 0 ? (uint64_t)a.bank.ram : sys_mem_total_bytes() / 4;
 
     struct hs_err err;
     hs_err_clear(&err);
@@ -294,8 +292,14 @@ int cmd_replay(int argc, char **argv)
         }
         struct session_report r;
         enum api_kind kind = !strcmp(api_s, "anthropic") ? API_KIND_ANTHROPIC_MESSAGES : API_KIND_OPENAI_CHAT;
-        int src = session_run(e, &mt, bank, kind, body, &so, NULL, NULL, &r, &err);
+        struct api_sampling defaults;
+        session_sampling_defaults(&defaults);
+        struct api_request req;
+        int src = api_request_parse(kind, body, &defaults, &req, &err);
         json_decref(root);
+        /* sampling is the command line's (greedy by default), not the logged request's */
+        if (src == HS_OK) src = session_run(e, &mt, bank, &req, &so, NULL, NULL, &r, &err);
+        api_request_free(&req);
         if (src != HS_OK) {
             fprintf(stderr, "headstart replay: %s:%lld: %s\n", req_path, (long long)line_no, err.msg);
             rc = 1;

@@ -1,42 +1,112 @@
 /*
- * cmd_engine.c — `headstart logits` and `headstart run`: option parsing, token ids in,
+ * cmd_engine.c — `headstart logits` and `headstart run`: their option tables, token ids in,
  * logits or generated tokens out. The work is engine/'s (engine_forward, the sampler);
  * text prompts are tokenized (and --chat rendered through the chat template) by the
- * model's text side (server/model_text.c), and generated text is streamed through the
+ * model's text side (text/model_text.c), and generated text is streamed through the
  * incremental detokenizer.
  */
-#include "cmd.h"
+#include "cli/cli.h"
 #include "api/api.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "server/server.h"
 #include "sys/sys.h"
+#include "text/text.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char logits_help[] =
-    "usage: headstart logits -m MODEL (--ids \"1 2 3\" | --ids-file F | --text T) [--chunk N]\n"
-    "         [--threads N] [--batch N] [--all] -o OUT.f32\n"
-    "\n"
-    "Runs the prompt's token ids through the model and writes float32 little-endian logits:\n"
-    "one row of n_vocab per position with --all, else the last position's row. --chunk N\n"
-    "cuts the prompt into forward calls of N tokens (the logits do not change with N).\n"
-    "--text tokenizes T with the model's tokenizer (special tokens like <|im_start|> match).\n";
+/* The options of logits and run, one struct (each command reads its own). */
+struct engine_args {
+    const char *model, *ids, *ids_file, *out, *text, *prompt, *chat;
+    int64_t chunk, threads, batch, n_gen;
+    bool all, json, ignore_eos;
+    struct sampler_opts so;
+};
 
-static const char run_help[] =
-    "usage: headstart run -m MODEL (-p TEXT | --chat TEXT | --ids \"1 2 3\" | --ids-file F)\n"
-    "         [-n N] [--temp T] [--top-p P] [--top-k K] [--min-p P] [--seed S] [--threads N]\n"
-    "         [--ignore-eos] [--json]\n"
-    "\n"
-    "Prefills the prompt, generates up to N tokens (default 32) and ends with one line of\n"
-    "timings. -p TEXT is a raw prompt; --chat TEXT is one user message rendered through the\n"
-    "model's chat template with the generation prompt. With a text prompt the output is\n"
-    "streamed as text and stops at the model's end-of-turn tokens (unless --ignore-eos);\n"
-    "with ids it prints the generated ids. Sampling defaults: --temp 0.7 --top-p 0.8\n"
-    "--top-k 20; --temp 0 is greedy. --json prints one JSON object instead.\n";
+#define EA(f) offsetof(struct engine_args, f)
+static const struct cli_opt model_opt[] = {
+    { .kind = CLI_OPT_STR, .name = "--model", .alias = "-m", .arg = "MODEL", .off = EA(model),
+      .help = "a Hugging Face directory or a .gguf file (required)" },
+    { 0 },
+};
+static const struct cli_opt ids_opts[] = {
+    { .kind = CLI_OPT_STR, .name = "--ids", .arg = "\"1 2 3\"", .off = EA(ids),
+      .help = "the prompt's token ids (spaces, tabs, newlines or commas between)" },
+    { .kind = CLI_OPT_STR, .name = "--ids-file", .arg = "F", .off = EA(ids_file), .help = "the ids from a file" },
+    { 0 },
+};
+static const struct cli_opt forward_opts[] = {
+    { .kind = CLI_OPT_I64, .name = "--threads", .arg = "N", .off = EA(threads), .min = 1,
+      .help = "engine threads", .def = "1" },
+    { .kind = CLI_OPT_I64, .name = "--batch", .arg = "N", .off = EA(batch),
+      .help = "the engine's batch size (0: its default)" },
+    { 0 },
+};
+
+static const struct cli_opt logits_opts[] = {
+    { .kind = CLI_OPT_GROUP, .group = model_opt },
+    { .kind = CLI_OPT_GROUP, .group = ids_opts },
+    { .kind = CLI_OPT_STR, .name = "--text", .arg = "T", .off = EA(text),
+      .help = "tokenize T with the model's tokenizer (special tokens like <|im_start|> match)" },
+    { .kind = CLI_OPT_I64, .name = "--chunk", .arg = "N", .off = EA(chunk),
+      .help = "forward calls of N tokens (0: the whole prompt at once)" },
+    { .kind = CLI_OPT_GROUP, .group = forward_opts },
+    { .kind = CLI_OPT_FLAG, .name = "--all", .off = EA(all), .help = "every position's row, not only the last" },
+    { .kind = CLI_OPT_STR, .name = "--out", .alias = "-o", .arg = "OUT.f32", .off = EA(out),
+      .help = "where to write the logits (required)" },
+    { 0 },
+};
+
+static const struct cli_command logits_cmd = {
+    .name = "logits",
+    .usage = "-m MODEL (--ids \"1 2 3\" | --ids-file F | --text T) [--chunk N]\n"
+             "         [--threads N] [--batch N] [--all] -o OUT.f32",
+    .about = "Runs the prompt's token ids through the model and writes float32 little-endian logits:\n"
+             "one row of n_vocab per position with --all, else the last position's row. --chunk N\n"
+             "cuts the prompt into forward calls of N tokens (the logits do not change with N).\n",
+    .opts = logits_opts,
+};
+
+static const struct cli_opt run_opts[] = {
+    { .kind = CLI_OPT_GROUP, .group = model_opt },
+    { .kind = CLI_OPT_STR, .name = "--prompt", .alias = "-p", .arg = "TEXT", .off = EA(prompt),
+      .help = "a raw text prompt" },
+    { .kind = CLI_OPT_STR, .name = "--chat", .arg = "TEXT", .off = EA(chat),
+      .help = "one user message, rendered through the model's chat template with "
+              "the generation prompt" },
+    { .kind = CLI_OPT_GROUP, .group = ids_opts },
+    { .kind = CLI_OPT_I64, .name = "-n", .arg = "N", .off = EA(n_gen), .help = "tokens to generate at most",
+      .def = "32" },
+    { .kind = CLI_OPT_FLOAT, .name = "--temp", .arg = "T", .off = EA(so.temperature),
+      .help = "sampling temperature; 0 is greedy", .def = "0.7" },
+    { .kind = CLI_OPT_FLOAT, .name = "--top-p", .arg = "P", .off = EA(so.top_p), .help = "nucleus sampling",
+      .def = "0.8" },
+    { .kind = CLI_OPT_INT, .name = "--top-k", .arg = "K", .off = EA(so.top_k), .max = INT32_MAX,
+      .help = "the K most likely tokens only", .def = "20" },
+    { .kind = CLI_OPT_FLOAT, .name = "--min-p", .arg = "P", .off = EA(so.min_p),
+      .help = "drop tokens below P times the most likely's probability" },
+    { .kind = CLI_OPT_U64, .name = "--seed", .arg = "S", .off = EA(so.seed), .help = "the sampler's seed" },
+    { .kind = CLI_OPT_GROUP, .group = forward_opts },
+    { .kind = CLI_OPT_FLAG, .name = "--ignore-eos", .off = EA(ignore_eos),
+      .help = "do not stop at the model's end-of-turn tokens" },
+    { .kind = CLI_OPT_FLAG, .name = "--json", .off = EA(json), .help = "one JSON object instead" },
+    { 0 },
+};
+
+static const struct cli_command run_cmd = {
+    .name = "run",
+    .usage = "-m MODEL (-p TEXT | --chat TEXT | --ids \"1 2 3\" | --ids-file F)\n"
+             "         [-n N] [--temp T] [--top-p P] [--top-k K] [--min-p P] [--seed S] [--threads N]\n"
+             "         [--ignore-eos] [--json]",
+    .about = "Prefills the prompt, generates up to N tokens and ends with one line of timings. With a\n"
+             "text prompt the output is streamed as text and stops at the model's end-of-turn tokens\n"
+             "(unless --ignore-eos); with ids it prints the generated ids.\n",
+    .opts = run_opts,
+};
 
 /* Parse ids separated by spaces, tabs, newlines or commas. */
 static int parse_ids(const char *cmd, const char *s, int32_t **ids_out, int64_t *n_out)
@@ -125,26 +195,6 @@ static int text_prompt(const char *cmd, const struct model_text *mt, const char 
     return rc == HS_OK ? 0 : -1;
 }
 
-static bool is_stop(const struct model_text *mt, int32_t tok)
-{
-    for (int i = 0; i < mt->n_stop_ids; i++)
-        if (mt->stop_ids[i] == tok) return true;
-    return false;
-}
-
-static int parse_float(const char *cmd, const char *opt, const char *s, float *out)
-{
-    char *end;
-    errno = 0;
-    float v = strtof(s, &end);
-    if (!*s || *end || errno) {
-        fprintf(stderr, "headstart %s: %s wants a number, got '%s'\n", cmd, opt, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 /* Model + engine + a sequence for n_ctx positions; prints the error. */
 static int open_engine(const char *cmd, const char *path, int64_t threads, int64_t batch,
                        struct model **m, struct engine **e, struct hs_err *err)
@@ -168,25 +218,12 @@ static int open_engine(const char *cmd, const char *path, int64_t threads, int64
 
 int cmd_logits(int argc, char **argv)
 {
-    const char *model_path = NULL, *ids_arg = NULL, *ids_file = NULL, *out = NULL, *text = NULL;
-    int64_t chunk = 0, threads = 1, batch = 0;
-    bool all = false;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(logits_help, stdout); return 0; }
-        if (!strcmp(a, "--all")) { all = true; continue; }
-        if (i + 1 >= argc) { fprintf(stderr, "headstart logits: %s needs a value (see --help)\n", a); return 2; }
-        const char *v = argv[++i];
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = v;
-        else if (!strcmp(a, "--ids")) ids_arg = v;
-        else if (!strcmp(a, "--ids-file")) ids_file = v;
-        else if (!strcmp(a, "-o") || !strcmp(a, "--out")) out = v;
-        else if (!strcmp(a, "--text")) text = v;
-        else if (!strcmp(a, "--chunk")) { if (cmd_parse_i64("logits", a, v, &chunk)) return 2; }
-        else if (!strcmp(a, "--threads")) { if (cmd_parse_i64("logits", a, v, &threads) || threads < 1) return 2; }
-        else if (!strcmp(a, "--batch")) { if (cmd_parse_i64("logits", a, v, &batch)) return 2; }
-        else { fprintf(stderr, "headstart logits: unknown option '%s' (see --help)\n", a); return 2; }
-    }
+    struct engine_args a = { .threads = 1 };
+    int pr = cli_parse(&logits_cmd, argc, argv, &a, NULL, NULL);
+    if (pr != CLI_PARSE_OK) return pr == CLI_PARSE_HELP ? 0 : 2;
+    const char *model_path = a.model, *ids_arg = a.ids, *ids_file = a.ids_file, *out = a.out, *text = a.text;
+    int64_t chunk = a.chunk, threads = a.threads, batch = a.batch;
+    bool all = a.all;
     if (!model_path || !out) { fprintf(stderr, "headstart logits: -m and -o are required (see --help)\n"); return 2; }
     int32_t *ids;
     int64_t n;
@@ -233,34 +270,14 @@ int cmd_logits(int argc, char **argv)
 
 int cmd_run(int argc, char **argv)
 {
-    const char *model_path = NULL, *ids_arg = NULL, *ids_file = NULL, *prompt = NULL, *chat = NULL;
-    int64_t n_gen = 32, threads = 1, batch = 0;
-    bool json = false, ignore_eos = false;
-    struct sampler_opts so;
-    sampler_opts_default(&so);
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(run_help, stdout); return 0; }
-        if (!strcmp(a, "--json")) { json = true; continue; }
-        if (!strcmp(a, "--ignore-eos")) { ignore_eos = true; continue; }
-        if (i + 1 >= argc) { fprintf(stderr, "headstart run: %s needs a value (see --help)\n", a); return 2; }
-        const char *v = argv[++i];
-        int64_t iv;
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = v;
-        else if (!strcmp(a, "--ids")) ids_arg = v;
-        else if (!strcmp(a, "--ids-file")) ids_file = v;
-        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = v;
-        else if (!strcmp(a, "--chat")) chat = v;
-        else if (!strcmp(a, "-n")) { if (cmd_parse_i64("run", a, v, &n_gen)) return 2; }
-        else if (!strcmp(a, "--threads")) { if (cmd_parse_i64("run", a, v, &threads) || threads < 1) return 2; }
-        else if (!strcmp(a, "--batch")) { if (cmd_parse_i64("run", a, v, &batch)) return 2; }
-        else if (!strcmp(a, "--temp")) { if (parse_float("run", a, v, &so.temperature)) return 2; }
-        else if (!strcmp(a, "--top-p")) { if (parse_float("run", a, v, &so.top_p)) return 2; }
-        else if (!strcmp(a, "--min-p")) { if (parse_float("run", a, v, &so.min_p)) return 2; }
-        else if (!strcmp(a, "--top-k")) { if (cmd_parse_i64("run", a, v, &iv)) return 2; so.top_k = (int)iv; }
-        else if (!strcmp(a, "--seed")) { if (cmd_parse_i64("run", a, v, &iv)) return 2; so.seed = (uint64_t)iv; }
-        else { fprintf(stderr, "headstart run: unknown option '%s' (see --help)\n", a); return 2; }
-    }
+    struct engine_args a = { .threads = 1, .n_gen = 32 };
+    sampler_opts_default(&a.so);
+    int pr = cli_parse(&run_cmd, argc, argv, &a, NULL, NULL);
+    if (pr != CLI_PARSE_OK) return pr == CLI_PARSE_HELP ? 0 : 2;
+    const char *model_path = a.model, *ids_arg = a.ids, *ids_file = a.ids_file, *prompt = a.prompt, *chat = a.chat;
+    int64_t n_gen = a.n_gen, threads = a.threads, batch = a.batch;
+    bool json = a.json, ignore_eos = a.ignore_eos;
+    struct sampler_opts so = a.so;
     if (!model_path) { fprintf(stderr, "headstart run: -m is required (see --help)\n"); return 2; }
     int32_t *ids = NULL;
     int64_t n = 0;
@@ -282,59 +299,53 @@ int cmd_run(int argc, char **argv)
         else bad = text_prompt("run", &mt, text, chat != NULL, &ids, &n);
         if (bad) { model_text_free(&mt); engine_free(e); model_free(m); return 1; }
     }
-    struct tokenizer_stream ts;
+    {
+        struct hs_err serr = {0};
+        if (sampler_opts_check(&so, &serr) != HS_OK) {
+            fprintf(stderr, "headstart run: %s\n", serr.msg[0] ? serr.msg : "invalid sampling options");
+            model_text_free(&mt);
+            hs_free(ids);
+            engine_free(e);
+            model_free(m);
+            return 2;
+        }
+    }
+    /* the request path's own steps, without a bank: prefill in one step, then one
+     * generate step per token (its text decoded without special tokens) */
+    struct session_opts o = { .max_tokens = HS_MAX(n_gen, 1), .sampling = so, .ignore_eos = ignore_eos,
+                              .text_flags = TOKENIZER_DECODE_SKIP_SPECIAL };
+    struct session *sn = NULL;
     struct strbuf piece, all_text;
     strbuf_init(&piece);
     strbuf_init(&all_text);
-    if (text) tokenizer_stream_init(&ts, mt.tok, TOKENIZER_DECODE_SKIP_SPECIAL);
-    int64_t V = model_hparams(m)->n_vocab;
-    struct sampler *smp = sampler_new(&so, V);
-    if (!smp) {
-        struct hs_err serr = {0};
-        sampler_opts_check(&so, &serr);
-        fprintf(stderr, "headstart run: %s\n", serr.msg[0] ? serr.msg : "invalid sampling options");
-        model_text_free(&mt);
-        hs_free(ids);
-        engine_free(e);
-        model_free(m);
-        return 2;
-    }
-    float *logits = hs_malloc((size_t)V * sizeof(float));
-    int32_t *out = hs_malloc((size_t)HS_MAX(n_gen, 1) * sizeof(int32_t));
-    struct seq *s = seq_new(e, n + n_gen);
-    for (int64_t i = 0; i < n; i++) sampler_accept(smp, ids[i]);
-    int64_t last = n - 1;
+    int rc = session_new_ids(e, text ? &mt : NULL, NULL, ids, n, &o, &sn, &err);
+    if (rc == HS_OK) rc = session_restore(sn, &err);
+    bool done = false, emit;
     double t0 = sys_time_sec();
-    int rc = engine_forward(e, s, ids, n, NULL, 0, &last, 1, logits, &err);
+    if (rc == HS_OK) rc = session_prefill(sn, 0, &done, &err);
     double t1 = sys_time_sec();
-    int64_t n_out = 0, n_decode = 0;
-    const char *stop_reason = "length";
-    while (!rc && n_out < n_gen) {
-        int32_t tok = sampler_sample(smp, logits);
-        if (text && !ignore_eos && is_stop(&mt, tok)) { stop_reason = "stop"; break; }
-        out[n_out++] = tok;
-        sampler_accept(smp, tok);
-        size_t plen;
-        /* an id with no token (an embedding pad row) has no text: nothing to print */
-        if (text && tokenizer_piece(mt.tok, tok, &plen)) {
-            strbuf_reset(&piece);
-            rc = tokenizer_stream_push(&ts, tok, &piece, &err);
-            if (rc) break;
-            strbuf_append(&all_text, piece.buf ? piece.buf : "", piece.len);
-            if (!json && piece.len) { fwrite(piece.buf, 1, piece.len, stdout); fflush(stdout); }
-        }
-        if (n_out == n_gen) break;
-        int64_t row = 0;
-        rc = engine_forward(e, s, &tok, 1, NULL, 0, &row, 1, logits, &err);
-        n_decode++;
+    int64_t steps = 0;
+    done = false;
+    while (rc == HS_OK && !done && steps < n_gen) {
+        strbuf_reset(&piece);
+        rc = session_generate(sn, &piece, &emit, &done, &err);
+        steps++;
+        strbuf_append(&all_text, piece.buf ? piece.buf : "", piece.len);
+        if (!json && piece.len) { fwrite(piece.buf, 1, piece.len, stdout); fflush(stdout); }
     }
     double t2 = sys_time_sec();
-    if (text && !rc) {
+    if (text && rc == HS_OK) {
         strbuf_reset(&piece);
-        tokenizer_stream_flush(&ts, &piece);
+        session_generate_end(sn, &piece);
         strbuf_append(&all_text, piece.buf ? piece.buf : "", piece.len);
         if (!json && piece.len) fwrite(piece.buf, 1, piece.len, stdout);
     }
+    const struct session_report *rep = sn ? session_report(sn) : NULL;
+    /* a stop id ends the text and is not part of the output */
+    bool stopped = rep && rep->stop_reason == SESSION_STOP_END;
+    const char *stop_reason = stopped ? "stop" : "length";
+    int64_t n_out = steps - (stopped ? 1 : 0), n_decode = steps > 0 ? steps - 1 : 0;
+    const int32_t *out = sn ? session_output_ids(sn) : NULL;
     if (rc) {
         fprintf(stderr, "headstart run: %s\n", err.msg);
     } else {
@@ -370,13 +381,10 @@ int cmd_run(int argc, char **argv)
                    (long long)n, pf, (long long)n_out, dc);
         }
     }
-    seq_free(s);
-    sampler_free(smp);
+    session_free(sn);
     strbuf_free(&piece);
     strbuf_free(&all_text);
     model_text_free(&mt);
-    hs_free(out);
-    hs_free(logits);
     hs_free(ids);
     engine_free(e);
     model_free(m);

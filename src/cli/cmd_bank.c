@@ -24,35 +24,15 @@
  * unshared_bytes = the sum of every entry's chain: what the store would hold if no two
  * entries shared a stretch.
  */
-#include "cmd.h"
+#include "cli/cli.h"
 #include "bank/bank.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static const char bank_help[] =
-    "usage: headstart bank (stats|ls|verify|gc) [--bank-dir DIR] [--size SIZE] [--json]\n"
-    "\n"
-    "  stats    entries, bytes (each shared stretch once), and what the reconcile at open\n"
-    "           found\n"
-    "  ls       entries, most recently used first: key, fingerprint, start and end token,\n"
-    "           own bytes, bytes a restore reads (its chain), kind (head = a session-head\n"
-    "           anchor), entries building on it, hits, last use\n"
-    "  verify   read every entry fully (checksums, identity, the key over the whole token\n"
-    "           prefix); delete bad ones with the entries building on them (exit status 1\n"
-    "           when any was bad, or anything under the directory is not the bank's own)\n"
-    "  gc       remove orphans and evict least recently used entries that nothing builds on\n"
-    "           until the store holds at most --size SIZE (e.g. 10G; --to is the same;\n"
-    "           default: only orphans)\n"
-    "\n"
-    "stats and ls only read (safe next to a running server). verify reads only, and removes\n"
-    "nothing, while a server holds the directory; gc refuses then, naming its pid.\n"
-    "\n"
-    "--json prints one JSON object instead of text. --bank-dir defaults to\n"
-    "$XDG_CACHE_HOME/headstart/bank (or ~/.cache/headstart/bank).\n";
 
 struct ls_ctx {
     bool json;
@@ -143,39 +123,62 @@ static void print_reconcile(const struct bank_disk_stats *st, uint64_t unshared)
         printf("malformed index rows: %" PRIu64 " (never used as paths)\n", st->bad_rows);
 }
 
+struct bank_args {
+    const char *dir;
+    int64_t size;                 /* -1: not given */
+    bool json;
+};
+
+#define BA(f) offsetof(struct bank_args, f)
+static const struct cli_opt bank_opts[] = {
+    { .kind = CLI_OPT_GROUP, .off = BA(dir), .group = cli_bank_dir_opts },
+    { .kind = CLI_OPT_SIZE, .name = "--size", .arg = "SIZE", .off = BA(size),
+      .help = "gc: evict until the store holds at most SIZE (e.g. 10G)",
+      .def = "only orphans" },
+    { .kind = CLI_OPT_SIZE, .name = "--to", .arg = "SIZE", .off = BA(size), .help = "the same as --size" },
+    { .kind = CLI_OPT_FLAG, .name = "--json", .off = BA(json), .help = "one JSON object instead of text" },
+    { 0 },
+};
+
+static const struct cli_command bank_cmd = {
+    .name = "bank",
+    .usage = "(stats|ls|verify|gc) [--bank-dir DIR] [--size SIZE] [--json]",
+    .about =
+    "  stats    entries, bytes (each shared stretch once), and what the reconcile at open\n"
+    "           found\n"
+    "  ls       entries, most recently used first: key, fingerprint, start and end token,\n"
+    "           own bytes, bytes a restore reads (its chain), kind (head = a session-head\n"
+    "           anchor), entries building on it, hits, last use\n"
+    "  verify   read every entry fully (checksums, identity, the key over the whole token\n"
+    "           prefix); delete bad ones with the entries building on them (exit status 1\n"
+    "           when any was bad, or anything under the directory is not the bank's own)\n"
+    "  gc       remove orphans and evict least recently used entries that nothing builds on\n"
+    "           until the store holds at most --size SIZE\n"
+    "\n"
+    "stats and ls only read (safe next to a running server). verify reads only, and removes\n"
+    "nothing, while a server holds the directory; gc refuses then, naming its pid.\n",
+    .opts = bank_opts,
+    .max_pos = 1,
+    .too_many_pos = "one subcommand only, got '%s' and '%s' (see --help)",
+};
+
 int cmd_bank(int argc, char **argv)
 {
-    const char *sub = NULL, *dir_arg = NULL, *to = NULL;
-    bool json = false;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(bank_help, stdout); return 0; }
-        if (!strcmp(a, "--json")) { json = true; continue; }
-        if (a[0] != '-') {
-            if (sub) { fprintf(stderr, "headstart bank: one subcommand only, got '%s' and '%s' (see --help)\n", sub, a); return 2; }
-            sub = a;
-            continue;
-        }
-        if (strcmp(a, "--bank-dir") && strcmp(a, "--to") && strcmp(a, "--size")) {
-            fprintf(stderr, "headstart bank: unknown option '%s' (see --help)\n", a);
-            return 2;
-        }
-        if (i + 1 >= argc) { fprintf(stderr, "headstart bank: %s needs a value (see --help)\n", a); return 2; }
-        if (!strcmp(a, "--bank-dir")) dir_arg = argv[++i];
-        else to = argv[++i];
-    }
+    struct bank_args a = { .size = -1 };
+    const char *pos[CLI_POS_MAX];
+    int n_pos = 0;
+    int pr = cli_parse(&bank_cmd, argc, argv, &a, pos, &n_pos);
+    if (pr != CLI_PARSE_OK) return pr == CLI_PARSE_HELP ? 0 : 2;
+    const char *sub = n_pos ? pos[0] : NULL, *dir_arg = a.dir;
+    bool json = a.json;
     if (!sub || (strcmp(sub, "stats") && strcmp(sub, "ls") && strcmp(sub, "verify") &&
                  strcmp(sub, "gc"))) {
         if (sub) fprintf(stderr, "headstart bank: unknown subcommand '%s'; need one of stats, ls, verify, gc (see --help)\n", sub);
         else fprintf(stderr, "headstart bank: need one of stats, ls, verify, gc (see --help)\n");
         return 2;
     }
-    int64_t target = -1;
-    if (to) {
-        if (strcmp(sub, "gc")) { fprintf(stderr, "headstart bank: --size is for gc\n"); return 2; }
-        target = hs_parse_size(to);
-        if (target < 0) { fprintf(stderr, "headstart bank: --size wants a size like 10G or 500M, got '%s'\n", to); return 2; }
-    }
+    int64_t target = a.size;
+    if (target >= 0 && strcmp(sub, "gc")) { fprintf(stderr, "headstart bank: --size is for gc\n"); return 2; }
     char *dir = dir_arg ? hs_strdup(dir_arg) : bank_disk_default_dir();
     if (!dir) { fprintf(stderr, "headstart bank: no --bank-dir and no HOME to default to\n"); return 2; }
 

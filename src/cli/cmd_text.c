@@ -1,14 +1,15 @@
 /*
  * cmd_text.c — the text-side commands: `headstart tokenize`, `headstart detokenize` and
  * `headstart render` (a request rendered through the model's chat template). They load the
- * model's files for the tokenizer and template (server/model_text.c) but no engine.
+ * model's files for the tokenizer and template (text/model_text.c) but no engine.
  */
-#include "cmd.h"
+#include "cli/cli.h"
 #include "api/api.h"
 #include "model/model.h"
-#include "server/server.h"
 #include "sys/sys.h"
+#include "text/text.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,29 +37,40 @@ static void print_ids(const int32_t *ids, size_t n, bool json)
     puts(json ? "]" : "");
 }
 
-static const char tokenize_help[] =
-    "usage: headstart tokenize -m MODEL (--text T | --file F) [--json] [--no-special]\n"
-    "\n"
-    "Prints the token ids of the text, decimal, space separated, on one line (--json: a JSON\n"
-    "array). Special tokens written in the text (<|im_start|>, ...) are matched as single\n"
-    "tokens unless --no-special.\n";
+struct tokenize_args {
+    const char *model, *text, *file;
+    bool json, no_special;
+};
+
+#define TOK(f) offsetof(struct tokenize_args, f)
+static const struct cli_opt tokenize_opts[] = {
+    { .kind = CLI_OPT_STR, .name = "--model", .alias = "-m", .arg = "MODEL", .off = TOK(model),
+      .help = "a Hugging Face directory or a .gguf file (required)" },
+    { .kind = CLI_OPT_STR, .name = "--text", .arg = "T", .off = TOK(text), .help = "the text" },
+    { .kind = CLI_OPT_STR, .name = "--file", .arg = "F", .off = TOK(file), .help = "the text of a file" },
+    { .kind = CLI_OPT_FLAG, .name = "--json", .off = TOK(json), .help = "a JSON array" },
+    { .kind = CLI_OPT_FLAG, .name = "--no-special", .off = TOK(no_special),
+      .help = "special tokens written in the text are plain text" },
+    { 0 },
+};
+
+static const struct cli_command tokenize_cmd = {
+    .name = "tokenize",
+    .usage = "-m MODEL (--text T | --file F) [--json] [--no-special]",
+    .about = "Prints the token ids of the text, decimal, space separated, on one line (--json: a JSON\n"
+             "array). Special tokens written in the text (<|im_start|>, ...) are matched as single\n"
+             "tokens unless --no-special.\n",
+    .opts = tokenize_opts,
+};
 
 int cmd_tokenize(int argc, char **argv)
 {
-    const char *model = NULL, *text = NULL, *file = NULL;
-    bool json = false;
-    unsigned flags = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(tokenize_help, stdout); return 0; }
-        if (!strcmp(a, "--json")) { json = true; continue; }
-        if (!strcmp(a, "--no-special")) { flags |= TOKENIZER_ENCODE_NO_SPECIAL; continue; }
-        if (i + 1 >= argc) { fprintf(stderr, "headstart tokenize: %s needs a value (see --help)\n", a); return 2; }
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = argv[++i];
-        else if (!strcmp(a, "--text")) text = argv[++i];
-        else if (!strcmp(a, "--file")) file = argv[++i];
-        else { fprintf(stderr, "headstart tokenize: unknown option '%s' (see --help)\n", a); return 2; }
-    }
+    struct tokenize_args a = { 0 };
+    int pr = cli_parse(&tokenize_cmd, argc, argv, &a, NULL, NULL);
+    if (pr != CLI_PARSE_OK) return pr == CLI_PARSE_HELP ? 0 : 2;
+    const char *model = a.model, *text = a.text, *file = a.file;
+    bool json = a.json;
+    unsigned flags = a.no_special ? TOKENIZER_ENCODE_NO_SPECIAL : 0;
     if (!model || (!text == !file)) { fprintf(stderr, "headstart tokenize: need -m MODEL and one of --text/--file\n"); return 2; }
     struct hs_err err;
     hs_err_clear(&err);
@@ -105,23 +117,36 @@ static int parse_ids(const char *cmd, const char *s, struct tokenizer_ids *ids)
     return 0;
 }
 
+struct detokenize_args {
+    const char *model, *ids;
+    bool skip_special;
+};
+
+#define DETOK(f) offsetof(struct detokenize_args, f)
+static const struct cli_opt detokenize_opts[] = {
+    { .kind = CLI_OPT_STR, .name = "--model", .alias = "-m", .arg = "MODEL", .off = DETOK(model),
+      .help = "a Hugging Face directory or a .gguf file (required)" },
+    { .kind = CLI_OPT_STR, .name = "--ids", .arg = "\"1 2 3\"", .off = DETOK(ids),
+      .help = "the token ids, space or comma separated (required)" },
+    { .kind = CLI_OPT_FLAG, .name = "--skip-special", .off = DETOK(skip_special),
+      .help = "leave special tokens out of the text" },
+    { 0 },
+};
+
+static const struct cli_command detokenize_cmd = {
+    .name = "detokenize",
+    .usage = "-m MODEL --ids \"1 2 3\" [--skip-special]",
+    .about = "Prints the text of the ids (space or comma separated), exactly, with no newline added.\n",
+    .opts = detokenize_opts,
+};
+
 int cmd_detokenize(int argc, char **argv)
 {
-    const char *model = NULL, *idstr = NULL;
-    unsigned flags = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            puts("usage: headstart detokenize -m MODEL --ids \"1 2 3\" [--skip-special]\n\n"
-                 "Prints the text of the ids (space or comma separated), exactly, with no newline added.");
-            return 0;
-        }
-        if (!strcmp(a, "--skip-special")) { flags |= TOKENIZER_DECODE_SKIP_SPECIAL; continue; }
-        if (i + 1 >= argc) { fprintf(stderr, "headstart detokenize: %s needs a value\n", a); return 2; }
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = argv[++i];
-        else if (!strcmp(a, "--ids")) idstr = argv[++i];
-        else { fprintf(stderr, "headstart detokenize: unknown option '%s'\n", a); return 2; }
-    }
+    struct detokenize_args a = { 0 };
+    int pr = cli_parse(&detokenize_cmd, argc, argv, &a, NULL, NULL);
+    if (pr != CLI_PARSE_OK) return pr == CLI_PARSE_HELP ? 0 : 2;
+    const char *model = a.model, *idstr = a.ids;
+    unsigned flags = a.skip_special ? TOKENIZER_DECODE_SKIP_SPECIAL : 0;
     if (!model || !idstr) { fprintf(stderr, "headstart detokenize: need -m MODEL and --ids\n"); return 2; }
     struct tokenizer_ids ids = { 0 };
     if (parse_ids("detokenize", idstr, &ids)) { tokenizer_ids_free(&ids); return 2; }
@@ -142,35 +167,53 @@ int cmd_detokenize(int argc, char **argv)
     return rc == HS_OK ? 0 : 1;
 }
 
-static const char render_help[] =
-    "usage: headstart render -m MODEL --request FILE [--api openai|anthropic|responses] [--ids | --head]\n"
-    "\n"
-    "Renders the conversation of an API request body (JSON) through the model's chat template\n"
-    "and prints the prompt text exactly. --ids prints its token ids instead; --head prints the\n"
-    "head length in tokens (the system text + tools shared by sessions; 0 when none).\n"
-    "--api defaults to openai (a /v1/chat/completions body); anthropic reads a /v1/messages body,\n"
-    "responses a /v1/responses body.\n";
+static int api_set(const char *cmd, const struct cli_opt *o, const char *s, void *dst)
+{
+    if (strcmp(s, "openai") && strcmp(s, "anthropic") && strcmp(s, "responses")) {
+        fprintf(stderr, "headstart %s: --api must be openai, anthropic or responses, not '%s'\n", cmd, s);
+        return -1;
+    }
+    *(const char **)dst = s;
+    return 0;
+}
+
+struct render_args {
+    const char *model, *request, *api;
+    bool ids, head;
+};
+
+#define RENDER(f) offsetof(struct render_args, f)
+static const struct cli_opt render_opts[] = {
+    { .kind = CLI_OPT_STR, .name = "--model", .alias = "-m", .arg = "MODEL", .off = RENDER(model),
+      .help = "a Hugging Face directory or a .gguf file (required)" },
+    { .kind = CLI_OPT_STR, .name = "--request", .arg = "FILE", .off = RENDER(request),
+      .help = "the request body, JSON (required)" },
+    { .kind = CLI_OPT_FN, .name = "--api", .arg = "API", .off = RENDER(api), .fn = api_set,
+      .help = "openai (a /v1/chat/completions body), anthropic (a /v1/messages body) "
+              "or responses (a /v1/responses body)", .def = "openai" },
+    { .kind = CLI_OPT_FLAG, .name = "--ids", .off = RENDER(ids), .help = "print the prompt's token ids instead" },
+    { .kind = CLI_OPT_FLAG, .name = "--head", .off = RENDER(head),
+      .help = "print the head length in tokens instead (the system text + tools "
+              "shared by sessions; 0 when none)" },
+    { 0 },
+};
+
+static const struct cli_command render_cmd = {
+    .name = "render",
+    .usage = "-m MODEL --request FILE [--api openai|anthropic|responses] [--ids | --head]",
+    .about = "Renders the conversation of an API request body (JSON) through the model's chat template\n"
+             "and prints the prompt text exactly.\n",
+    .opts = render_opts,
+};
 
 int cmd_render(int argc, char **argv)
 {
-    const char *model = NULL, *req = NULL, *api = "openai";
-    bool want_ids = false, want_head = false;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(render_help, stdout); return 0; }
-        if (!strcmp(a, "--ids")) { want_ids = true; continue; }
-        if (!strcmp(a, "--head")) { want_head = true; continue; }
-        if (i + 1 >= argc) { fprintf(stderr, "headstart render: %s needs a value (see --help)\n", a); return 2; }
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = argv[++i];
-        else if (!strcmp(a, "--request")) req = argv[++i];
-        else if (!strcmp(a, "--api")) api = argv[++i];
-        else { fprintf(stderr, "headstart render: unknown option '%s' (see --help)\n", a); return 2; }
-    }
+    struct render_args a = { .api = "openai" };
+    int pr = cli_parse(&render_cmd, argc, argv, &a, NULL, NULL);
+    if (pr != CLI_PARSE_OK) return pr == CLI_PARSE_HELP ? 0 : 2;
+    const char *model = a.model, *req = a.request, *api = a.api;
+    bool want_ids = a.ids, want_head = a.head;
     if (!model || !req) { fprintf(stderr, "headstart render: need -m MODEL and --request FILE\n"); return 2; }
-    if (strcmp(api, "openai") && strcmp(api, "anthropic") && strcmp(api, "responses")) {
-        fprintf(stderr, "headstart render: --api must be openai, anthropic or responses, not '%s'\n", api);
-        return 2;
-    }
     struct hs_err err;
     hs_err_clear(&err);
     char *body;
