@@ -12,17 +12,18 @@ allowed() { # module -> modules it may include (itself implied)
         model) echo "base sys format" ;;
         engine) echo "base sys kernels model format" ;;
         bank) echo "base sys" ;;
-        api) echo "base tokenizer" ;;
+        jinja) echo "base" ;;
+        api) echo "base tokenizer jinja" ;;
         text) echo "base sys format tokenizer model api" ;;
-        server) echo "base sys kernels format tokenizer model engine bank api text" ;;
-        cli) echo "base sys kernels format tokenizer model engine bank api text server" ;;
+        server) echo "base sys kernels format tokenizer model engine bank jinja api text" ;;
+        cli) echo "base sys kernels format tokenizer model engine bank jinja api text server" ;;
         *) echo "?" ;;
     esac
 }
 # library header -> modules that may include it
 lib_allowed() {
     case $1 in
-        jansson.h) echo "format api" ;;
+        jansson.h) echo "format jinja api" ;;
         microhttpd.h) echo "server" ;;
         pcre2.h) echo "tokenizer" ;;
         utf8proc.h) echo "tokenizer" ;;

@@ -3,7 +3,8 @@
  * Anthropic (/v1/messages) request codecs, the neutral conversation they become, chat
  * rendering through the model's own Jinja template, head detection on token ids, and the
  * incremental parser that turns generated text into text, reasoning and tool calls.
- * Depends on base and tokenizer; the only module besides format/ that uses jansson.
+ * Depends on base, tokenizer and jinja (the template interpreter, jinja/jinja.h); with
+ * format/ and jinja/, the only modules that use jansson.
  *
  * Design note
  * -----------
@@ -29,9 +30,8 @@
  *   2. Requests from real clients never fail to render; content that cannot be rendered
  *      (images, documents, unknown blocks) is an error naming the message and block, never
  *      a silent drop.
- *   3. The Jinja interpreter renders the Qwen3 / Qwen3.5 / Qwen3.6 templates byte-identically
- *      to Python jinja2 with transformers' settings (trim_blocks, lstrip_blocks,
- *      loopcontrols, tojson = json.dumps(ensure_ascii=False)).
+ *   3. Templates render through the jinja module, byte-identically to Python jinja2 with
+ *      transformers' settings (jinja.h, invariant 1).
  */
 #ifndef HS_API_H
 #define HS_API_H
@@ -124,20 +124,6 @@ struct api_request {
 int api_request_parse(enum api_kind kind, const json_t *body, const struct api_sampling *sampling,
                       struct api_request *out, struct hs_err *err);
 void api_request_free(struct api_request *r); /* safe on a zeroed struct */
-
-/* ---- Jinja (the subset chat templates use) ---------------------------------------------- */
-
-struct jinja_template;
-
-/* Compile template source; syntax errors name the line and column. */
-int jinja_compile(const char *source, size_t len, struct jinja_template **out, struct hs_err *err);
-/* Render with `ctx` (a JSON object of top-level variables) appended to out. Runtime errors
- * (raise_exception, undefined operations) name the template line. */
-int jinja_render(const struct jinja_template *t, const json_t *ctx, struct strbuf *out,
-                 struct hs_err *err);
-void jinja_free(struct jinja_template *t);
-/* Python json.dumps(v, ensure_ascii=False) with indent as given (-1: none), appended. */
-void jinja_tojson(const json_t *v, int indent, struct strbuf *out);
 
 /* ---- chat rendering ------------------------------------------------------------------- */
 

@@ -1,6 +1,6 @@
 /*
  * chat.c — a model's chat template bound to its special tokens, rendering neutral
- * conversations (api.h) into prompt text through the Jinja interpreter (jinja.c).
+ * conversations (api.h) into prompt text through the Jinja interpreter (jinja/jinja.h).
  *
  * The render context is what transformers' apply_chat_template passes, so templates take
  * the same branches they take in Python:
@@ -18,6 +18,7 @@
  * template, read once from its source; a forced tool call starts in it.
  */
 #include "api/api.h"
+#include "jinja/jinja.h"
 
 #include <string.h>
 

@@ -1,44 +1,23 @@
 /*
- * jinja — a small, exact Jinja2 interpreter for chat templates: compile (this file: lexer and
- * parser), render (jinja_eval.c), values and Python formatting (jinja_value.c).
+ * parse.c — the second stage of compiling a template: tokens (lex.c) to the syntax tree
+ * that eval.c walks, plus the arena the tree lives in (jinja.h has the design note).
  *
- * Design note
- * -----------
- * Chat templates are Python programs in disguise: what the model sees depends on Jinja2's
- * whitespace rules and on how Python prints values. The interpreter therefore copies
- * Jinja2's behaviour as transformers configures it (trim_blocks, lstrip_blocks,
- * loopcontrols, default Undefined, no autoescape) rather than a cleaner idea of it.
- *
- * Supported: {{ }}, {% if/elif/else %}, {% for x in xs [if c] %} (+ else, tuple targets,
- * loop.*), {% set %} (names, tuples, ns.attr, block set), {% macro %} and calls,
- * {% break/continue %}, {% raw %}, {# #}, whitespace control (- and +); expressions with
- * Python operators, comparisons, tests, filters, slices, literals and the string / dict
- * methods templates call (the lists are the tables in jinja_eval.c). Values are jansson
- * trees, so context data is shared, not copied.
- *
- * Not supported, each an error rather than a different rendering: extends, include,
- * import, call blocks, filter blocks, with, recursive loops, loop.cycle, dict literals with
- * non-string keys, format specs in str.format, printf-style `%` on strings, filters outside
- * the table (a compile error, or a runtime one inside {% if %} as in Jinja2). Known
- * differences that only show when a template prints such values: tuples nested inside
- * lists print as lists, generators print as "<generator object>" and can be iterated more
- * than once, upper/lower use one-to-one case mappings ("ß".upper() stays "ß"), repr()
- * escapes only the non-printable characters in its table, integers are 64-bit.
+ * The grammar is Jinja2's parser, level by level: statements (if, for, set, macro,
+ * break/continue) and expressions from conditional expressions down through or, and, not,
+ * comparisons, + -, ~, * / // %, **, unary signs, filters and tests, postfix access and
+ * primaries.
  *
  * Invariants:
- *   1. Lexing follows Jinja2's lexer: newlines normalised to "\n", one trailing newline
- *      dropped, "{%-" / "-%}" strip all whitespace, trim_blocks removes the newline after
- *      a block or comment tag, lstrip_blocks removes spaces before a block or comment tag
- *      that starts its line (not before {{ }}), and "{%+" disables that.
- *   2. The tree is immutable after compilation; a template renders from any number of
- *      threads at once (constants are shared jansson values, refcounted atomically).
- *   3. Every error names the template line; compile errors also the column.
- *   4. Scoping is Jinja2's: each loop iteration and each macro call gets a fresh scope whose
- *      assignments vanish at its end; macros see the top-level scope as it is at call time.
+ *   1. Every node and string of a tree is in its template's arena, and every constant is
+ *      held by the template's constant pool: one jinja_free releases all of it.
+ *   2. Recursion is bounded (MAX_PARSE_DEPTH): a hostile template fails with an error,
+ *      never by exhausting the stack.
+ *   3. Filter and test names are checked here, outside {% if %} conditions, as Jinja2 checks
+ *      them when it compiles; inside them an unknown name fails only when it runs.
  */
-#include "api/jinja_int.h"
+#include "jinja/jinja_int.h"
 
-#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,7 +29,7 @@ struct arena_block {
     _Alignas(16) unsigned char data[];
 };
 
-static void *arena_alloc(void **arena, size_t n)
+void *jinja_arena_alloc(void **arena, size_t n)
 {
     struct arena_block *b = *arena;
     n = (n + 15) & ~(size_t)15;
@@ -68,7 +47,7 @@ static void *arena_alloc(void **arena, size_t n)
     return p;
 }
 
-static void arena_free(void *arena)
+void jinja_arena_free(void *arena)
 {
     struct arena_block *b = arena;
     while (b) {
@@ -78,433 +57,12 @@ static void arena_free(void *arena)
     }
 }
 
-static char *arena_strndup(void **arena, const char *s, size_t n)
+char *jinja_arena_strndup(void **arena, const char *s, size_t n)
 {
-    char *p = arena_alloc(arena, n + 1);
+    char *p = jinja_arena_alloc(arena, n + 1);
     memcpy(p, s, n);
     p[n] = 0;
     return p;
-}
-
-/* ---- lexer ------------------------------------------------------------------------------ */
-
-enum tok_kind {
-    TK_TEXT, TK_VAR_BEGIN, TK_VAR_END, TK_BLOCK_BEGIN, TK_BLOCK_END,
-    TK_NAME, TK_STRING, TK_INT, TK_FLOAT, TK_OP, TK_EOF,
-};
-
-struct token {
-    enum tok_kind kind;
-    int line, col;
-    const char *s;   /* TEXT / NAME / STRING (decoded) / OP; arena-owned, NUL-terminated */
-    size_t len;
-    int64_t ival;
-    double fval;
-};
-
-struct lexer {
-    const char *src;
-    size_t n, pos;
-    int line;
-    size_t line_start;
-    struct token *toks;
-    size_t n_toks, cap_toks;
-    void **arena;
-    struct hs_err *err;
-};
-
-static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
-
-/* Python's \s (str.isspace) at s[i]: returns the byte length of the space there, or 0. */
-static size_t space_at(const char *s, size_t n, size_t i)
-{
-    if (i >= n)
-        return 0;
-    size_t j = i;
-    uint32_t cp = utf8_next(s, n, &j);
-    return py_is_space(cp) ? j - i : 0;
-}
-
-/* Length of s[0..n) after Python's rstrip(). */
-static size_t py_rstrip_len(const char *s, size_t n)
-{
-    size_t keep = 0, i = 0;
-    while (i < n) {
-        size_t j = i;
-        uint32_t cp = utf8_next(s, n, &j);
-        if (!py_is_space(cp))
-            keep = j;
-        i = j;
-    }
-    return keep;
-}
-
-static void lex_advance(struct lexer *lx, size_t to)
-{
-    for (size_t i = lx->pos; i < to; i++) {
-        if (lx->src[i] == '\n') {
-            lx->line++;
-            lx->line_start = i + 1;
-        }
-    }
-    lx->pos = to;
-}
-
-static struct token *lex_push(struct lexer *lx, enum tok_kind kind, size_t at)
-{
-    if (lx->n_toks == lx->cap_toks) {
-        lx->cap_toks = lx->cap_toks ? lx->cap_toks * 2 : 256;
-        lx->toks = hs_realloc(lx->toks, lx->cap_toks * sizeof(*lx->toks));
-    }
-    struct token *t = &lx->toks[lx->n_toks++];
-    memset(t, 0, sizeof(*t));
-    t->kind = kind;
-    /* line/col of `at` (at >= line_start of the current line, or an earlier position) */
-    int line = 1;
-    size_t ls = 0;
-    if (at >= lx->line_start) {
-        line = lx->line;
-        ls = lx->line_start;
-    } else {
-        for (size_t i = 0; i < at; i++)
-            if (lx->src[i] == '\n') {
-                line++;
-                ls = i + 1;
-            }
-    }
-    t->line = line;
-    t->col = (int)(at - ls) + 1;
-    return t;
-}
-
-static int lex_error(struct lexer *lx, size_t at, const char *what)
-{
-    int line = 1;
-    size_t ls = 0;
-    for (size_t i = 0; i < at && i < lx->n; i++)
-        if (lx->src[i] == '\n') {
-            line++;
-            ls = i + 1;
-        }
-    return hs_err_set(lx->err, HS_ERR_FORMAT, "template line %d column %d: %s", line,
-                      (int)(at - ls) + 1, what);
-}
-
-static void lex_text(struct lexer *lx, size_t at, const char *s, size_t n)
-{
-    if (n == 0)
-        return;
-    struct token *t = lex_push(lx, TK_TEXT, at);
-    t->s = arena_strndup(lx->arena, s, n);
-    t->len = n;
-}
-
-/* Apply the whitespace rules to the text before a tag, as Jinja2's OptionalLStrip does.
- * sign: '-', '+' or 0; lstrip: the tag is a block or comment tag. */
-static size_t text_before_tag(const char *text, size_t n, char sign, bool lstrip,
-                              bool line_starting)
-{
-    if (sign == '-')
-        return py_rstrip_len(text, n);
-    if (sign == '+' || !lstrip)
-        return n;
-    size_t l_pos = 0;
-    for (size_t i = n; i > 0; i--)
-        if (text[i - 1] == '\n') {
-            l_pos = i;
-            break;
-        }
-    if (l_pos == 0 && !line_starting)
-        return n;
-    if (l_pos == n)
-        return n;
-    for (size_t i = l_pos; i < n;) {
-        size_t k = space_at(text, n, i);
-        if (!k)
-            return n;
-        i += k;
-    }
-    return l_pos;
-}
-
-/* After a block/comment end: "-%}" eats all whitespace, "%}" one newline (trim_blocks). */
-static size_t after_tag_end(const char *s, size_t n, size_t p, char sign, bool trim)
-{
-    if (sign == '-') {
-        size_t k;
-        while ((k = space_at(s, n, p)) != 0)
-            p += k;
-    } else if (sign != '+' && trim && p < n && s[p] == '\n') {
-        p++;
-    }
-    return p;
-}
-
-/* Decode a Jinja string literal body the way Python's unicode-escape codec does. */
-static int lex_unescape(struct lexer *lx, const char *s, size_t n, size_t at, struct strbuf *out)
-{
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (c != '\\' || i + 1 >= n) {
-            strbuf_putc(out, c);
-            continue;
-        }
-        char e = s[++i];
-        switch (e) {
-        case '\n': break;
-        case '\\': strbuf_putc(out, '\\'); break;
-        case '\'': strbuf_putc(out, '\''); break;
-        case '"': strbuf_putc(out, '"'); break;
-        case 'a': strbuf_putc(out, '\a'); break;
-        case 'b': strbuf_putc(out, '\b'); break;
-        case 'f': strbuf_putc(out, '\f'); break;
-        case 'n': strbuf_putc(out, '\n'); break;
-        case 'r': strbuf_putc(out, '\r'); break;
-        case 't': strbuf_putc(out, '\t'); break;
-        case 'v': strbuf_putc(out, '\v'); break;
-        case 'x': case 'u': case 'U': {
-            int nd = e == 'x' ? 2 : e == 'u' ? 4 : 8;
-            uint32_t cp = 0;
-            for (int k = 0; k < nd; k++) {
-                char h = i + 1 + (size_t)k < n ? s[i + 1 + (size_t)k] : 0;
-                int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
-                      : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
-                if (d < 0)
-                    return lex_error(lx, at, "truncated \\x/\\u escape in a string literal");
-                cp = cp * 16 + (uint32_t)d;
-            }
-            if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-                return lex_error(lx, at, "bad code point escape in a string literal");
-            i += (size_t)nd;
-            utf8_put(out, cp);
-            break;
-        }
-        default:
-            if (e >= '0' && e <= '7') {
-                uint32_t cp = (uint32_t)(e - '0');
-                for (int k = 0; k < 2 && i + 1 < n && s[i + 1] >= '0' && s[i + 1] <= '7'; k++)
-                    cp = cp * 8 + (uint32_t)(s[++i] - '0');
-                utf8_put(out, cp);
-            } else if (e == 'N') {
-                return lex_error(lx, at, "\\N{...} escapes are not supported");
-            } else {
-                strbuf_putc(out, '\\');
-                strbuf_putc(out, e);
-            }
-        }
-    }
-    return HS_OK;
-}
-
-static const char *const OPS2[] = {"//", "**", "==", "!=", ">=", "<="};
-static const char OPS1[] = "+-/*%~[](){}><=.:|,;";
-
-/* Lex the inside of a {{ }} or {% %} tag, up to and including its end. */
-static int lex_tag(struct lexer *lx, bool block, bool *line_starting)
-{
-    const char *s = lx->src;
-    size_t n = lx->n;
-    int depth = 0;
-    for (;;) {
-        size_t p = lx->pos;
-        while (p < n && is_ws(s[p]))
-            p++;
-        lex_advance(lx, p);
-        if (p >= n)
-            return lex_error(lx, p, block ? "unexpected end of template in a {% %} tag"
-                                          : "unexpected end of template in a {{ }} tag");
-        if (depth == 0) {
-            char sign = (s[p] == '-' || s[p] == '+') ? s[p] : 0;
-            size_t q = p + (sign ? 1 : 0);
-            const char *end = block ? "%}" : "}}";
-            if (q + 1 < n && s[q] == end[0] && s[q + 1] == end[1] && (block || sign != '+')) {
-                lex_push(lx, block ? TK_BLOCK_END : TK_VAR_END, p);
-                size_t after = after_tag_end(s, n, q + 2, sign, block);
-                *line_starting = after > 0 && s[after - 1] == '\n';
-                lex_advance(lx, after);
-                return HS_OK;
-            }
-        }
-        char c = s[p];
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_') {
-            size_t q = p;
-            while (q < n && ((s[q] >= 'a' && s[q] <= 'z') || (s[q] >= 'A' && s[q] <= 'Z') ||
-                             (s[q] >= '0' && s[q] <= '9') || s[q] == '_'))
-                q++;
-            struct token *t = lex_push(lx, TK_NAME, p);
-            t->s = arena_strndup(lx->arena, s + p, q - p);
-            t->len = q - p;
-            lex_advance(lx, q);
-        } else if (c >= '0' && c <= '9') {
-            size_t q = p;
-            bool is_float = false;
-            while (q < n && ((s[q] >= '0' && s[q] <= '9') || (s[q] == '_' && q + 1 < n && s[q + 1] >= '0' && s[q + 1] <= '9')))
-                q++;
-            if (q + 1 < n && s[q] == '.' && s[q + 1] >= '0' && s[q + 1] <= '9') {
-                is_float = true;
-                q++;
-                while (q < n && ((s[q] >= '0' && s[q] <= '9') || (s[q] == '_' && q + 1 < n && s[q + 1] >= '0' && s[q + 1] <= '9')))
-                    q++;
-            }
-            if (q < n && (s[q] == 'e' || s[q] == 'E')) {
-                size_t r = q + 1;
-                if (r < n && (s[r] == '+' || s[r] == '-'))
-                    r++;
-                if (r < n && s[r] >= '0' && s[r] <= '9') {
-                    while (r < n && ((s[r] >= '0' && s[r] <= '9') || s[r] == '_'))
-                        r++;
-                    is_float = true;
-                    q = r;
-                }
-            }
-            char buf[128];
-            size_t k = 0;
-            for (size_t i = p; i < q && k + 1 < sizeof(buf); i++)
-                if (s[i] != '_')
-                    buf[k++] = s[i];
-            buf[k] = 0;
-            struct token *t = lex_push(lx, is_float ? TK_FLOAT : TK_INT, p);
-            errno = 0;
-            if (is_float) {
-                t->fval = strtod(buf, NULL);
-            } else {
-                t->ival = strtoll(buf, NULL, 10);
-                if (errno == ERANGE)
-                    return lex_error(lx, p, "integer literal out of range");
-            }
-            lex_advance(lx, q);
-        } else if (c == '\'' || c == '"') {
-            size_t q = p + 1;
-            while (q < n && s[q] != c) {
-                if (s[q] == '\\' && q + 1 < n)
-                    q++;
-                q++;
-            }
-            if (q >= n)
-                return lex_error(lx, p, "unterminated string literal");
-            struct strbuf sb;
-            strbuf_init(&sb);
-            int rc = lex_unescape(lx, s + p + 1, q - p - 1, p, &sb);
-            if (rc != HS_OK) {
-                strbuf_free(&sb);
-                return rc;
-            }
-            struct token *t = lex_push(lx, TK_STRING, p);
-            t->s = arena_strndup(lx->arena, sb.buf ? sb.buf : "", sb.len);
-            t->len = sb.len;
-            strbuf_free(&sb);
-            lex_advance(lx, q + 1);
-        } else {
-            size_t len = 0;
-            for (size_t k = 0; k < HS_ARRAY_LEN(OPS2); k++)
-                if (p + 1 < n && s[p] == OPS2[k][0] && s[p + 1] == OPS2[k][1])
-                    len = 2;
-            if (!len && strchr(OPS1, c) && c)
-                len = 1;
-            if (!len)
-                return lex_error(lx, p, "unexpected character in a tag");
-            if (c == '(' || c == '[' || c == '{')
-                depth++;
-            else if ((c == ')' || c == ']' || c == '}') && len == 1 && depth > 0)
-                depth--;
-            struct token *t = lex_push(lx, TK_OP, p);
-            t->s = arena_strndup(lx->arena, s + p, len);
-            t->len = len;
-            lex_advance(lx, p + len);
-        }
-    }
-}
-
-/* Is there "{%[-+]? raw [-+]?%}" at p? Sets *end to past the tag (with "-%}" whitespace). */
-static bool lex_raw_tag(const char *s, size_t n, size_t p, const char *word, char *sign_out,
-                        size_t *inner_end, char *end_sign)
-{
-    if (p + 1 >= n || s[p] != '{' || s[p + 1] != '%')
-        return false;
-    size_t q = p + 2;
-    char sign = 0;
-    if (q < n && (s[q] == '-' || s[q] == '+'))
-        sign = s[q++];
-    while (q < n && is_ws(s[q]))
-        q++;
-    size_t wl = strlen(word);
-    if (q + wl > n || memcmp(s + q, word, wl) != 0)
-        return false;
-    q += wl;
-    while (q < n && is_ws(s[q]))
-        q++;
-    char es = 0;
-    if (q < n && (s[q] == '-' || s[q] == '+'))
-        es = s[q++];
-    if (q + 1 >= n || s[q] != '%' || s[q + 1] != '}')
-        return false;
-    *sign_out = sign;
-    *end_sign = es;
-    *inner_end = q + 2;
-    return true;
-}
-
-static int lex_all(struct lexer *lx)
-{
-    const char *s = lx->src;
-    size_t n = lx->n;
-    bool line_starting = true;
-    while (lx->pos < n) {
-        size_t p = lx->pos, tag = n;
-        for (size_t i = p; i + 1 < n; i++)
-            if (s[i] == '{' && (s[i + 1] == '{' || s[i + 1] == '%' || s[i + 1] == '#')) {
-                tag = i;
-                break;
-            }
-        if (tag == n) {
-            lex_text(lx, p, s + p, n - p);
-            lex_advance(lx, n);
-            break;
-        }
-        char kind = s[tag + 1];
-        char sign = tag + 2 < n && (s[tag + 2] == '-' || s[tag + 2] == '+') ? s[tag + 2] : 0;
-        char rs, res;
-        size_t rend;
-        if (kind == '%' && lex_raw_tag(s, n, tag, "raw", &rs, &rend, &res)) {
-            lex_text(lx, p, s + p, text_before_tag(s + p, tag - p, rs, true, line_starting));
-            size_t body = after_tag_end(s, n, rend, res, false);
-            /* find {% endraw %} */
-            size_t q = body, eend = 0;
-            char es = 0, ees = 0;
-            for (; q + 1 < n; q++)
-                if (lex_raw_tag(s, n, q, "endraw", &es, &eend, &ees))
-                    break;
-            if (q + 1 >= n)
-                return lex_error(lx, tag, "missing {% endraw %}");
-            bool ls = body > 0 && s[body - 1] == '\n';
-            lex_text(lx, body, s + body, text_before_tag(s + body, q - body, es, true, ls));
-            size_t after = after_tag_end(s, n, eend, ees, true);
-            line_starting = after > 0 && s[after - 1] == '\n';
-            lex_advance(lx, after);
-            continue;
-        }
-        lex_text(lx, p, s + p, text_before_tag(s + p, tag - p, sign, kind != '{', line_starting));
-        if (kind == '#') {
-            size_t q = tag + 2;
-            while (q + 1 < n && !(s[q] == '#' && s[q + 1] == '}'))
-                q++;
-            if (q + 1 >= n)
-                return lex_error(lx, tag, "unterminated comment");
-            char es = q > tag + 2 && (s[q - 1] == '-' || s[q - 1] == '+') ? s[q - 1] : 0;
-            size_t after = after_tag_end(s, n, q + 2, es, true);
-            line_starting = after > 0 && s[after - 1] == '\n';
-            lex_advance(lx, after);
-            continue;
-        }
-        bool block = kind == '%';
-        lex_push(lx, block ? TK_BLOCK_BEGIN : TK_VAR_BEGIN, tag);
-        lex_advance(lx, tag + 2 + (sign ? 1 : 0));
-        int rc = lex_tag(lx, block, &line_starting);
-        if (rc != HS_OK)
-            return rc;
-    }
-    lex_push(lx, TK_EOF, n);
-    return HS_OK;
 }
 
 /* ---- parser ----------------------------------------------------------------------------- */
@@ -512,7 +70,7 @@ static int lex_all(struct lexer *lx)
 enum { MAX_PARSE_DEPTH = 200 };
 
 struct parser {
-    struct token *t;
+    struct jtoken *t;
     size_t n, i;
     void **arena;
     json_t *consts;
@@ -523,19 +81,19 @@ struct parser {
                  * unknown filters and tests there only when they run */
 };
 
-static struct token *cur(struct parser *p) { return &p->t[p->i]; }
-static struct token *peek(struct parser *p, size_t k) { return &p->t[p->i + k < p->n ? p->i + k : p->n - 1]; }
+static struct jtoken *cur(struct parser *p) { return &p->t[p->i]; }
+static struct jtoken *peek(struct parser *p, size_t k) { return &p->t[p->i + k < p->n ? p->i + k : p->n - 1]; }
 
 static int perr(struct parser *p, const char *fmt, const char *arg)
 {
-    struct token *t = cur(p);
+    struct jtoken *t = cur(p);
     char msg[256];
     snprintf(msg, sizeof(msg), fmt, arg ? arg : "");
     return hs_err_set(p->err, HS_ERR_FORMAT, "template line %d column %d: %s", t->line, t->col, msg);
 }
 
-static bool is_op(struct token *t, const char *op) { return t->kind == TK_OP && strcmp(t->s, op) == 0; }
-static bool is_name(struct token *t, const char *nm) { return t->kind == TK_NAME && strcmp(t->s, nm) == 0; }
+static bool is_op(struct jtoken *t, const char *op) { return t->kind == JTK_OP && strcmp(t->s, op) == 0; }
+static bool is_name(struct jtoken *t, const char *nm) { return t->kind == JTK_NAME && strcmp(t->s, nm) == 0; }
 
 static bool skip_op(struct parser *p, const char *op)
 {
@@ -564,7 +122,7 @@ static int expect_op(struct parser *p, const char *op)
 
 static struct jnode *node_new(struct parser *p, enum jnode_kind kind, int line)
 {
-    struct jnode *nd = arena_alloc(p->arena, sizeof(*nd));
+    struct jnode *nd = jinja_arena_alloc(p->arena, sizeof(*nd));
     nd->kind = kind;
     nd->line = line;
     return nd;
@@ -590,7 +148,7 @@ static void nvec_push(struct nvec *nv, struct jnode *nd, const char *name)
 
 static struct jnode **nvec_nodes(struct parser *p, struct nvec *nv)
 {
-    struct jnode **out = arena_alloc(p->arena, (size_t)(nv->n ? nv->n : 1) * sizeof(*out));
+    struct jnode **out = jinja_arena_alloc(p->arena, (size_t)(nv->n ? nv->n : 1) * sizeof(*out));
     if (nv->n)
         memcpy(out, nv->v, (size_t)nv->n * sizeof(*out));
     return out;
@@ -598,7 +156,7 @@ static struct jnode **nvec_nodes(struct parser *p, struct nvec *nv)
 
 static const char **nvec_names(struct parser *p, struct nvec *nv)
 {
-    const char **out = arena_alloc(p->arena, (size_t)(nv->n ? nv->n : 1) * sizeof(*out));
+    const char **out = jinja_arena_alloc(p->arena, (size_t)(nv->n ? nv->n : 1) * sizeof(*out));
     if (nv->n)
         memcpy(out, nv->names, (size_t)nv->n * sizeof(*out));
     return out;
@@ -631,8 +189,8 @@ static int parse_postfix(struct parser *p, struct jnode **node);
  * otherwise a tuple (Jinja's parse_tuple). */
 static bool tuple_end(struct parser *p, const char *extra_end)
 {
-    struct token *t = cur(p);
-    if (t->kind == TK_VAR_END || t->kind == TK_BLOCK_END || t->kind == TK_EOF || is_op(t, ")"))
+    struct jtoken *t = cur(p);
+    if (t->kind == JTK_VAR_END || t->kind == JTK_BLOCK_END || t->kind == JTK_EOF || is_op(t, ")"))
         return true;
     return extra_end && is_name(t, extra_end);
 }
@@ -689,7 +247,7 @@ static int parse_call_args(struct parser *p, struct jnode *nd)
             rc = perr(p, "*args / **kwargs in calls are not supported", NULL);
             goto done;
         }
-        if (cur(p)->kind == TK_NAME && is_op(peek(p, 1), "=")) {
+        if (cur(p)->kind == JTK_NAME && is_op(peek(p, 1), "=")) {
             const char *kn = cur(p)->s;
             p->i += 2;
             struct jnode *v;
@@ -722,18 +280,18 @@ done:
 /* A dotted name for filters and tests ("a" or "a.b"). */
 static int parse_dotted(struct parser *p, const char **out)
 {
-    if (cur(p)->kind != TK_NAME)
+    if (cur(p)->kind != JTK_NAME)
         return perr(p, "expected a name", NULL);
     struct strbuf sb;
     strbuf_init(&sb);
     strbuf_puts(&sb, cur(p)->s);
     p->i++;
-    while (is_op(cur(p), ".") && peek(p, 1)->kind == TK_NAME) {
+    while (is_op(cur(p), ".") && peek(p, 1)->kind == JTK_NAME) {
         strbuf_putc(&sb, '.');
         strbuf_puts(&sb, peek(p, 1)->s);
         p->i += 2;
     }
-    *out = arena_strndup(p->arena, sb.buf, sb.len);
+    *out = jinja_arena_strndup(p->arena, sb.buf, sb.len);
     strbuf_free(&sb);
     return HS_OK;
 }
@@ -741,14 +299,15 @@ static int parse_dotted(struct parser *p, const char **out)
 static int parse_filter_expr(struct parser *p, struct jnode **node)
 {
     for (;;) {
-        struct token *t = cur(p);
+        struct jtoken *t = cur(p);
         int rc = HS_OK;
         if (is_op(t, "|")) {
             p->i++;
             struct jnode *nd = node_new(p, JN_FILTER, t->line);
             if ((rc = parse_dotted(p, &nd->name)) != HS_OK)
                 return rc;
-            if (!p->soft && !jinja_filter_known(nd->name)) {
+            nd->builtin = jinja_builtin_find(JB_FILTER, nd->name);
+            if (!p->soft && !nd->builtin) {
                 p->i--;
                 return perr(p, "no filter named '%s'", nd->name);
             }
@@ -762,24 +321,25 @@ static int parse_filter_expr(struct parser *p, struct jnode **node)
             nd->op = skip_name(p, "not");
             if ((rc = parse_dotted(p, &nd->name)) != HS_OK)
                 return rc;
-            if (!p->soft && !jinja_test_known(nd->name)) {
+            nd->builtin = jinja_builtin_find(JB_TEST, nd->name);
+            if (!p->soft && !nd->builtin) {
                 p->i--;
                 return perr(p, "no test named '%s'", nd->name);
             }
             nd->a = *node;
-            struct token *c = cur(p);
+            struct jtoken *c = cur(p);
             if (skip_op(p, "(")) {
                 if ((rc = parse_call_args(p, nd)) != HS_OK)
                     return rc;
-            } else if ((c->kind == TK_NAME || c->kind == TK_STRING || c->kind == TK_INT ||
-                        c->kind == TK_FLOAT || is_op(c, "(") || is_op(c, "[") || is_op(c, "{")) &&
+            } else if ((c->kind == JTK_NAME || c->kind == JTK_STRING || c->kind == JTK_INT ||
+                        c->kind == JTK_FLOAT || is_op(c, "(") || is_op(c, "[") || is_op(c, "{")) &&
                        !is_name(c, "else") && !is_name(c, "or") && !is_name(c, "and")) {
                 if (is_name(c, "is"))
                     return perr(p, "you cannot chain multiple tests with is", NULL);
                 struct jnode *arg;
                 if ((rc = parse_primary(p, &arg)) != HS_OK || (rc = parse_postfix(p, &arg)) != HS_OK)
                     return rc;
-                nd->args = arena_alloc(p->arena, sizeof(*nd->args));
+                nd->args = jinja_arena_alloc(p->arena, sizeof(*nd->args));
                 nd->args[0] = arg;
                 nd->n_args = 1;
             }
@@ -828,18 +388,18 @@ static int parse_subscribed(struct parser *p, struct jnode **out)
 static int parse_postfix(struct parser *p, struct jnode **node)
 {
     for (;;) {
-        struct token *t = cur(p);
+        struct jtoken *t = cur(p);
         int rc = HS_OK;
         if (is_op(t, ".")) {
             p->i++;
-            struct token *a = cur(p);
-            if (a->kind == TK_NAME) {
+            struct jtoken *a = cur(p);
+            if (a->kind == JTK_NAME) {
                 struct jnode *nd = node_new(p, JN_GETATTR, t->line);
                 nd->a = *node;
                 nd->name = a->s;
                 p->i++;
                 *node = nd;
-            } else if (a->kind == TK_INT) {
+            } else if (a->kind == JTK_INT) {
                 struct jnode *nd = node_new(p, JN_GETITEM, t->line);
                 nd->a = *node;
                 nd->b = const_node(p, a->line, json_integer(a->ival));
@@ -890,10 +450,10 @@ static int parse_postfix(struct parser *p, struct jnode **node)
 
 static int parse_primary(struct parser *p, struct jnode **out)
 {
-    struct token *t = cur(p);
+    struct jtoken *t = cur(p);
     int rc = HS_OK;
     switch (t->kind) {
-    case TK_NAME:
+    case JTK_NAME:
         p->i++;
         if (!strcmp(t->s, "true") || !strcmp(t->s, "True"))
             *out = const_node(p, t->line, json_true());
@@ -907,10 +467,10 @@ static int parse_primary(struct parser *p, struct jnode **out)
             *out = nd;
         }
         return HS_OK;
-    case TK_STRING: {
+    case JTK_STRING: {
         struct strbuf sb;
         strbuf_init(&sb);
-        while (cur(p)->kind == TK_STRING) {
+        while (cur(p)->kind == JTK_STRING) {
             strbuf_append(&sb, cur(p)->s, cur(p)->len);
             p->i++;
         }
@@ -920,15 +480,15 @@ static int parse_primary(struct parser *p, struct jnode **out)
             return hs_err_set(p->err, HS_ERR_FORMAT, "template line %d: string literal is not valid UTF-8", t->line);
         return HS_OK;
     }
-    case TK_INT:
+    case JTK_INT:
         p->i++;
         *out = const_node(p, t->line, json_integer(t->ival));
         return HS_OK;
-    case TK_FLOAT:
+    case JTK_FLOAT:
         p->i++;
         *out = const_node(p, t->line, json_real(t->fval));
         return HS_OK;
-    case TK_OP:
+    case JTK_OP:
         if (is_op(t, "(")) {
             p->i++;
             if ((rc = parse_tuple(p, true, NULL, true, out)) != HS_OK)
@@ -974,7 +534,7 @@ static int parse_primary(struct parser *p, struct jnode **out)
             return rc;
         }
         return perr(p, "unexpected '%s'", t->s);
-    case TK_VAR_END: case TK_BLOCK_END: case TK_EOF:
+    case JTK_VAR_END: case JTK_BLOCK_END: case JTK_EOF:
         return perr(p, "unexpected end of expression", NULL);
     default:
         return perr(p, "unexpected token", NULL);
@@ -1000,7 +560,7 @@ static int parse_unary(struct parser *p, bool with_filter, struct jnode **out)
 
 static int parse_unary_inner(struct parser *p, bool with_filter, struct jnode **out)
 {
-    struct token *t = cur(p);
+    struct jtoken *t = cur(p);
     int rc = HS_OK;
     if (is_op(t, "-") || is_op(t, "+")) {
         p->i++;
@@ -1112,7 +672,7 @@ static int parse_compare(struct parser *p, struct jnode **out)
         nd->a = *out;
         nd->body2 = nvec_nodes(p, &rhs);
         nd->n_body2 = rhs.n;
-        nd->ops = arena_alloc(p->arena, (size_t)n_ops * sizeof(int));
+        nd->ops = jinja_arena_alloc(p->arena, (size_t)n_ops * sizeof(int));
         memcpy(nd->ops, ops, (size_t)n_ops * sizeof(int));
         *out = nd;
     }
@@ -1197,13 +757,13 @@ static int parse_target(struct parser *p, bool with_ns, const char *extra_end, s
 {
     struct nvec names = {0};
     for (;;) {
-        if (cur(p)->kind != TK_NAME) {
+        if (cur(p)->kind != JTK_NAME) {
             nvec_free(&names);
             return perr(p, "expected a variable name", NULL);
         }
         const char *nm = cur(p)->s;
         p->i++;
-        if (with_ns && names.n == 0 && is_op(cur(p), ".") && peek(p, 1)->kind == TK_NAME) {
+        if (with_ns && names.n == 0 && is_op(cur(p), ".") && peek(p, 1)->kind == JTK_NAME) {
             nd->name = nm;
             nd->name2 = peek(p, 1)->s;
             p->i += 2;
@@ -1213,7 +773,7 @@ static int parse_target(struct parser *p, bool with_ns, const char *extra_end, s
         nvec_push(&names, NULL, nm);
         if (!skip_op(p, ","))
             break;
-        if (cur(p)->kind == TK_BLOCK_END || is_op(cur(p), "=") || (extra_end && is_name(cur(p), extra_end)))
+        if (cur(p)->kind == JTK_BLOCK_END || is_op(cur(p), "=") || (extra_end && is_name(cur(p), extra_end)))
             break;
     }
     nd->kw_names = nvec_names(p, &names);
@@ -1227,7 +787,7 @@ static int parse_body(struct parser *p, const char *const *ends, struct nvec *ou
 
 static int expect_block_end(struct parser *p)
 {
-    if (cur(p)->kind == TK_BLOCK_END) {
+    if (cur(p)->kind == JTK_BLOCK_END) {
         p->i++;
         return HS_OK;
     }
@@ -1273,7 +833,7 @@ static int parse_for_rest(struct parser *p, struct jnode *nd)
     return HS_OK;
 }
 
-static int parse_if(struct parser *p, struct token *t, struct jnode **out)
+static int parse_if(struct parser *p, struct jtoken *t, struct jnode **out)
 {
     int rc = HS_OK;
     struct jnode *top = node_new(p, JN_IF, t->line), *nd = top;
@@ -1288,7 +848,7 @@ static int parse_if(struct parser *p, struct token *t, struct jnode **out)
         set_body(p, &body, &nd->args, &nd->n_args);
         if (!strcmp(ended, "elif")) {
             struct jnode *el = node_new(p, JN_IF, cur(p)->line);
-            nd->body2 = arena_alloc(p->arena, sizeof(*nd->body2));
+            nd->body2 = jinja_arena_alloc(p->arena, sizeof(*nd->body2));
             nd->body2[0] = el;
             nd->n_body2 = 1;
             nd = el;
@@ -1320,9 +880,9 @@ static int parse_statement(struct parser *p, struct jnode **out)
 
 static int parse_statement_inner(struct parser *p, struct jnode **out)
 {
-    struct token *t = cur(p);
+    struct jtoken *t = cur(p);
     int rc = HS_OK;
-    if (t->kind != TK_NAME)
+    if (t->kind != JTK_NAME)
         return perr(p, "expected a tag name", NULL);
     const char *tag = t->s;
     p->i++;
@@ -1380,7 +940,7 @@ static int parse_statement_inner(struct parser *p, struct jnode **out)
     }
     if (!strcmp(tag, "macro")) {
         struct jnode *nd = node_new(p, JN_MACRO, t->line);
-        if (cur(p)->kind != TK_NAME)
+        if (cur(p)->kind != JTK_NAME)
             return perr(p, "expected a macro name", NULL);
         nd->name = cur(p)->s;
         p->i++;
@@ -1390,7 +950,7 @@ static int parse_statement_inner(struct parser *p, struct jnode **out)
         while (!is_op(cur(p), ")")) {
             if (params.n && (rc = expect_op(p, ",")) != HS_OK)
                 goto macro_fail;
-            if (cur(p)->kind != TK_NAME) {
+            if (cur(p)->kind != JTK_NAME) {
                 rc = perr(p, "expected a parameter name", NULL);
                 goto macro_fail;
             }
@@ -1421,7 +981,7 @@ static int parse_statement_inner(struct parser *p, struct jnode **out)
         if (rc != HS_OK)
             return rc;
         set_body(p, &body, &nd->args, &nd->n_args);
-        if (cur(p)->kind == TK_NAME)
+        if (cur(p)->kind == JTK_NAME)
             p->i++; /* {% endmacro name %} */
         *out = nd;
         return expect_block_end(p);
@@ -1446,9 +1006,9 @@ static int parse_statement_inner(struct parser *p, struct jnode **out)
 static int parse_body(struct parser *p, const char *const *ends, struct nvec *out, const char **ended)
 {
     for (;;) {
-        struct token *t = cur(p);
+        struct jtoken *t = cur(p);
         int rc = HS_OK;
-        if (t->kind == TK_EOF) {
+        if (t->kind == JTK_EOF) {
             if (ends) {
                 int k = 0;
                 while (ends[k + 1])
@@ -1458,28 +1018,28 @@ static int parse_body(struct parser *p, const char *const *ends, struct nvec *ou
             }
             return HS_OK;
         }
-        if (t->kind == TK_TEXT) {
+        if (t->kind == JTK_TEXT) {
             struct jnode *nd = node_new(p, JN_TEXT, t->line);
             nd->text = t->s;
             nd->text_len = t->len;
             nvec_push(out, nd, NULL);
             p->i++;
-        } else if (t->kind == TK_VAR_BEGIN) {
+        } else if (t->kind == JTK_VAR_BEGIN) {
             p->i++;
             struct jnode *nd = node_new(p, JN_OUTPUT, t->line);
             if ((rc = parse_tuple(p, true, NULL, false, &nd->a)) != HS_OK) {
                 nvec_free(out);
                 return rc;
             }
-            if (cur(p)->kind != TK_VAR_END) {
+            if (cur(p)->kind != JTK_VAR_END) {
                 nvec_free(out);
                 return perr(p, "expected the end of the print tag ('}}')", NULL);
             }
             p->i++;
             nvec_push(out, nd, NULL);
-        } else if (t->kind == TK_BLOCK_BEGIN) {
-            struct token *nm = peek(p, 1);
-            if (ends && nm->kind == TK_NAME) {
+        } else if (t->kind == JTK_BLOCK_BEGIN) {
+            struct jtoken *nm = peek(p, 1);
+            if (ends && nm->kind == JTK_NAME) {
                 for (int k = 0; ends[k]; k++)
                     if (!strcmp(nm->s, ends[k])) {
                         p->i += 2;
@@ -1487,7 +1047,7 @@ static int parse_body(struct parser *p, const char *const *ends, struct nvec *ou
                         return HS_OK;
                     }
             }
-            if (nm->kind == TK_NAME && (!strcmp(nm->s, "endif") || !strcmp(nm->s, "endfor") ||
+            if (nm->kind == JTK_NAME && (!strcmp(nm->s, "endif") || !strcmp(nm->s, "endfor") ||
                                         !strcmp(nm->s, "endmacro") || !strcmp(nm->s, "endset") ||
                                         !strcmp(nm->s, "elif") || !strcmp(nm->s, "else"))) {
                 p->i++;
@@ -1513,28 +1073,13 @@ static int parse_body(struct parser *p, const char *const *ends, struct nvec *ou
 int jinja_compile(const char *source, size_t len, struct jinja_template **out, struct hs_err *err)
 {
     *out = NULL;
-    /* Jinja2 normalises \r\n and \r to \n and drops one trailing newline. */
-    char *src = hs_malloc(len + 1);
-    size_t n = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (source[i] == '\r') {
-            src[n++] = '\n';
-            if (i + 1 < len && source[i + 1] == '\n')
-                i++;
-        } else {
-            src[n++] = source[i];
-        }
-    }
-    if (n > 0 && src[n - 1] == '\n')
-        n--;
-    src[n] = 0;
-
     struct jinja_template *t = hs_calloc(1, sizeof(*t));
     t->consts = json_array();
-    struct lexer lx = {.src = src, .n = n, .line = 1, .arena = &t->arena, .err = err};
-    int rc = lex_all(&lx);
+    struct jtoken *toks = NULL;
+    size_t n_toks = 0;
+    int rc = jinja_lex(source, len, &t->arena, &toks, &n_toks, err);
     if (rc == HS_OK) {
-        struct parser p = {.t = lx.toks, .n = lx.n_toks, .arena = &t->arena, .consts = t->consts, .err = err};
+        struct parser p = {.t = toks, .n = n_toks, .arena = &t->arena, .consts = t->consts, .err = err};
         struct nvec body = {0};
         rc = parse_body(&p, NULL, &body, NULL);
         if (rc == HS_OK) {
@@ -1543,8 +1088,7 @@ int jinja_compile(const char *source, size_t len, struct jinja_template **out, s
             nvec_free(&body);
         }
     }
-    hs_free(lx.toks);
-    hs_free(src);
+    hs_free(toks);
     if (rc != HS_OK) {
         jinja_free(t);
         return rc;
@@ -1553,19 +1097,11 @@ int jinja_compile(const char *source, size_t len, struct jinja_template **out, s
     return HS_OK;
 }
 
-int jinja_render(const struct jinja_template *t, const json_t *ctx, struct strbuf *out,
-                 struct hs_err *err)
-{
-    if (ctx && !json_is_object(ctx))
-        return hs_err_set(err, HS_ERR_INVALID, "jinja: the render context must be a JSON object");
-    return jinja_eval_render(t, ctx, out, err);
-}
-
 void jinja_free(struct jinja_template *t)
 {
     if (!t)
         return;
     json_decref(t->consts);
-    arena_free(t->arena);
+    jinja_arena_free(t->arena);
     hs_free(t);
 }

@@ -1,12 +1,12 @@
 /*
- * jinja_int.h — private to src/api/jinja*.c: the syntax tree, the runtime values and the
- * Python-compatible formatting helpers shared by the compiler (jinja.c), the evaluator
- * (jinja_eval.c) and the value library (jinja_value.c).
+ * jinja_int.h — private to src/jinja/: the tokens (lex.c -> parse.c), the syntax tree
+ * (parse.c -> eval.c), the runtime values and Python-compatible formatting (value.c) and
+ * the evaluator's interface to the builtins (eval.c <-> builtins.c).
  */
-#ifndef HS_API_JINJA_INT_H
-#define HS_API_JINJA_INT_H
+#ifndef HS_JINJA_INT_H
+#define HS_JINJA_INT_H
 
-#include "api/api.h"
+#include "jinja/jinja.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -99,18 +99,49 @@ const char *jv_type_name(const struct jv *v);
 void py_float_repr(double d, struct strbuf *out); /* repr(float): 1.0, 1e-07, 1e+16 */
 void py_str_repr(const char *s, size_t n, struct strbuf *out);
 bool py_is_space(uint32_t cp);                    /* str.isspace() for one code point */
-/* Decode one UTF-8 code point at s[*i] (valid input assumed; invalid bytes read as
- * themselves), advancing *i. */
-uint32_t utf8_next(const char *s, size_t n, size_t *i);
-size_t utf8_count(const char *s, size_t n);       /* code points */
+/* The code point at s[*i] (i < n), advancing *i past it: base's strict decoder, and a
+ * byte that starts no valid sequence reads as one character, the code point of its value.
+ * Every walk over a string's characters (len, indexing, slicing, iteration, reverse) takes
+ * these steps, so they agree on any bytes. */
+uint32_t jinja_utf8_next(const char *s, size_t n, size_t *i);
+size_t jinja_utf8_count(const char *s, size_t n);       /* characters, as jinja_utf8_next steps */
 /* Byte offset of code point index cp (clamped to n). */
-size_t utf8_offset(const char *s, size_t n, size_t cp);
-void utf8_put(struct strbuf *sb, uint32_t cp);
+size_t jinja_utf8_offset(const char *s, size_t n, size_t cp);
+void jinja_utf8_put(struct strbuf *sb, uint32_t cp);
 /* json.dumps(v, indent (-1: None), ensure_ascii, sort_keys, separators (NULL: Python's
  * defaults for the indent)) appended to out; -1 (out partly written) when v holds an
  * Undefined, which Python cannot serialise. */
 int jinja_dumps(const json_t *v, int indent, bool ensure_ascii, bool sort_keys,
                 const char *item_sep, const char *key_sep, struct strbuf *out);
+
+/* ---- compile-time memory (parse.c) ---------------------------------------------------- */
+
+/* Zeroed, 16-byte aligned memory that lives until jinja_arena_free(*arena). */
+void *jinja_arena_alloc(void **arena, size_t n);
+char *jinja_arena_strndup(void **arena, const char *s, size_t n);  /* NUL-terminated copy */
+void jinja_arena_free(void *arena);
+
+/* ---- tokens (lex.c) -------------------------------------------------------------------- */
+
+enum jtok_kind {
+    JTK_TEXT, JTK_VAR_BEGIN, JTK_VAR_END, JTK_BLOCK_BEGIN, JTK_BLOCK_END,
+    JTK_NAME, JTK_STRING, JTK_INT, JTK_FLOAT, JTK_OP, JTK_EOF,
+};
+
+struct jtoken {
+    enum jtok_kind kind;
+    int line, col;
+    const char *s;   /* TEXT / NAME / STRING (decoded) / OP; arena-owned, NUL-terminated */
+    size_t len;
+    int64_t ival;
+    double fval;
+};
+
+/* Lex a whole template: newlines normalised, whitespace control applied (jinja.h,
+ * invariant 2), ending with one JTK_EOF. Token strings go to *arena; *toks (NULL on error)
+ * is the caller's to hs_free. Errors name the line and column. */
+int jinja_lex(const char *source, size_t len, void **arena, struct jtoken **toks, size_t *n_toks,
+              struct hs_err *err);
 
 /* ---- syntax tree ----------------------------------------------------------------------- */
 
@@ -128,8 +159,8 @@ enum jop {
     JOP_EQ, JOP_NE, JOP_LT, JOP_LE, JOP_GT, JOP_GE, JOP_IN, JOP_NOTIN,
 };
 
-/* One node shape for all kinds; the comment of each kind in jinja.c says which fields it
- * uses. Nodes live in the template's arena and are immutable after compilation. */
+/* One node shape for all kinds; each field's comment says which kinds use it. Nodes live
+ * in the template's arena and are immutable after compilation. */
 struct jnode {
     enum jnode_kind kind;
     int line;
@@ -148,6 +179,8 @@ struct jnode {
     struct jnode **body2;         /* IF / FOR: else body; COMPARE: operands after the first */
     int n_body2;
     int *ops;                     /* COMPARE: enum jop per operand in body2 */
+    const struct jbuiltin *builtin; /* FILTER / TEST: its row, NULL when the name is unknown
+                                       (allowed inside {% if %}; an error if it runs) */
 };
 
 struct jinja_template {
@@ -157,7 +190,7 @@ struct jinja_template {
     void *arena;      /* every node and string of the tree */
 };
 
-/* ---- evaluator internals (jinja_eval.c <-> jinja_builtin.c) ---------------------------- */
+/* ---- evaluator internals (eval.c <-> builtins.c) ---------------------------------------- */
 
 struct scope;
 
@@ -202,24 +235,50 @@ void jinja_html_escape(const char *s, size_t n, struct strbuf *out);
 int jinja_binop(struct rctx *r, int line, int op, const struct jv *a, const struct jv *b, struct jv *out);
 int jinja_compare(struct rctx *r, int line, int op, const struct jv *a, const struct jv *b, bool *out);
 
-/* jinja_builtin.c */
+/* ---- builtins (builtins.c) ------------------------------------------------------------ */
+
+/* What a builtin is called on; a name means one thing per kind ("lower" is a filter, a
+ * test and a str method). */
+enum jb_kind { JB_FILTER, JB_TEST, JB_STR_METHOD, JB_DICT_METHOD, JB_LIST_METHOD, JB_FUNC };
+
+struct jbuiltin;
+
+/* One call of a builtin: v is a filter's or test's input or a method's receiver (NULL for
+ * a global function); positional arguments count from `first` (map hands its own on after
+ * the filter's name). */
+struct jcall {
+    struct rctx *r;
+    int line;
+    const struct jbuiltin *b;
+    const struct jv *v;
+    const struct args *a;
+    int first;
+};
+
+/* Sets *out (a test: a BOOL) or returns an error from jinja_err. */
+typedef int (*jbuiltin_fn)(const struct jcall *c, struct jv *out);
+
+/* A row of the one builtin table. */
+struct jbuiltin {
+    const char *name;
+    enum jb_kind kind;
+    int variant;      /* which behaviour of fn this name selects (see each function) */
+    jbuiltin_fn fn;
+};
+
+/* The row for (kind, name), or NULL: the compile-time check and every dispatch use it. */
+const struct jbuiltin *jinja_builtin_find(enum jb_kind kind, const char *name);
+/* Methods and functions as values: ids are rows of the table. */
 int jinja_method_find(enum jv_kind kind, const char *name);  /* method id, or -1 */
 int jinja_func_find(const char *name);                       /* global function id, or -1 */
 struct jv jinja_method_value(const struct jv *recv, int id);
 int jinja_call_method(struct rctx *r, int line, const struct jv *m, const struct args *a, struct jv *out);
 int jinja_call_func(struct rctx *r, int line, int id, const struct args *a, struct jv *out);
-/* Apply filter / test `name` to v with arguments a (positional ones from index first). */
-int jinja_filter(struct rctx *r, int line, const char *name, const struct jv *v,
-                 const struct args *a, int first, struct jv *out);
-int jinja_test(struct rctx *r, int line, const char *name, const struct jv *v,
-               const struct args *a, bool *out);
-
-/* Whether a filter / test name exists (jinja_builtin.c); unknown names fail at compile time,
- * as in Jinja2. */
-bool jinja_filter_known(const char *name);
-bool jinja_test_known(const char *name);
-/* Render body nodes (jinja_eval.c). */
-int jinja_eval_render(const struct jinja_template *t, const json_t *ctx, struct strbuf *out,
-                      struct hs_err *err);
+/* Apply filter / test row b (NULL: the name is unknown, an error naming it) to v with
+ * arguments a (a filter's positional ones from index first). */
+int jinja_filter(struct rctx *r, int line, const struct jbuiltin *b, const char *name,
+                 const struct jv *v, const struct args *a, int first, struct jv *out);
+int jinja_test(struct rctx *r, int line, const struct jbuiltin *b, const char *name,
+               const struct jv *v, const struct args *a, bool *out);
 
 #endif

@@ -1,9 +1,15 @@
 /*
- * jinja_value.c — runtime values of the Jinja interpreter and the Python behaviour they
- * must copy: truthiness, ==, ordering, str(), repr(), float repr, and json.dumps for the
- * `tojson` filter (see jinja.c for the design note).
+ * value.c — runtime values of the Jinja interpreter and the Python behaviour they must
+ * copy: truthiness, ==, ordering, str(), repr(), float repr, and json.dumps for the
+ * `tojson` filter (jinja.h has the design note).
+ *
+ * Invariants:
+ *   1. A value owns exactly one reference to its JSON (or loop record) when it has one;
+ *      jv_copy adds one and jv_free drops it, so values can be passed by struct copy.
+ *   2. Formatting is Python's, byte for byte, for every value a template can print or
+ *      serialise (repr of floats: the shortest digits that read back).
  */
-#include "api/jinja_int.h"
+#include "jinja/jinja_int.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -13,48 +19,38 @@
 
 /* ---- UTF-8 ------------------------------------------------------------------------------ */
 
-uint32_t utf8_next(const char *s, size_t n, size_t *i)
+uint32_t jinja_utf8_next(const char *s, size_t n, size_t *i)
 {
-    const unsigned char *u = (const unsigned char *)s;
-    size_t p = *i;
-    unsigned c = u[p];
-    int extra = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : 0;
-    if (extra == 0 || p + (size_t)extra >= n) {
-        *i = p + 1;
-        return c;
+    uint32_t cp;
+    size_t len = hs_utf8_decode(s + *i, n - *i, &cp, NULL);
+    if (len == 0) {
+        /* Python could not have decoded such text at all; one byte keeps the walk going */
+        cp = (unsigned char)s[*i];
+        len = 1;
     }
-    uint32_t cp = c & (0x3F >> extra);
-    for (int k = 1; k <= extra; k++) {
-        if ((u[p + (size_t)k] & 0xC0) != 0x80) {
-            *i = p + 1;
-            return c;
-        }
-        cp = cp << 6 | (u[p + (size_t)k] & 0x3F);
-    }
-    *i = p + 1 + (size_t)extra;
+    *i += len;
     return cp;
 }
 
-size_t utf8_count(const char *s, size_t n)
+size_t jinja_utf8_count(const char *s, size_t n)
 {
     size_t c = 0;
-    for (size_t i = 0; i < n; i++)
-        if (((unsigned char)s[i] & 0xC0) != 0x80)
-            c++;
+    for (size_t i = 0; i < n; c++)
+        jinja_utf8_next(s, n, &i);
     return c;
 }
 
-size_t utf8_offset(const char *s, size_t n, size_t cp)
+size_t jinja_utf8_offset(const char *s, size_t n, size_t cp)
 {
     size_t i = 0;
     while (cp > 0 && i < n) {
-        utf8_next(s, n, &i);
+        jinja_utf8_next(s, n, &i);
         cp--;
     }
     return i;
 }
 
-void utf8_put(struct strbuf *sb, uint32_t cp)
+void jinja_utf8_put(struct strbuf *sb, uint32_t cp)
 {
     char b[4];
     size_t n;
@@ -416,7 +412,7 @@ void py_str_repr(const char *s, size_t n, struct strbuf *out)
     strbuf_putc(out, q);
     for (size_t i = 0; i < n;) {
         size_t start = i;
-        uint32_t cp = utf8_next(s, n, &i);
+        uint32_t cp = jinja_utf8_next(s, n, &i);
         if (cp == (uint32_t)q || cp == '\\') {
             strbuf_putc(out, '\\');
             strbuf_putc(out, (char)cp);
@@ -561,7 +557,7 @@ static void dumps_str(struct dumps *d, const char *s, size_t n)
             strbuf_append(out, s + start, j - start);
             i = j;
         } else {
-            uint32_t cp = utf8_next(s, n, &i);
+            uint32_t cp = jinja_utf8_next(s, n, &i);
             if (cp >= 0x10000) {
                 cp -= 0x10000;
                 strbuf_printf(out, "\\u%04x\\u%04x", 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF));

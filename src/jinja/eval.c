@@ -1,10 +1,18 @@
 /*
- * jinja_eval.c — rendering: scopes, expression evaluation with Jinja2's attribute and
- * Undefined rules, Python arithmetic and comparisons, calls, macros and statements. The
- * builtins (methods, tests, filters, globals) are in jinja_builtin.c; see jinja.c for the
- * design note.
+ * eval.c — rendering, the last stage: scopes, expression evaluation with Jinja2's
+ * attribute and Undefined rules, Python arithmetic and comparisons, calls, macros and
+ * statements. The builtins (methods, tests, filters, globals) are in builtins.c; jinja.h
+ * has the design note.
+ *
+ * Invariants:
+ *   1. A render reads the tree and the context and never writes either; all it owns is
+ *      its scopes and values, freed before it returns.
+ *   2. The output is appended only when the whole render succeeds: a failed render leaves
+ *      `out` as it was.
+ *   3. Recursion is bounded (MAX_EVAL_DEPTH, MAX_CALL_DEPTH): deep expressions and
+ *      recursive macros end in an error naming the line, never a crash.
  */
-#include "api/jinja_int.h"
+#include "jinja/jinja_int.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -173,12 +181,12 @@ struct jv jinja_getitem(const struct jv *obj, const struct jv *key)
         if (jinja_index(key, &idx)) {
             const char *s = jv_str(obj);
             size_t len = jv_len(obj);
-            int64_t n = (int64_t)utf8_count(s, len);
+            int64_t n = (int64_t)jinja_utf8_count(s, len);
             if (idx < 0)
                 idx += n;
             if (idx >= 0 && idx < n) {
-                size_t a = utf8_offset(s, len, (size_t)idx), b = a;
-                utf8_next(s, len, &b);
+                size_t a = jinja_utf8_offset(s, len, (size_t)idx), b = a;
+                jinja_utf8_next(s, len, &b);
                 return jv_strn(s + a, b - a);
             }
             return jv_undef(NULL);
@@ -290,7 +298,7 @@ int jinja_iter(struct rctx *r, int line, const struct jv *v, json_t **out)
         size_t n = jv_len(v);
         for (size_t i = 0; i < n;) {
             size_t st = i;
-            utf8_next(s, n, &i);
+            jinja_utf8_next(s, n, &i);
             json_array_append_new(a, json_stringn_nocheck(s + st, i - st));
         }
         *out = a;
@@ -324,7 +332,7 @@ int jinja_to_json(struct rctx *r, int line, const struct jv *v, json_t **out)
 int jinja_len(struct rctx *r, int line, const struct jv *v, int64_t *out)
 {
     switch (v->kind) {
-    case JV_STR: *out = (int64_t)utf8_count(jv_str(v), jv_len(v)); return HS_OK;
+    case JV_STR: *out = (int64_t)jinja_utf8_count(jv_str(v), jv_len(v)); return HS_OK;
     case JV_LIST:
         if (v->seq == JV_SEQ_GEN)
             break;
@@ -661,12 +669,12 @@ static int eval_slice(struct rctx *r, struct scope *s, const struct jnode *n, co
     if (obj->kind == JV_STR) {
         const char *str = jv_str(obj);
         size_t n_b = jv_len(obj);
-        int64_t len = (int64_t)utf8_count(str, n_b), st, sp;
+        int64_t len = (int64_t)jinja_utf8_count(str, n_b), st, sp;
         size_t *offs = hs_malloc(((size_t)len + 1) * sizeof(*offs));
         for (size_t i = 0, k = 0; k <= (size_t)len; k++) {
             offs[k] = i;
             if (i < n_b)
-                utf8_next(str, n_b, &i);
+                jinja_utf8_next(str, n_b, &i);
         }
         slice_adjust(len, has[0], pv[0], has[1], pv[1], pv[2], &st, &sp);
         struct strbuf sb;
@@ -786,7 +794,7 @@ static int eval_node(struct rctx *r, struct scope *s, const struct jnode *n, str
             return rc;
         struct args args;
         if ((rc = eval_args(r, s, n, &args)) == HS_OK)
-            rc = jinja_filter(r, n->line, n->name, &a, &args, 0, out);
+            rc = jinja_filter(r, n->line, n->builtin, n->name, &a, &args, 0, out);
         args_free(&args);
         jv_free(&a);
         return rc;
@@ -797,7 +805,7 @@ static int eval_node(struct rctx *r, struct scope *s, const struct jnode *n, str
         struct args args;
         bool res = false;
         if ((rc = eval_args(r, s, n, &args)) == HS_OK)
-            rc = jinja_test(r, n->line, n->name, &a, &args, &res);
+            rc = jinja_test(r, n->line, n->builtin, n->name, &a, &args, &res);
         args_free(&args);
         jv_free(&a);
         *out = jv_bool(n->op ? !res : res);
@@ -1070,9 +1078,11 @@ static int exec_body(struct rctx *r, struct scope *s, struct jnode *const *body,
     return HS_OK;
 }
 
-int jinja_eval_render(const struct jinja_template *t, const json_t *ctx, struct strbuf *out,
-                      struct hs_err *err)
+int jinja_render(const struct jinja_template *t, const json_t *ctx, struct strbuf *out,
+                 struct hs_err *err)
 {
+    if (ctx && !json_is_object(ctx))
+        return hs_err_set(err, HS_ERR_INVALID, "jinja: the render context must be a JSON object");
     struct scope root = {0};
     struct rctx r = {.ctx = ctx, .root = &root, .err = err};
     struct strbuf sb;
