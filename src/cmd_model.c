@@ -1,9 +1,10 @@
 /*
  * cmd_model.c — `headstart inspect` and `headstart mkmodel`: option parsing; the work is
- * model/'s (model_inspect, mkmodel_write).
+ * model/'s and mkmodel/'s (model_inspect, mkmodel_write).
  */
 #include "cmd.h"
 #include "format/format.h"
+#include "mkmodel/mkmodel.h"
 #include "model/model.h"
 
 #include <stddef.h>

@@ -10,6 +10,7 @@ allowed() { # module -> modules it may include (itself implied)
         format) echo "base sys" ;;
         tokenizer) echo "base" ;;
         model) echo "base sys format" ;;
+        mkmodel) echo "base sys format model kernels tokenizer" ;;
         engine) echo "base sys kernels model format" ;;
         bank) echo "base sys" ;;
         api) echo "base tokenizer" ;;

@@ -125,7 +125,7 @@
 
 /* Weight types the kernels compute with. The values equal format's enum dtype
  * (DTYPE_F32 = 0, DTYPE_F16 = 1, DTYPE_BF16 = 2, DTYPE_Q8_0 = 3), so the engine may cast;
- * kernels may not include format/ (DESIGN.md §2). */
+ * kernels may not include format/ (DESIGN.md §2), so engine_int.h asserts the equality. */
 enum kern_wtype {
     KERN_W_F32 = 0,
     KERN_W_F16 = 1,
@@ -148,8 +148,9 @@ struct kern_q8_block {
 };
 
 /* K-quant weight types (q4k.c, q5k.c). Not members of enum kern_wtype, so switches over
- * that enum stay complete; the values equal format's DTYPE_Q4_K, DTYPE_Q5_K and DTYPE_Q6_K,
- * so the engine may cast a dtype to int and test it with kern_wtype_is_k. kern_row_bytes and
+ * that enum stay complete; the values equal format's DTYPE_Q4_K, DTYPE_Q5_K and DTYPE_Q6_K
+ * (asserted in engine_int.h), so the engine may cast a dtype to int and test it with
+ * kern_wtype_is_k. kern_row_bytes and
  * kern_row_to_f32 accept them (cast to enum kern_wtype); kern_matmul does not: use
  * kern_ops.matmul_k. */
 #define KERN_K_Q4_K 17

@@ -1,7 +1,7 @@
 /*
  * model — architecture tables and weight binding for the Qwen3.5 / Qwen3.5-MoE /
- * Qwen3-Next family, from a Hugging Face directory or a GGUF file; plus the random
- * model writer behind `headstart mkmodel` and the report behind `headstart inspect`.
+ * Qwen3-Next family, from a Hugging Face directory or a GGUF file; plus the report
+ * behind `headstart inspect` (the random model writer is src/mkmodel/).
  * Depends on base, sys, format.
  *
  * Design note
@@ -204,23 +204,5 @@ int model_mapping_check(const struct model *m, struct hs_err *err);
 
 /* `headstart inspect`: a human report, or JSON when as_json. */
 int model_inspect(const char *path, bool as_json, struct strbuf *out, struct hs_err *err);
-
-/* `headstart mkmodel` */
-struct mkmodel_opts {
-    enum model_arch arch;
-    const char *preset;          /* "tiny" (default), "0.8b", "2b", "4b" */
-    /* overrides; 0 / -1 = from the preset */
-    int64_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff;
-    int64_t gdn_k_heads, gdn_v_heads, gdn_head_dim;
-    int64_t n_expert, n_expert_used, n_ff_exp;
-    enum dtype dtype;            /* weight dtype of matrices (norms stay f32) */
-    uint64_t seed;
-    const char *tokenizer_json;  /* NULL: write our own small BPE tokenizer */
-    const char *chat_template;   /* NULL: the Qwen3.5 template (built in, see Makefile) */
-    const char *out;             /* a directory (HF) or a path ending in .gguf */
-};
-
-void mkmodel_opts_default(struct mkmodel_opts *o);
-int mkmodel_write(const struct mkmodel_opts *o, struct hs_err *err);
 
 #endif

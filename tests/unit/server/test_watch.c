@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 
 #include "server/server_int.h"
+#include "mkmodel/mkmodel.h"
 #include "sys/sys.h"
 
 #include <ftw.h>

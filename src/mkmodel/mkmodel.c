@@ -57,8 +57,8 @@
  *      config.json last, so an interrupted run never leaves a directory that looks complete.
  *   5. Options are validated before anything is generated; each error names the option.
  */
+#include "mkmodel/mkmodel_int.h"
 #include "model/model.h"
-#include "model/mktok_int.h"
 #include "format/format.h"
 #include "sys/sys.h"
 #include "base/base.h"
@@ -546,13 +546,6 @@ static uint64_t mk_next(uint64_t *s)
     return mk_mix64(*s);
 }
 
-static uint64_t mk_fnv1a(const char *s)
-{
-    uint64_t h = 0xCBF29CE484222325ull;
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001B3ull;
-    return h;
-}
-
 static double mk_unit(uint64_t x) { return (double)(x >> 11) * 0x1.0p-53; } /* [0, 1) */
 
 /* Fill out[0..n) with standard normals: Box-Muller in float (the costly part of a large
@@ -841,7 +834,7 @@ static void mk_plan_run(struct mk_plan *p, const struct mk_geom *g, uint64_t see
         int64_t rows = 1;
         for (int d = 0; d < j->src.n_dims - 1; d++) rows *= j->src.shape[d];
         run.job = j;
-        run.tensor_seed = mk_mix64(mk_mix64(seed) ^ mk_fnv1a(j->src.name));
+        run.tensor_seed = mk_mix64(mk_mix64(seed) ^ hs_fnv1a64_str(j->src.name));
         sys_pool_run(pool, rows, mk_run_rows, &run);
     }
     hs_free(run.scratch);

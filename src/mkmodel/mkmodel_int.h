@@ -1,15 +1,15 @@
-/* mktok_int.h — private to src/model: the tokenizer that `headstart mkmodel` writes.
+/* mkmodel_int.h — private to src/mkmodel: the tokenizer that `headstart mkmodel` writes.
  *
  * Either our own small byte-level BPE (all 256 byte tokens, a few hundred merges learned
  * from built-in English text, and the ChatML/Qwen special tokens as added tokens), or a
  * given tokenizer.json re-expressed as GGUF vocabulary. Token strings are in the GPT-2
  * byte-to-unicode form that tokenizer.json and GGUF use.
  */
-#ifndef HS_MKTOK_INT_H
-#define HS_MKTOK_INT_H
+#ifndef HS_MKMODEL_INT_H
+#define HS_MKMODEL_INT_H
 
 #include "format/format.h"
-#include "model/model.h"
+#include "mkmodel/mkmodel.h"
 
 /* GGUF token types (llama.cpp's numbering). */
 enum mktok_type { MKTOK_NORMAL = 1, MKTOK_UNKNOWN = 2, MKTOK_CONTROL = 3, MKTOK_USER_DEFINED = 4, MKTOK_UNUSED = 5, MKTOK_BYTE = 6 };
