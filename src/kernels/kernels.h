@@ -190,6 +190,10 @@ void kern_matmul_k_avx512(float *y, int64_t y_ld, const void *w, int wt,
  * (d * sc) * (q - 32), each product and the difference rounded separately (llama.cpp's
  * dequantize_row_q4_K / _q5_K / _q6_K expressions). */
 void kern_k_row_to_f32(float *out, const void *w, int wt, int64_t k, int64_t row);
+/* The inverse: x[0..k) (k % 256 == 0) as one row of K-quant type wt at w, rounded to
+ * nearest (q4k.c's and q5k.c's quantizer notes); not llama.cpp's error-minimising search,
+ * so a valid row, not the bits llama-quantize would write. */
+void kern_k_row_from_f32(void *w, int wt, const float *x, int64_t k);
 /* Q5_K (q5k.c): kern_matmul_k and kern_k_row_to_f32 for wt == KERN_K_Q5_K (they forward
  * here; so do the variants' kern_matmul_k_<variant>). Same arguments, same contract. */
 void kern_matmul_q5k(float *y, int64_t y_ld, const void *w, const struct kern_q8k_block *xq,
@@ -200,6 +204,7 @@ void kern_matmul_q5k_avx512(float *y, int64_t y_ld, const void *w,
                             const struct kern_q8k_block *xq, int64_t n_tok, int64_t k, int64_t r0,
                             int64_t r1);
 void kern_q5k_row_to_f32(float *out, const void *w, int64_t k, int64_t row);
+void kern_q5k_row_from_f32(void *w, const float *x, int64_t k);
 
 /* ---- matmul and embeddings (matmul.c) -------------------------------------------- */
 
@@ -223,6 +228,10 @@ void kern_matmul(float *y, int64_t y_ld, const void *w, enum kern_wtype wt, cons
 /* out[0..k) = row `row` of w, converted to f32 (Q8_0: hs_f16_to_f32(d) * (float)q, one
  * rounded product). The embedding lookup; also the dequantizer the tests check. */
 void kern_row_to_f32(float *out, const void *w, enum kern_wtype wt, int64_t k, int64_t row);
+/* The inverse: x[0..k) stored as one row of wt at w (kern_row_bytes(wt, k) bytes,
+ * little-endian): f16 / bf16 rounded to nearest even, Q8_0 llama.cpp's block (d = max|x| /
+ * 127 stored as f16, q = round(x / d)), K-quants through kern_k_row_from_f32. */
+void kern_row_from_f32(void *w, enum kern_wtype wt, const float *x, int64_t k);
 
 /* The 32-lane dot product of the header (the float matmul's order with x as weights). */
 float kern_dot(const float *a, const float *b, int64_t n);

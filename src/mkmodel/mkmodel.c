@@ -50,14 +50,15 @@
  *      wherever q4_k_m writes Q4_K (llama.cpp's Q5_K_M; its Q5_K -> Q5_1 fallback is Q8_0
  *      here). 8-expert models are refused for both: llama.cpp's rule for them (Q5_K
  *      attn_output, Q8_0 attn_k / attn_v) is not implemented here.
- *      The quantizers are our own round-to-nearest (mk_store_q4k / _q5k / _q6k), not
- *      llama.cpp's error-minimising search: the files are valid Q4_K_M / Q5_K_M, not
- *      bit-equal to what llama-quantize would write from the same f32 weights.
+ *      The quantizers are the kernels' round-to-nearest (kern_row_from_f32, beside the
+ *      dequantizers), not llama.cpp's error-minimising search: the files are valid Q4_K_M /
+ *      Q5_K_M, not bit-equal to what llama-quantize would write from the same f32 weights.
  *   4. Every file is written atomically (temp + fsync + rename); an HF directory gets its
  *      config.json last, so an interrupted run never leaves a directory that looks complete.
  *   5. Options are validated before anything is generated; each error names the option.
  */
 #include "mkmodel/mkmodel_int.h"
+#include "kernels/kernels.h"
 #include "model/model.h"
 #include "format/format.h"
 #include "sys/sys.h"
@@ -348,7 +349,7 @@ static enum dtype mk_kquant_type(const struct mk_geom *g, enum dtype base, const
     else if ((strstr(name, "attn_v.weight") || strstr(name, "attn_qkv.weight") || strstr(name, "ffn_down")) &&
              il >= 0 && mk_more_bits(il, g->n_layer))
         t = DTYPE_Q6_K;
-    return row_len % 256 ? DTYPE_Q8_0 : t;
+    return row_len % KERN_QK ? DTYPE_Q8_0 : t;
 }
 
 static int mk_put(struct mk_builder *b, enum mk_role role, int il, int e, enum mk_init init,
@@ -630,159 +631,18 @@ static void mk_route_row(const struct mk_job *j, const struct mk_geom *g, int64_
     }
 }
 
-static void mk_put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
+/* The kernels' weight type of each dtype mkmodel stores: an explicit map, the two enums
+ * belong to modules that do not know each other. */
+static const int mk_kern_types[DTYPE_COUNT] = {
+    [DTYPE_F32] = KERN_W_F32, [DTYPE_F16] = KERN_W_F16, [DTYPE_BF16] = KERN_W_BF16,
+    [DTYPE_Q8_0] = KERN_W_Q8_0, [DTYPE_Q4_K] = KERN_K_Q4_K, [DTYPE_Q5_K] = KERN_K_Q5_K,
+    [DTYPE_Q6_K] = KERN_K_Q6_K,
+};
 
-static float mk_clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
-
-/* The part Q4_K and Q5_K share (layouts: kernels/q4k.c, kernels/q5k.c), round to nearest:
- * per sub-block of 32 the range [min(0, lo), hi] in qmax steps (x = s * q - o, o = -min >=
- * 0); d = max s / 63 and dmin = max o / 63 as f16; 6-bit sc = round(s / d), m = round(o /
- * dmin); then q = round((x + dmin * m) / (d * sc)) in [0, qmax] with the stored (rounded)
- * scales. Writes d, dmin and the 12 packed scale bytes to blk[0..16), the quants to q. */
-static void mk_store_kq_scales(const float *x, float qmax, uint8_t *blk, uint8_t q[256])
-{
-    float s[8], o[8], smax = 0.0f, omax = 0.0f;
-    for (int j = 0; j < 8; j++) {
-        float lo = 0.0f, hi = 0.0f;
-        for (int i = 0; i < 32; i++) {
-            lo = HS_MIN(lo, x[32 * j + i]);
-            hi = HS_MAX(hi, x[32 * j + i]);
-        }
-        s[j] = (hi - lo) / qmax;
-        o[j] = -lo;
-        smax = HS_MAX(smax, s[j]);
-        omax = HS_MAX(omax, o[j]);
-    }
-    uint16_t dh = hs_f32_to_f16(smax / 63.0f), mh = hs_f32_to_f16(omax / 63.0f);
-    float d = hs_f16_to_f32(dh), dmin = hs_f16_to_f32(mh);
-    uint8_t sc[8], m[8];
-    for (int j = 0; j < 8; j++) {
-        sc[j] = (uint8_t)(d > 0.0f ? mk_clampf(roundf(s[j] / d), 0.0f, 63.0f) : 0.0f);
-        m[j] = (uint8_t)(dmin > 0.0f ? mk_clampf(roundf(o[j] / dmin), 0.0f, 63.0f) : 0.0f);
-    }
-    mk_put16(blk, dh);
-    mk_put16(blk + 2, mh);
-    uint8_t *s12 = blk + 4;
-    for (int j = 0; j < 4; j++) {
-        s12[j] = (uint8_t)(sc[j] | (sc[j + 4] >> 4) << 6);
-        s12[j + 4] = (uint8_t)(m[j] | (m[j + 4] >> 4) << 6);
-        s12[j + 8] = (uint8_t)((sc[j + 4] & 15) | (m[j + 4] & 15) << 4);
-    }
-    for (int i = 0; i < 256; i++) {
-        float step = d * (float)sc[i / 32], off = dmin * (float)m[i / 32];
-        q[i] = (uint8_t)(step > 0.0f ? mk_clampf(roundf((x[i] + off) / step), 0.0f, qmax) : 0.0f);
-    }
-}
-
-/* One Q4_K super-block of 256 values: q in [0, 15], two sub-blocks per 32 bytes of nibbles. */
-static void mk_store_q4k(const float *x, uint8_t *blk)
-{
-    uint8_t q[256];
-    mk_store_kq_scales(x, 15.0f, blk, q);
-    for (int j = 0; j < 4; j++)
-        for (int l = 0; l < 32; l++) blk[16 + 32 * j + l] = (uint8_t)(q[64 * j + l] | q[64 * j + 32 + l] << 4);
-}
-
-/* One Q5_K super-block of 256 values: q in [0, 31], the low nibbles as Q4_K's (at byte 48),
- * the 5th bit of value l of sub-block sb in bit sb of qh[l] (bytes 16..47). */
-static void mk_store_q5k(const float *x, uint8_t *blk)
-{
-    uint8_t q[256];
-    memset(blk, 0, 176);
-    mk_store_kq_scales(x, 31.0f, blk, q);
-    for (int i = 0; i < 256; i++) {
-        int sb = i / 32, l = i % 32;
-        uint8_t *qs = blk + 48 + 32 * (i / 64) + l;
-        *qs = (uint8_t)(*qs | (sb % 2 ? (q[i] & 15) << 4 : (q[i] & 15)));
-        blk[16 + l] = (uint8_t)(blk[16 + l] | (q[i] >> 4) << sb);
-    }
-}
-
-/* One Q6_K super-block (layout: kernels/q4k.c), round to nearest: per group of 16 the
- * step s = max|x| / 31; d = max s / 127 as f16; int8 sc = round(s / d); q = round(x / (d *
- * sc)) in [-32, 31], stored + 32. */
-static void mk_store_q6k(const float *x, uint8_t *blk)
-{
-    float s[16], smax = 0.0f;
-    for (int g = 0; g < 16; g++) {
-        float a = 0.0f;
-        for (int i = 0; i < 16; i++) a = HS_MAX(a, fabsf(x[16 * g + i]));
-        s[g] = a / 31.0f;
-        smax = HS_MAX(smax, s[g]);
-    }
-    uint16_t dh = hs_f32_to_f16(smax / 127.0f);
-    float d = hs_f16_to_f32(dh);
-    memset(blk, 0, 210);
-    int8_t *sc = (int8_t *)(blk + 192);
-    for (int g = 0; g < 16; g++) sc[g] = (int8_t)(d > 0.0f ? mk_clampf(roundf(s[g] / d), 0.0f, 127.0f) : 0.0f);
-    for (int i = 0; i < 256; i++) {
-        float step = d * (float)sc[i / 16];
-        int q = (int)(step > 0.0f ? mk_clampf(roundf(x[i] / step), -32.0f, 31.0f) : 0.0f) + 32;
-        int h = i / 128, k = (i % 128) / 32, l = i % 32;
-        uint8_t *lo = blk + 64 * h + 32 * (k & 1) + l;
-        *lo = (uint8_t)(*lo | (k < 2 ? (q & 15) : (q & 15) << 4));
-        blk[128 + 32 * h + l] = (uint8_t)(blk[128 + 32 * h + l] | (q >> 4) << (2 * k));
-    }
-    mk_put16(blk + 208, dh);
-}
-
-/* Store n f32 values as dtype at dst (little-endian). */
+/* Store n f32 values as dtype at dst: the kernels' quantizers, beside their dequantizers. */
 static void mk_store_row(enum dtype dt, const float *x, int64_t n, uint8_t *dst)
 {
-    switch (dt) {
-    case DTYPE_Q4_K:
-        for (int64_t b0 = 0; b0 < n; b0 += 256) mk_store_q4k(x + b0, dst + b0 / 256 * 144);
-        break;
-    case DTYPE_Q5_K:
-        for (int64_t b0 = 0; b0 < n; b0 += 256) mk_store_q5k(x + b0, dst + b0 / 256 * 176);
-        break;
-    case DTYPE_Q6_K:
-        for (int64_t b0 = 0; b0 < n; b0 += 256) mk_store_q6k(x + b0, dst + b0 / 256 * 210);
-        break;
-    case DTYPE_F16:
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h = hs_f32_to_f16(x[i]);
-            dst[2 * i] = (uint8_t)h;
-            dst[2 * i + 1] = (uint8_t)(h >> 8);
-        }
-        break;
-    case DTYPE_BF16:
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h = hs_f32_to_bf16(x[i]);
-            dst[2 * i] = (uint8_t)h;
-            dst[2 * i + 1] = (uint8_t)(h >> 8);
-        }
-        break;
-    case DTYPE_Q8_0:
-        for (int64_t b0 = 0; b0 < n; b0 += 32, dst += 34) {
-            float amax = 0.0f;
-            for (int i = 0; i < 32; i++) amax = HS_MAX(amax, fabsf(x[b0 + i]));
-            float d = amax / 127.0f;
-            uint16_t dh = hs_f32_to_f16(d);
-            dst[0] = (uint8_t)dh;
-            dst[1] = (uint8_t)(dh >> 8);
-            for (int i = 0; i < 32; i++) {
-                float q = d > 0.0f ? roundf(x[b0 + i] / d) : 0.0f;
-                q = HS_MAX(-127.0f, HS_MIN(127.0f, q));
-                dst[2 + i] = (uint8_t)(int8_t)q;
-            }
-        }
-        break;
-    default: /* DTYPE_F32 */
-        for (int64_t i = 0; i < n; i++) {
-            uint32_t u;
-            memcpy(&u, &x[i], 4);
-            dst[4 * i] = (uint8_t)u;
-            dst[4 * i + 1] = (uint8_t)(u >> 8);
-            dst[4 * i + 2] = (uint8_t)(u >> 16);
-            dst[4 * i + 3] = (uint8_t)(u >> 24);
-        }
-        break;
-    }
+    kern_row_from_f32(dst, (enum kern_wtype)mk_kern_types[dt], x, n);
 }
 
 struct mk_run {
@@ -956,9 +816,10 @@ static int mk_geom_init(const struct mkmodel_opts *o, const struct mk_arch *a, s
             { "--expert-ffn", g->n_ff_exp },
         };
         for (size_t i = 0; i < HS_ARRAY_LEN(rows); i++)
-            if (rows[i].v % 32)
+            if (rows[i].v % KERN_Q8_BLOCK)
                 return hs_err_set(err, HS_ERR_INVALID, "--dtype %s needs %s (%lld) to be a "
-                                  "multiple of 32", kname, rows[i].opt, (long long)rows[i].v);
+                                  "multiple of %d", kname, rows[i].opt, (long long)rows[i].v,
+                                  KERN_Q8_BLOCK);
     }
     return HS_OK;
 }
