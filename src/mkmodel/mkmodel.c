@@ -78,31 +78,6 @@ extern const char *const hs_chat_template_qwen35;
 
 /* ---- architectures and presets ------------------------------------------------------- */
 
-struct mk_arch {
-    const char *gguf_name;       /* general.architecture */
-    const char *hf_prefix;       /* text-model tensor prefix */
-    const char *hf_arch;         /* config.json architectures[0] */
-    const char *model_type;      /* root model_type */
-    const char *text_model_type; /* text_config.model_type; NULL = flat config */
-    bool moe;                    /* every layer's FFN is a mixture of experts */
-    bool fused_gdn;              /* in_proj_qkvz + in_proj_ba, grouped by key head */
-    bool fused_experts;          /* mlp.experts.gate_up_proj / down_proj (3-D) */
-    bool tile_v_heads;           /* GGUF value heads tiled by the converter */
-    bool mrope;                  /* rope.dimension_sections / rope_parameters.mrope_* */
-    bool tied;                   /* tie_word_embeddings */
-    int64_t real_vocab;          /* embedding rows of the real checkpoints */
-};
-
-static const struct mk_arch mk_archs[MODEL_ARCH_COUNT] = {
-    [MODEL_ARCH_QWEN35] = { "qwen35", "model.language_model.", "Qwen3_5ForConditionalGeneration",
-                            "qwen3_5", "qwen3_5_text", false, false, false, true, true, true, 248320 },
-    [MODEL_ARCH_QWEN35MOE] = { "qwen35moe", "model.language_model.",
-                               "Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe",
-                               "qwen3_5_moe_text", true, false, true, true, true, false, 248320 },
-    [MODEL_ARCH_QWEN3NEXT] = { "qwen3next", "model.", "Qwen3NextForCausalLM", "qwen3_next", NULL,
-                               true, true, false, false, false, false, 151936 },
-};
-
 /* Trunk geometry of each preset. The real sizes are the dense Qwen3.5 checkpoints
  * (reference §1.3); MoE architectures get E experts of width n_ff/4 on that trunk. */
 struct mk_preset {
@@ -317,7 +292,7 @@ static const struct mk_role_info {
 
 /* Building the plan: walk the HF tensors once; `put` adds each to the plan of the format. */
 struct mk_builder {
-    const struct mk_arch *arch;
+    const struct model_arch_info *arch;
     const struct mk_geom *g;
     enum dtype dtype;
     bool gguf;
@@ -444,7 +419,7 @@ static int mk_put(struct mk_builder *b, enum mk_role role, int il, int e, enum m
         dst = mk_out_add(p, name, dt, gn, gs, err);
         if (dst < 0) return dst;
     }
-    if (b->arch->tile_v_heads && g->hk != g->hv && ri->tile != MK_TILE_NONE) {
+    if (b->arch->gguf_v_tiled && g->hk != g->hv && ri->tile != MK_TILE_NONE) {
         switch (ri->tile) {
         case MK_TILE_ROWS_AFTER_QK: route = MK_ROUTE_TILE_ROWS; p0 = 2 * g->hk * g->dk; p1 = g->dv; break;
         case MK_TILE_ROWS_DV: route = MK_ROUTE_TILE_ROWS; p0 = 0; p1 = g->dv; break;
@@ -467,7 +442,7 @@ static int mk_put(struct mk_builder *b, enum mk_role role, int il, int e, enum m
 /* The model's tensors in HF layout (reference §7.1), in file order. */
 static int mk_walk(struct mk_builder *b, struct hs_err *err)
 {
-    const struct mk_arch *a = b->arch;
+    const struct model_arch_info *a = b->arch;
     const struct mk_geom *g = b->g;
     const char *P = a->hf_prefix;
     const int64_t H = g->n_embd, C = 2 * g->hk * g->dk + g->hv * g->dv;
@@ -720,7 +695,7 @@ static bool mk_is_gguf_path(const char *path)
 }
 
 /* Geometry from preset + overrides, validated. n_vocab is set later from the tokenizer. */
-static int mk_geom_init(const struct mkmodel_opts *o, const struct mk_arch *a, struct mk_geom *g,
+static int mk_geom_init(const struct mkmodel_opts *o, const struct model_arch_info *a, struct mk_geom *g,
                         const struct mk_preset **preset_out, struct hs_err *err)
 {
     const char *pname = o->preset ? o->preset : "tiny";
@@ -739,16 +714,16 @@ static int mk_geom_init(const struct mkmodel_opts *o, const struct mk_arch *a, s
     g->hk = mk_pick(o->gdn_k_heads, p->gdn_k_heads);
     g->hv = mk_pick(o->gdn_v_heads, p->gdn_v_heads);
     g->dk = g->dv = mk_pick(o->gdn_head_dim, p->gdn_head_dim);
-    g->conv_k = 4;
-    g->full_attn_interval = 4;
-    g->rope_theta = 1e7f;
-    g->rms_eps = 1e-6f;
+    g->conv_k = a->defaults.conv_kernel;
+    g->full_attn_interval = a->defaults.full_attn_interval;
+    g->rope_theta = (float)a->defaults.rope_theta;
+    g->rms_eps = (float)a->defaults.rms_eps;
     g->n_ctx = p->n_ctx;
     g->tied = a->tied;
     if (a->moe) {
         if (o->n_ff > 0)
             return hs_err_set(err, HS_ERR_INVALID, "--ffn sets the dense FFN width; %s has experts "
-                              "(use --expert-ffn)", a->gguf_name);
+                              "(use --expert-ffn)", a->name);
         g->n_expert = mk_pick(o->n_expert, p->n_expert);
         g->n_expert_used = mk_pick(o->n_expert_used, p->n_expert_used);
         g->n_ff_exp = mk_pick(o->n_ff_exp, p->n_ff_exp);
@@ -756,7 +731,7 @@ static int mk_geom_init(const struct mkmodel_opts *o, const struct mk_arch *a, s
     } else {
         if (o->n_expert > 0 || o->n_expert_used > 0 || o->n_ff_exp > 0)
             return hs_err_set(err, HS_ERR_INVALID, "--experts, --experts-used and --expert-ffn apply "
-                              "to qwen35moe and qwen3next, not %s", a->gguf_name);
+                              "to qwen35moe and qwen3next, not %s", a->name);
         g->n_ff = mk_pick(o->n_ff, p->n_ff);
     }
 
@@ -788,7 +763,7 @@ static int mk_geom_init(const struct mkmodel_opts *o, const struct mk_arch *a, s
     if (a->mrope && g->head_dim < 32)
         return hs_err_set(err, HS_ERR_INVALID, "--head-dim %lld: %s needs at least 32 (llama.cpp's "
                           "M-RoPE sections [11,11,10] span 32 dims)", (long long)g->head_dim,
-                          a->gguf_name);
+                          a->name);
     if (g->hv % g->hk)
         return hs_err_set(err, HS_ERR_INVALID, "--gdn-v-heads %lld is not a multiple of "
                           "--gdn-k-heads %lld", (long long)g->hv, (long long)g->hk);
@@ -800,7 +775,7 @@ static int mk_geom_init(const struct mkmodel_opts *o, const struct mk_arch *a, s
             return hs_err_set(err, HS_ERR_INVALID, "--experts-used %lld exceeds --experts %lld",
                               (long long)g->n_expert_used, (long long)g->n_expert);
     }
-    g->n_rot = g->head_dim / 4;
+    g->n_rot = (int64_t)((double)g->head_dim * a->defaults.partial_rotary_factor); /* as the loader */
 
     const char *kname = o->dtype == DTYPE_Q8_0 ? "q8_0" : o->dtype == DTYPE_Q4_K ? "q4_k_m" : "q5_k_m";
     if ((o->dtype == DTYPE_Q4_K || o->dtype == DTYPE_Q5_K) && g->n_expert == 8)
@@ -826,12 +801,12 @@ static int mk_geom_init(const struct mkmodel_opts *o, const struct mk_arch *a, s
 
 /* ---- config.json ------------------------------------------------------------------------ */
 
-static void mk_config_text_fields(struct jsonw *w, const struct mk_arch *a, const struct mk_geom *g,
+static void mk_config_text_fields(struct jsonw *w, const struct model_arch_info *a, const struct mk_geom *g,
                                   const struct mktok *t, const char *torch_dtype)
 {
-    if (a->text_model_type) {
+    if (a->hf_text_model_type) {
         jsonw_key(w, "model_type");
-        jsonw_str(w, a->text_model_type);
+        jsonw_str(w, a->hf_text_model_type);
     }
     jsonw_key(w, "vocab_size"); jsonw_int(w, g->n_vocab);
     jsonw_key(w, "hidden_size"); jsonw_int(w, g->n_embd);
@@ -843,13 +818,13 @@ static void mk_config_text_fields(struct jsonw *w, const struct mk_arch *a, cons
     jsonw_key(w, "attn_output_gate"); jsonw_bool(w, true);
     jsonw_key(w, "attention_bias"); jsonw_bool(w, false);
     jsonw_key(w, "hidden_act"); jsonw_str(w, "silu");
-    jsonw_key(w, "rms_norm_eps"); jsonw_double(w, 1e-6);
+    jsonw_key(w, "rms_norm_eps"); jsonw_double(w, a->defaults.rms_eps);
     if (a->mrope) {
         jsonw_key(w, "rope_parameters");
         jsonw_obj_begin(w);
         jsonw_key(w, "rope_type"); jsonw_str(w, "default");
         jsonw_key(w, "rope_theta"); jsonw_double(w, g->rope_theta);
-        jsonw_key(w, "partial_rotary_factor"); jsonw_double(w, 0.25);
+        jsonw_key(w, "partial_rotary_factor"); jsonw_double(w, a->defaults.partial_rotary_factor);
         jsonw_key(w, "mrope_section");
         jsonw_arr_begin(w);
         jsonw_int(w, 11); jsonw_int(w, 11); jsonw_int(w, 10);
@@ -858,7 +833,7 @@ static void mk_config_text_fields(struct jsonw *w, const struct mk_arch *a, cons
         jsonw_obj_end(w);
     } else { /* Qwen3-Next's older spelling: top-level rope fields */
         jsonw_key(w, "rope_theta"); jsonw_double(w, g->rope_theta);
-        jsonw_key(w, "partial_rotary_factor"); jsonw_double(w, 0.25);
+        jsonw_key(w, "partial_rotary_factor"); jsonw_double(w, a->defaults.partial_rotary_factor);
     }
     jsonw_key(w, "max_position_embeddings"); jsonw_int(w, g->n_ctx);
     jsonw_key(w, "layer_types");
@@ -878,7 +853,7 @@ static void mk_config_text_fields(struct jsonw *w, const struct mk_arch *a, cons
         jsonw_key(w, "num_experts_per_tok"); jsonw_int(w, g->n_expert_used);
         jsonw_key(w, "moe_intermediate_size"); jsonw_int(w, g->n_ff_exp);
         jsonw_key(w, "shared_expert_intermediate_size"); jsonw_int(w, g->n_ff_shexp);
-        if (!a->text_model_type) { /* Qwen3-Next only; Qwen3.5-MoE always renormalises */
+        if (!a->norm_topk_always) { /* the architecture reads the key (Qwen3-Next) */
             jsonw_key(w, "norm_topk_prob"); jsonw_bool(w, true);
             jsonw_key(w, "decoder_sparse_step"); jsonw_int(w, 1);
         }
@@ -891,10 +866,10 @@ static void mk_config_text_fields(struct jsonw *w, const struct mk_arch *a, cons
     jsonw_key(w, "tie_word_embeddings"); jsonw_bool(w, g->tied);
     jsonw_key(w, "eos_token_id"); jsonw_int(w, t->eos_id);
     if (t->pad_id >= 0) { jsonw_key(w, "pad_token_id"); jsonw_int(w, t->pad_id); }
-    jsonw_key(w, a->text_model_type ? "dtype" : "torch_dtype"); jsonw_str(w, torch_dtype);
+    jsonw_key(w, a->hf_text_model_type ? "dtype" : "torch_dtype"); jsonw_str(w, torch_dtype);
 }
 
-static char *mk_config_json(const struct mk_arch *a, const struct mk_geom *g, const struct mktok *t,
+static char *mk_config_json(const struct model_arch_info *a, const struct mk_geom *g, const struct mktok *t,
                             enum dtype dt, size_t *len)
 {
     const char *torch_dtype = dt == DTYPE_BF16 ? "bfloat16" : dt == DTYPE_F16 ? "float16" : "float32";
@@ -905,11 +880,11 @@ static char *mk_config_json(const struct mk_arch *a, const struct mk_geom *g, co
     jsonw_obj_begin(&w);
     jsonw_key(&w, "architectures");
     jsonw_arr_begin(&w);
-    jsonw_str(&w, a->hf_arch);
+    jsonw_str(&w, a->hf_architecture);
     jsonw_arr_end(&w);
     jsonw_key(&w, "model_type");
-    jsonw_str(&w, a->model_type);
-    if (a->text_model_type) {
+    jsonw_str(&w, a->hf_model_type);
+    if (a->hf_text_model_type) {
         jsonw_key(&w, "text_config");
         jsonw_obj_begin(&w);
         mk_config_text_fields(&w, a, g, t, torch_dtype);
@@ -925,7 +900,7 @@ static char *mk_config_json(const struct mk_arch *a, const struct mk_geom *g, co
 
 /* ---- GGUF metadata ---------------------------------------------------------------------- */
 
-static void mk_gguf_meta(struct gguf_writer *w, const struct mk_arch *a, const struct mk_geom *g,
+static void mk_gguf_meta(struct gguf_writer *w, const struct model_arch_info *a, const struct mk_geom *g,
                          const char *preset, enum dtype dt)
 {
     /* llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_Q4_K_M 15, MOSTLY_Q5_K_M 17,
@@ -937,9 +912,9 @@ static void mk_gguf_meta(struct gguf_writer *w, const struct mk_arch *a, const s
                      : dt == DTYPE_BF16 ? 32
                                         : 0;
     char key[96], name[96];
-#define KEY(k) (snprintf(key, sizeof(key), "%s." k, a->gguf_name), key)
-    gguf_writer_set_str(w, "general.architecture", a->gguf_name);
-    snprintf(name, sizeof(name), "headstart mkmodel %s %s", a->gguf_name, preset);
+#define KEY(k) (snprintf(key, sizeof(key), "%s." k, a->name), key)
+    gguf_writer_set_str(w, "general.architecture", a->name);
+    snprintf(name, sizeof(name), "headstart mkmodel %s %s", a->name, preset);
     gguf_writer_set_str(w, "general.name", name);
     gguf_writer_set_u32(w, "general.file_type", ftype);
     gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)g->n_ctx);
@@ -974,7 +949,7 @@ static void mk_gguf_meta(struct gguf_writer *w, const struct mk_arch *a, const s
 
 /* ---- writing ------------------------------------------------------------------------------ */
 
-static int mk_write_hf(const char *dir, const struct mk_plan *p, const struct mk_arch *a,
+static int mk_write_hf(const char *dir, const struct mk_plan *p, const struct model_arch_info *a,
                        const struct mk_geom *g, const struct mktok *t, const char *tpl,
                        enum dtype dt, struct hs_err *err)
 {
@@ -1013,7 +988,7 @@ static int mk_write_hf(const char *dir, const struct mk_plan *p, const struct mk
     return rc;
 }
 
-static int mk_write_gguf(const char *path, const struct mk_plan *p, const struct mk_arch *a,
+static int mk_write_gguf(const char *path, const struct mk_plan *p, const struct model_arch_info *a,
                          const struct mk_geom *g, const struct mktok *t, const char *tpl,
                          const char *preset, enum dtype dt, struct hs_err *err)
 {
@@ -1042,7 +1017,9 @@ int mkmodel_write(const struct mkmodel_opts *o, struct hs_err *err)
                           "no %s; use f32, f16 or bf16 for a Hugging Face directory)",
                           o->dtype == DTYPE_Q8_0 ? "q8_0" : o->dtype == DTYPE_Q4_K ? "q4_k_m" : "q5_k_m",
                           o->dtype == DTYPE_Q8_0 ? "Q8_0" : "K-quants");
-    const struct mk_arch *a = &mk_archs[o->arch];
+    struct model_arch_info info;
+    model_arch_info(o->arch, &info);
+    const struct model_arch_info *a = &info;
     struct mk_geom g;
     const struct mk_preset *preset = NULL;
     int rc = mk_geom_init(o, a, &g, &preset, err);

@@ -411,10 +411,15 @@ static int64_t bpe_train(const char *text, int64_t max_merges, struct toklist *l
 
 static int64_t round_up(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
 
+/* The architecture's tokenizer family (GGUF tokenizer.ggml.pre): "qwen35", or "qwen2" for
+ * the older Qwen tokenizer (its split regex, no NFC normalizer). */
 static const char *pre_of(enum model_arch arch)
 {
-    return arch == MODEL_ARCH_QWEN3NEXT ? "qwen2" : "qwen35";
+    struct model_arch_info info;
+    return model_arch_info(arch, &info) ? info.tokenizer_pre : "qwen35";
 }
+
+static bool pre_is_qwen2(enum model_arch arch) { return strcmp(pre_of(arch), "qwen2") == 0; }
 
 static int64_t find_token(const struct mktok *t, const char *s)
 {
@@ -460,7 +465,7 @@ static void write_tokenizer_json(struct mktok *t, int64_t n_bpe, enum model_arch
     }
     jsonw_arr_end(&w);
     jsonw_key(&w, "normalizer");
-    if (arch == MODEL_ARCH_QWEN3NEXT) {
+    if (pre_is_qwen2(arch)) {
         jsonw_null(&w);
     } else {
         jsonw_obj_begin(&w);
@@ -476,7 +481,7 @@ static void write_tokenizer_json(struct mktok *t, int64_t n_bpe, enum model_arch
     jsonw_key(&w, "type"); jsonw_str(&w, "Split");
     jsonw_key(&w, "pattern");
     jsonw_obj_begin(&w);
-    jsonw_key(&w, "Regex"); jsonw_str(&w, arch == MODEL_ARCH_QWEN3NEXT ? qwen2_regex : qwen35_regex);
+    jsonw_key(&w, "Regex"); jsonw_str(&w, pre_is_qwen2(arch) ? qwen2_regex : qwen35_regex);
     jsonw_obj_end(&w);
     jsonw_key(&w, "behavior"); jsonw_str(&w, "Isolated");
     jsonw_key(&w, "invert"); jsonw_bool(&w, false);

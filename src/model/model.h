@@ -131,6 +131,41 @@ struct model_layer {
 
 struct model;
 
+/* The values an architecture implies where its config.json (or GGUF, for the interval)
+ * lacks a key: the loader applies them, mkmodel writes them. */
+struct model_arch_defaults {
+    double rope_theta;             /* rope_theta */
+    double partial_rotary_factor;  /* rotary share of head_dim */
+    double rms_eps;                /* rms_norm_eps */
+    int64_t n_ctx_train;           /* max_position_embeddings */
+    int64_t conv_kernel;           /* linear_conv_kernel_dim */
+    int64_t full_attn_interval;    /* full_attention_interval (layer il is full attention
+                                      iff (il + 1) % interval == 0) */
+};
+
+/* How an architecture is spelled in the files a writer makes, and the layout facts a
+ * writer needs (src/mkmodel); filled from the architecture's arch_*.c. */
+struct model_arch_info {
+    const char *name;               /* GGUF general.architecture */
+    const char *hf_architecture;    /* config.json architectures[0] */
+    const char *hf_model_type;      /* root model_type */
+    const char *hf_text_model_type; /* text_config.model_type; NULL: a flat config */
+    const char *hf_prefix;          /* the text model's tensor-name prefix */
+    const char *tokenizer_pre;      /* GGUF tokenizer.ggml.pre of its tokenizer */
+    bool moe;                       /* every layer's FFN is routed experts */
+    bool norm_topk_always;          /* top-k always renormalised: no norm_topk_prob key */
+    bool fused_gdn;                 /* HF in_proj_qkvz + in_proj_ba, grouped by key head */
+    bool fused_experts;             /* HF experts as gate_up_proj / down_proj stacks */
+    bool gguf_v_tiled;              /* GGUF value heads tiled (the converter re-orders) */
+    bool mrope;                     /* rope_parameters with M-RoPE sections */
+    bool tied;                      /* tie_word_embeddings of the real checkpoints */
+    int64_t real_vocab;             /* embedding rows of the real checkpoints */
+    struct model_arch_defaults defaults;
+};
+
+/* Fills *out for architecture a; false when a is not one. */
+bool model_arch_info(enum model_arch a, struct model_arch_info *out);
+
 /* Load and bind a model: `path` is a Hugging Face directory (config.json + safetensors)
  * or a .gguf file. Every problem comes back in err naming the file and tensor/key. */
 int model_load(const char *path, struct model **out, struct hs_err *err);
