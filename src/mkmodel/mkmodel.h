@@ -6,13 +6,16 @@
  *
  * Design note
  * -----------
- * The architecture comes from model/: its names, config spelling and tensor list
- * (model_arch_info, model_arch_tensors), so a new architecture needs no change here.
- * This module owns what only a writer needs: the preset geometries, the value
- * distributions, the GGUF quantization mix and the tokenizer.
- *   mkmodel.c  options, geometry, config.json and GGUF metadata, writing the files
- *   plan.c     the tensor plan (HF sources routed to output rows) and value generation
- *   mktok.c    the tokenizer (mkmodel_int.h)
+ * What an architecture is comes from model/ (model_arch_info: names, config spelling,
+ * layout facts, tokenizer family, config defaults; arch_*.c). This module owns what only
+ * a writer needs: the preset geometries, the value distributions, the GGUF spelling of the
+ * family's tensors, the Q4_K_M / Q5_K_M type mix and the tokenizer. The quantizers are the
+ * kernels' (kern_row_from_f32, beside the dequantizers).
+ *   mkmodel.c  options, presets, geometry, config.json and GGUF metadata, writing the files
+ *   tensors.c  the family's tensor list in HF layout and its GGUF spelling, as a plan
+ *   plan.c     the plan (HF sources routed to output rows) and value generation
+ *   mktok.c    the tokenizer
+ * mkmodel_int.h is shared by the four.
  *
  * Invariants:
  *   1. Same options => same bytes, whatever the thread count (mkmodel.c's design note).
