@@ -3,13 +3,16 @@
  *
  * Design note
  * -----------
- * mk_walk lists the model's HF tensors in file order; mk_put adds each to the plan of the
- * output format: as itself for HF; for GGUF under its role's name, shape rule, route,
- * transform and value-head tiling (mkmodel.c's design note lists llama.cpp's conventions),
- * in the dtype the Q4_K_M / Q5_K_M mix gives it (mkmodel.c's design note, item 3).
+ * mk_walk lists the family's tensors by role, in HF file order, choosing by the
+ * architecture's layout facts (model_arch_info: fused GDN, experts fused or one per expert,
+ * tied head); mk_put adds each to the plan of the output format: as itself for HF; for GGUF
+ * under the name model/'s spec tables give it (model_arch_gguf_name), with its role's shape
+ * rule, route, transform and value-head tiling (mkmodel.c's design note lists llama.cpp's
+ * conventions), in the dtype the Q4_K_M / Q5_K_M mix gives it (mkmodel.c's note, item 3).
  *
  * Invariants:
- *   1. The HF tensor list and shapes are what model/'s spec tables load (tests load every
+ *   1. Every HF name a role has is one the architecture's spec tables know, else the GGUF
+ *      plan fails naming it; the HF list and shapes are what model/ loads (tests load every
  *      architecture written both ways).
  *   2. Every GGUF output is written whole: routes cover each of its rows once.
  */
@@ -17,7 +20,6 @@
 #include "kernels/kernels.h"
 #include "base/base.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -43,49 +45,55 @@ enum mk_tile { MK_TILE_NONE, MK_TILE_ROWS_AFTER_QK, MK_TILE_ROWS_DV, MK_TILE_ROW
 enum mk_shape_rule { MK_SHAPE_SAME, MK_SHAPE_SQUEEZE_MID, MK_SHAPE_FLAT, MK_SHAPE_SPLIT,
                      MK_SHAPE_STACK };
 
+/* Where a role's tensor sits: under the text-model prefix, at the checkpoint root (lm_head),
+ * or in a layer (prefix + "layers.<il>."; GGUF "blk.<il>."). */
+enum mk_where { MK_AT_TOP, MK_AT_ROOT, MK_AT_LAYER };
+
+/* A role's GGUF name is the one model/'s spec tables give its HF tensor (for the two halves
+ * of a split, model_arch_gguf_name's part 0 and 1), under "blk.<il>." for layer tensors. */
 static const struct mk_role_info {
-    const char *gguf;  /* name pattern (%d = layer) */
-    const char *gguf2; /* second output of a split */
+    const char *hf;    /* its HF name within the text model or a layer ("%d": the expert) */
+    enum mk_where where;
     enum mk_route route;
     enum mk_xform xform;
     enum mk_tile tile;
     enum mk_shape_rule shape;
 } mk_roles[MK_ROLE_COUNT] = {
-    [MK_ROLE_EMBD] = { "token_embd.weight", NULL, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
-    [MK_ROLE_OUT_NORM] = { "output_norm.weight", NULL, MK_ROUTE_SAME, MK_XFORM_PLUS_ONE, MK_TILE_NONE, MK_SHAPE_SAME },
-    [MK_ROLE_OUTPUT] = { "output.weight", NULL, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
-    [MK_ROLE_ATTN_NORM] = { "blk.%d.attn_norm.weight", NULL, MK_ROUTE_SAME, MK_XFORM_PLUS_ONE, MK_TILE_NONE, MK_SHAPE_SAME },
-    [MK_ROLE_POST_NORM] = { "blk.%d.post_attention_norm.weight", NULL, MK_ROUTE_SAME, MK_XFORM_PLUS_ONE, MK_TILE_NONE, MK_SHAPE_SAME },
-    [MK_ROLE_Q] = { "blk.%d.attn_q.weight", NULL, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
-    [MK_ROLE_K] = { "blk.%d.attn_k.weight", NULL, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
-    [MK_ROLE_V] = { "blk.%d.attn_v.weight", NULL, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
-    [MK_ROLE_O] = { "blk.%d.attn_output.weight", NULL, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
-    [MK_ROLE_Q_NORM] = { "blk.%d.attn_q_norm.weight", NULL, MK_ROUTE_SAME, MK_XFORM_PLUS_ONE, MK_TILE_NONE, MK_SHAPE_SAME },
-    [MK_ROLE_K_NORM] = { "blk.%d.attn_k_norm.weight", NULL, MK_ROUTE_SAME, MK_XFORM_PLUS_ONE, MK_TILE_NONE, MK_SHAPE_SAME },
-    [MK_ROLE_QKV] = { "blk.%d.attn_qkv.weight", NULL, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_ROWS_AFTER_QK, MK_SHAPE_SAME },
-    [MK_ROLE_Z] = { "blk.%d.attn_gate.weight", NULL, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_ROWS_DV, MK_SHAPE_SAME },
-    [MK_ROLE_B] = { "blk.%d.ssm_beta.weight", NULL, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_ROWS_1, MK_SHAPE_SAME },
-    [MK_ROLE_A] = { "blk.%d.ssm_alpha.weight", NULL, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_ROWS_1, MK_SHAPE_SAME },
-    [MK_ROLE_QKVZ] = { "blk.%d.attn_qkv.weight", "blk.%d.attn_gate.weight", MK_ROUTE_QKVZ, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SPLIT },
-    [MK_ROLE_BA] = { "blk.%d.ssm_ba.weight", NULL, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
-    [MK_ROLE_CONV] = { "blk.%d.ssm_conv1d.weight", NULL, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_ROWS_AFTER_QK, MK_SHAPE_SQUEEZE_MID },
-    [MK_ROLE_DT] = { "blk.%d.ssm_dt.bias", NULL, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_COLS_1, MK_SHAPE_SAME },
-    [MK_ROLE_A_LOG] = { "blk.%d.ssm_a", NULL, MK_ROUTE_SAME, MK_XFORM_NEG_EXP, MK_TILE_COLS_1, MK_SHAPE_SAME },
-    [MK_ROLE_SSM_NORM] = { "blk.%d.ssm_norm.weight", NULL, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
-    [MK_ROLE_SSM_OUT] = { "blk.%d.ssm_out.weight", NULL, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_COLS_DV, MK_SHAPE_SAME },
-    [MK_ROLE_FFN_GATE] = { "blk.%d.ffn_gate.weight", NULL, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
-    [MK_ROLE_FFN_UP] = { "blk.%d.ffn_up.weight", NULL, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
-    [MK_ROLE_FFN_DOWN] = { "blk.%d.ffn_down.weight", NULL, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
-    [MK_ROLE_ROUTER] = { "blk.%d.ffn_gate_inp.weight", NULL, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
-    [MK_ROLE_EXP_GATE_UP] = { "blk.%d.ffn_gate_exps.weight", "blk.%d.ffn_up_exps.weight", MK_ROUTE_GATE_UP, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SPLIT },
-    [MK_ROLE_EXP_DOWN_3D] = { "blk.%d.ffn_down_exps.weight", NULL, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
-    [MK_ROLE_EXP_GATE] = { "blk.%d.ffn_gate_exps.weight", NULL, MK_ROUTE_STACK, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_STACK },
-    [MK_ROLE_EXP_UP] = { "blk.%d.ffn_up_exps.weight", NULL, MK_ROUTE_STACK, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_STACK },
-    [MK_ROLE_EXP_DOWN] = { "blk.%d.ffn_down_exps.weight", NULL, MK_ROUTE_STACK, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_STACK },
-    [MK_ROLE_SH_GATE] = { "blk.%d.ffn_gate_shexp.weight", NULL, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
-    [MK_ROLE_SH_UP] = { "blk.%d.ffn_up_shexp.weight", NULL, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
-    [MK_ROLE_SH_DOWN] = { "blk.%d.ffn_down_shexp.weight", NULL, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
-    [MK_ROLE_SH_GATE_INP] = { "blk.%d.ffn_gate_inp_shexp.weight", NULL, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_FLAT },
+    [MK_ROLE_EMBD] = { "embed_tokens.weight", MK_AT_TOP, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
+    [MK_ROLE_OUT_NORM] = { "norm.weight", MK_AT_TOP, MK_ROUTE_SAME, MK_XFORM_PLUS_ONE, MK_TILE_NONE, MK_SHAPE_SAME },
+    [MK_ROLE_OUTPUT] = { "lm_head.weight", MK_AT_ROOT, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
+    [MK_ROLE_ATTN_NORM] = { "input_layernorm.weight", MK_AT_LAYER, MK_ROUTE_SAME, MK_XFORM_PLUS_ONE, MK_TILE_NONE, MK_SHAPE_SAME },
+    [MK_ROLE_POST_NORM] = { "post_attention_layernorm.weight", MK_AT_LAYER, MK_ROUTE_SAME, MK_XFORM_PLUS_ONE, MK_TILE_NONE, MK_SHAPE_SAME },
+    [MK_ROLE_Q] = { "self_attn.q_proj.weight", MK_AT_LAYER, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
+    [MK_ROLE_K] = { "self_attn.k_proj.weight", MK_AT_LAYER, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
+    [MK_ROLE_V] = { "self_attn.v_proj.weight", MK_AT_LAYER, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
+    [MK_ROLE_O] = { "self_attn.o_proj.weight", MK_AT_LAYER, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
+    [MK_ROLE_Q_NORM] = { "self_attn.q_norm.weight", MK_AT_LAYER, MK_ROUTE_SAME, MK_XFORM_PLUS_ONE, MK_TILE_NONE, MK_SHAPE_SAME },
+    [MK_ROLE_K_NORM] = { "self_attn.k_norm.weight", MK_AT_LAYER, MK_ROUTE_SAME, MK_XFORM_PLUS_ONE, MK_TILE_NONE, MK_SHAPE_SAME },
+    [MK_ROLE_QKV] = { "linear_attn.in_proj_qkv.weight", MK_AT_LAYER, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_ROWS_AFTER_QK, MK_SHAPE_SAME },
+    [MK_ROLE_Z] = { "linear_attn.in_proj_z.weight", MK_AT_LAYER, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_ROWS_DV, MK_SHAPE_SAME },
+    [MK_ROLE_B] = { "linear_attn.in_proj_b.weight", MK_AT_LAYER, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_ROWS_1, MK_SHAPE_SAME },
+    [MK_ROLE_A] = { "linear_attn.in_proj_a.weight", MK_AT_LAYER, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_ROWS_1, MK_SHAPE_SAME },
+    [MK_ROLE_QKVZ] = { "linear_attn.in_proj_qkvz.weight", MK_AT_LAYER, MK_ROUTE_QKVZ, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SPLIT },
+    [MK_ROLE_BA] = { "linear_attn.in_proj_ba.weight", MK_AT_LAYER, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
+    [MK_ROLE_CONV] = { "linear_attn.conv1d.weight", MK_AT_LAYER, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_ROWS_AFTER_QK, MK_SHAPE_SQUEEZE_MID },
+    [MK_ROLE_DT] = { "linear_attn.dt_bias", MK_AT_LAYER, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_COLS_1, MK_SHAPE_SAME },
+    [MK_ROLE_A_LOG] = { "linear_attn.A_log", MK_AT_LAYER, MK_ROUTE_SAME, MK_XFORM_NEG_EXP, MK_TILE_COLS_1, MK_SHAPE_SAME },
+    [MK_ROLE_SSM_NORM] = { "linear_attn.norm.weight", MK_AT_LAYER, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
+    [MK_ROLE_SSM_OUT] = { "linear_attn.out_proj.weight", MK_AT_LAYER, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_COLS_DV, MK_SHAPE_SAME },
+    [MK_ROLE_FFN_GATE] = { "mlp.gate_proj.weight", MK_AT_LAYER, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
+    [MK_ROLE_FFN_UP] = { "mlp.up_proj.weight", MK_AT_LAYER, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
+    [MK_ROLE_FFN_DOWN] = { "mlp.down_proj.weight", MK_AT_LAYER, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
+    [MK_ROLE_ROUTER] = { "mlp.gate.weight", MK_AT_LAYER, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
+    [MK_ROLE_EXP_GATE_UP] = { "mlp.experts.gate_up_proj", MK_AT_LAYER, MK_ROUTE_GATE_UP, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SPLIT },
+    [MK_ROLE_EXP_DOWN_3D] = { "mlp.experts.down_proj", MK_AT_LAYER, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
+    [MK_ROLE_EXP_GATE] = { "mlp.experts.%d.gate_proj.weight", MK_AT_LAYER, MK_ROUTE_STACK, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_STACK },
+    [MK_ROLE_EXP_UP] = { "mlp.experts.%d.up_proj.weight", MK_AT_LAYER, MK_ROUTE_STACK, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_STACK },
+    [MK_ROLE_EXP_DOWN] = { "mlp.experts.%d.down_proj.weight", MK_AT_LAYER, MK_ROUTE_STACK, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_STACK },
+    [MK_ROLE_SH_GATE] = { "mlp.shared_expert.gate_proj.weight", MK_AT_LAYER, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
+    [MK_ROLE_SH_UP] = { "mlp.shared_expert.up_proj.weight", MK_AT_LAYER, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
+    [MK_ROLE_SH_DOWN] = { "mlp.shared_expert.down_proj.weight", MK_AT_LAYER, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_SAME },
+    [MK_ROLE_SH_GATE_INP] = { "mlp.shared_expert_gate.weight", MK_AT_LAYER, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE, MK_SHAPE_FLAT },
 };
 
 /* Building the plan: walk the HF tensors once; `put` adds each to the plan of the format. */
@@ -98,9 +106,17 @@ struct mk_builder {
     int stack_out[MK_ROLE_COUNT]; /* stacked expert outputs of the current layer */
 };
 
-static void mk_name(char *buf, const char *pattern, int il)
+/* The GGUF name of part `part` of role ri's tensor in layer il. */
+static int mk_gguf_name(const struct mk_builder *b, const struct mk_role_info *ri, int part, int il,
+                        char *buf, struct hs_err *err)
 {
-    snprintf(buf, MK_NAME_MAX, pattern, il);
+    const char *gg = model_arch_gguf_name(b->arch->arch, ri->hf, part);
+    if (!gg)
+        return hs_err_set(err, HS_ERR_UNSUPPORTED, "mkmodel: %s has no GGUF name for '%s' (part %d)",
+                          b->arch->name, ri->hf, part);
+    if (ri->where == MK_AT_LAYER) snprintf(buf, MK_NAME_MAX, "blk.%d.%s", il, gg);
+    else snprintf(buf, MK_NAME_MAX, "%s", gg);
+    return HS_OK;
 }
 
 /* llama.cpp's use_more_bits(i_layer, n_layers) of its Q4_K_M rule (llama-quant.cpp). */
@@ -126,19 +142,19 @@ static enum dtype mk_kquant_type(const struct mk_geom *g, enum dtype base, const
 }
 
 static int mk_put(struct mk_builder *b, enum mk_role role, int il, int e, enum mk_init init,
-                  bool quant, int n_dims, const int64_t *shape, struct hs_err *err, const char *fmt,
-                  ...) __attribute__((format(printf, 10, 11)));
-
-static int mk_put(struct mk_builder *b, enum mk_role role, int il, int e, enum mk_init init,
-                  bool quant, int n_dims, const int64_t *shape, struct hs_err *err, const char *fmt,
-                  ...)
+                  bool quant, int n_dims, const int64_t *shape, struct hs_err *err)
 {
+    const struct mk_role_info *ri = &mk_roles[role];
     struct mk_src src;
     memset(&src, 0, sizeof(src));
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(src.name, sizeof(src.name), fmt, ap);
-    va_end(ap);
+    char rel[MK_NAME_MAX];
+    snprintf(rel, sizeof(rel), ri->hf, e); /* "%d" in expert names only */
+    int n = ri->where == MK_AT_ROOT  ? snprintf(src.name, sizeof(src.name), "%s", rel)
+            : ri->where == MK_AT_TOP ? snprintf(src.name, sizeof(src.name), "%s%s", b->arch->hf_prefix, rel)
+                                     : snprintf(src.name, sizeof(src.name), "%slayers.%d.%s", b->arch->hf_prefix,
+                                                il, rel);
+    if (n < 0 || (size_t)n >= sizeof(src.name))
+        return hs_err_set(err, HS_ERR_LIMIT, "mkmodel: tensor name '%s...' is too long", src.name);
     src.n_dims = n_dims;
     memcpy(src.shape, shape, (size_t)n_dims * sizeof(*shape));
     src.init = init;
@@ -153,15 +169,16 @@ static int mk_put(struct mk_builder *b, enum mk_role role, int il, int e, enum m
         return HS_OK;
     }
 
-    const struct mk_role_info *ri = &mk_roles[role];
     const struct mk_geom *g = b->g;
     char name[MK_NAME_MAX], name2[MK_NAME_MAX];
-    mk_name(name, ri->gguf, il);
+    int rc = mk_gguf_name(b, ri, 0, il, name, err);
+    if (rc) return rc;
+    const bool split = ri->shape == MK_SHAPE_SPLIT;
     enum dtype dt2 = dt;
     if (quant && (b->dtype == DTYPE_Q4_K || b->dtype == DTYPE_Q5_K)) {
         dt = mk_kquant_type(g, b->dtype, name, il, shape[n_dims - 1]);
-        if (ri->gguf2) {
-            mk_name(name2, ri->gguf2, il);
+        if (split) {
+            if ((rc = mk_gguf_name(b, ri, 1, il, name2, err))) return rc;
             dt2 = mk_kquant_type(g, b->dtype, name2, il, shape[n_dims - 1]);
         }
     }
@@ -185,7 +202,7 @@ static int mk_put(struct mk_builder *b, enum mk_role role, int il, int e, enum m
         gs[0] = shape[n_dims - 1];
         break;
     case MK_SHAPE_SPLIT:
-        mk_name(name2, ri->gguf2, il);
+        if ((rc = mk_gguf_name(b, ri, 1, il, name2, err))) return rc;
         if (route == MK_ROUTE_QKVZ) {
             int64_t s1[2] = { 2 * g->hk * g->dk + g->hv * g->dv, g->n_embd };
             int64_t s2[2] = { g->hv * g->dv, g->n_embd };
@@ -232,9 +249,9 @@ static int mk_put(struct mk_builder *b, enum mk_role role, int il, int e, enum m
 }
 
 #define MK_SHAPE(...) ((const int64_t[]){ __VA_ARGS__ })
-/* PUT(role, layer, expert, init, stored-in-dtype, MK_SHAPE(dims...), "HF name format", args...) */
-#define PUT(role, il, e, init, quant, dims, ...) \
-    do { int rc_ = mk_put(b, role, il, e, init, quant, (int)(sizeof(dims) / sizeof(int64_t)), dims, err, __VA_ARGS__); \
+/* PUT(role, layer, expert, init, stored-in-dtype, MK_SHAPE(dims...)): the HF name is the role's */
+#define PUT(role, il, e, init, quant, dims) \
+    do { int rc_ = mk_put(b, role, il, e, init, quant, (int)(sizeof(dims) / sizeof(int64_t)), dims, err); \
          if (rc_) return rc_; } while (0)
 
 /* The model's tensors in HF layout (reference §7.1), in file order. */
@@ -242,63 +259,62 @@ static int mk_walk(struct mk_builder *b, struct hs_err *err)
 {
     const struct model_arch_info *a = b->arch;
     const struct mk_geom *g = b->g;
-    const char *P = a->hf_prefix;
     const int64_t H = g->n_embd, C = 2 * g->hk * g->dk + g->hv * g->dv;
 
-    PUT(MK_ROLE_EMBD, -1, -1, MK_INIT_MATRIX, true, MK_SHAPE(g->n_vocab, H), "%sembed_tokens.weight", P);
+    PUT(MK_ROLE_EMBD, -1, -1, MK_INIT_MATRIX, true, MK_SHAPE(g->n_vocab, H));
     for (int il = 0; il < (int)g->n_layer; il++) {
-        PUT(MK_ROLE_ATTN_NORM, il, -1, MK_INIT_NORM_ZC, false, MK_SHAPE(H), "%slayers.%d.input_layernorm.weight", P, il);
+        PUT(MK_ROLE_ATTN_NORM, il, -1, MK_INIT_NORM_ZC, false, MK_SHAPE(H));
         if (mk_layer_is_full(g, il)) {
             const int64_t qd = g->n_head * g->head_dim, kd = g->n_head_kv * g->head_dim;
-            PUT(MK_ROLE_Q, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(2 * qd, H), "%slayers.%d.self_attn.q_proj.weight", P, il);
-            PUT(MK_ROLE_K, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(kd, H), "%slayers.%d.self_attn.k_proj.weight", P, il);
-            PUT(MK_ROLE_V, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(kd, H), "%slayers.%d.self_attn.v_proj.weight", P, il);
-            PUT(MK_ROLE_O, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(H, qd), "%slayers.%d.self_attn.o_proj.weight", P, il);
-            PUT(MK_ROLE_Q_NORM, il, -1, MK_INIT_NORM_ZC, false, MK_SHAPE(g->head_dim), "%slayers.%d.self_attn.q_norm.weight", P, il);
-            PUT(MK_ROLE_K_NORM, il, -1, MK_INIT_NORM_ZC, false, MK_SHAPE(g->head_dim), "%slayers.%d.self_attn.k_norm.weight", P, il);
+            PUT(MK_ROLE_Q, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(2 * qd, H));
+            PUT(MK_ROLE_K, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(kd, H));
+            PUT(MK_ROLE_V, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(kd, H));
+            PUT(MK_ROLE_O, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(H, qd));
+            PUT(MK_ROLE_Q_NORM, il, -1, MK_INIT_NORM_ZC, false, MK_SHAPE(g->head_dim));
+            PUT(MK_ROLE_K_NORM, il, -1, MK_INIT_NORM_ZC, false, MK_SHAPE(g->head_dim));
         } else {
             const int64_t vd = g->hv * g->dv;
             if (a->fused_gdn) {
-                PUT(MK_ROLE_QKVZ, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(C + vd, H), "%slayers.%d.linear_attn.in_proj_qkvz.weight", P, il);
-                PUT(MK_ROLE_BA, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(2 * g->hv, H), "%slayers.%d.linear_attn.in_proj_ba.weight", P, il);
+                PUT(MK_ROLE_QKVZ, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(C + vd, H));
+                PUT(MK_ROLE_BA, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(2 * g->hv, H));
             } else {
-                PUT(MK_ROLE_QKV, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(C, H), "%slayers.%d.linear_attn.in_proj_qkv.weight", P, il);
-                PUT(MK_ROLE_Z, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(vd, H), "%slayers.%d.linear_attn.in_proj_z.weight", P, il);
-                PUT(MK_ROLE_B, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(g->hv, H), "%slayers.%d.linear_attn.in_proj_b.weight", P, il);
-                PUT(MK_ROLE_A, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(g->hv, H), "%slayers.%d.linear_attn.in_proj_a.weight", P, il);
+                PUT(MK_ROLE_QKV, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(C, H));
+                PUT(MK_ROLE_Z, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(vd, H));
+                PUT(MK_ROLE_B, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(g->hv, H));
+                PUT(MK_ROLE_A, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(g->hv, H));
             }
-            PUT(MK_ROLE_CONV, il, -1, MK_INIT_CONV, false, MK_SHAPE(C, 1, g->conv_k), "%slayers.%d.linear_attn.conv1d.weight", P, il);
-            PUT(MK_ROLE_DT, il, -1, MK_INIT_DT_BIAS, false, MK_SHAPE(g->hv), "%slayers.%d.linear_attn.dt_bias", P, il);
-            PUT(MK_ROLE_A_LOG, il, -1, MK_INIT_A_LOG, false, MK_SHAPE(g->hv), "%slayers.%d.linear_attn.A_log", P, il);
-            PUT(MK_ROLE_SSM_NORM, il, -1, MK_INIT_NORM_ONE, false, MK_SHAPE(g->dv), "%slayers.%d.linear_attn.norm.weight", P, il);
-            PUT(MK_ROLE_SSM_OUT, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(H, vd), "%slayers.%d.linear_attn.out_proj.weight", P, il);
+            PUT(MK_ROLE_CONV, il, -1, MK_INIT_CONV, false, MK_SHAPE(C, 1, g->conv_k));
+            PUT(MK_ROLE_DT, il, -1, MK_INIT_DT_BIAS, false, MK_SHAPE(g->hv));
+            PUT(MK_ROLE_A_LOG, il, -1, MK_INIT_A_LOG, false, MK_SHAPE(g->hv));
+            PUT(MK_ROLE_SSM_NORM, il, -1, MK_INIT_NORM_ONE, false, MK_SHAPE(g->dv));
+            PUT(MK_ROLE_SSM_OUT, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(H, vd));
         }
-        PUT(MK_ROLE_POST_NORM, il, -1, MK_INIT_NORM_ZC, false, MK_SHAPE(H), "%slayers.%d.post_attention_layernorm.weight", P, il);
+        PUT(MK_ROLE_POST_NORM, il, -1, MK_INIT_NORM_ZC, false, MK_SHAPE(H));
         if (a->moe) {
             const int64_t E = g->n_expert, Ie = g->n_ff_exp, Is = g->n_ff_shexp;
-            PUT(MK_ROLE_ROUTER, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(E, H), "%slayers.%d.mlp.gate.weight", P, il);
+            PUT(MK_ROLE_ROUTER, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(E, H));
             if (a->fused_experts) {
-                PUT(MK_ROLE_EXP_GATE_UP, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(E, 2 * Ie, H), "%slayers.%d.mlp.experts.gate_up_proj", P, il);
-                PUT(MK_ROLE_EXP_DOWN_3D, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(E, H, Ie), "%slayers.%d.mlp.experts.down_proj", P, il);
+                PUT(MK_ROLE_EXP_GATE_UP, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(E, 2 * Ie, H));
+                PUT(MK_ROLE_EXP_DOWN_3D, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(E, H, Ie));
             } else {
                 for (int e = 0; e < (int)E; e++) {
-                    PUT(MK_ROLE_EXP_GATE, il, e, MK_INIT_MATRIX, true, MK_SHAPE(Ie, H), "%slayers.%d.mlp.experts.%d.gate_proj.weight", P, il, e);
-                    PUT(MK_ROLE_EXP_UP, il, e, MK_INIT_MATRIX, true, MK_SHAPE(Ie, H), "%slayers.%d.mlp.experts.%d.up_proj.weight", P, il, e);
-                    PUT(MK_ROLE_EXP_DOWN, il, e, MK_INIT_MATRIX, true, MK_SHAPE(H, Ie), "%slayers.%d.mlp.experts.%d.down_proj.weight", P, il, e);
+                    PUT(MK_ROLE_EXP_GATE, il, e, MK_INIT_MATRIX, true, MK_SHAPE(Ie, H));
+                    PUT(MK_ROLE_EXP_UP, il, e, MK_INIT_MATRIX, true, MK_SHAPE(Ie, H));
+                    PUT(MK_ROLE_EXP_DOWN, il, e, MK_INIT_MATRIX, true, MK_SHAPE(H, Ie));
                 }
             }
-            PUT(MK_ROLE_SH_GATE, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(Is, H), "%slayers.%d.mlp.shared_expert.gate_proj.weight", P, il);
-            PUT(MK_ROLE_SH_UP, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(Is, H), "%slayers.%d.mlp.shared_expert.up_proj.weight", P, il);
-            PUT(MK_ROLE_SH_DOWN, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(H, Is), "%slayers.%d.mlp.shared_expert.down_proj.weight", P, il);
-            PUT(MK_ROLE_SH_GATE_INP, il, -1, MK_INIT_MATRIX, false, MK_SHAPE(1, H), "%slayers.%d.mlp.shared_expert_gate.weight", P, il);
+            PUT(MK_ROLE_SH_GATE, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(Is, H));
+            PUT(MK_ROLE_SH_UP, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(Is, H));
+            PUT(MK_ROLE_SH_DOWN, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(H, Is));
+            PUT(MK_ROLE_SH_GATE_INP, il, -1, MK_INIT_MATRIX, false, MK_SHAPE(1, H));
         } else {
-            PUT(MK_ROLE_FFN_GATE, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(g->n_ff, H), "%slayers.%d.mlp.gate_proj.weight", P, il);
-            PUT(MK_ROLE_FFN_UP, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(g->n_ff, H), "%slayers.%d.mlp.up_proj.weight", P, il);
-            PUT(MK_ROLE_FFN_DOWN, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(H, g->n_ff), "%slayers.%d.mlp.down_proj.weight", P, il);
+            PUT(MK_ROLE_FFN_GATE, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(g->n_ff, H));
+            PUT(MK_ROLE_FFN_UP, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(g->n_ff, H));
+            PUT(MK_ROLE_FFN_DOWN, il, -1, MK_INIT_MATRIX, true, MK_SHAPE(H, g->n_ff));
         }
     }
-    PUT(MK_ROLE_OUT_NORM, -1, -1, MK_INIT_NORM_ZC, false, MK_SHAPE(H), "%snorm.weight", P);
-    if (!g->tied) PUT(MK_ROLE_OUTPUT, -1, -1, MK_INIT_MATRIX, true, MK_SHAPE(g->n_vocab, H), "lm_head.weight");
+    PUT(MK_ROLE_OUT_NORM, -1, -1, MK_INIT_NORM_ZC, false, MK_SHAPE(H));
+    if (!g->tied) PUT(MK_ROLE_OUTPUT, -1, -1, MK_INIT_MATRIX, true, MK_SHAPE(g->n_vocab, H));
     return HS_OK;
 }
 

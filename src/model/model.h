@@ -146,6 +146,7 @@ struct model_arch_defaults {
 /* How an architecture is spelled in the files a writer makes, and the layout facts a
  * writer needs (src/mkmodel); filled from the architecture's arch_*.c. */
 struct model_arch_info {
+    enum model_arch arch;
     const char *name;               /* GGUF general.architecture */
     const char *hf_architecture;    /* config.json architectures[0] */
     const char *hf_model_type;      /* root model_type */
@@ -165,6 +166,13 @@ struct model_arch_info {
 
 /* Fills *out for architecture a; false when a is not one. */
 bool model_arch_info(enum model_arch a, struct model_arch_info *out);
+/* The GGUF name (within its layer, or at the top) of architecture a's HF tensor `hf` (its
+ * name within the text model or a layer, as the spec tables spell it: "mlp.gate.weight",
+ * "mlp.experts.%d.gate_proj.weight"). part 1 names the second output of a tensor the
+ * conversion splits (in_proj_qkvz -> attn_gate, gate_up_proj -> ffn_up_exps). From the spec
+ * tables: the row's own GGUF name, else the first GGUF row that fills the same slot. NULL
+ * when there is none. */
+const char *model_arch_gguf_name(enum model_arch a, const char *hf, int part);
 
 /* Load and bind a model: `path` is a Hugging Face directory (config.json + safetensors)
  * or a .gguf file. Every problem comes back in err naming the file and tensor/key. */
