@@ -6,7 +6,7 @@
 
 CC       ?= cc
 BUILD    ?= build
-MODULES  := base sys kernels format tokenizer model engine bank jinja api text server
+MODULES  := base sys kernels format tokenizer model mkmodel engine bank jinja api text server
 WERROR   ?= 0
 
 CSTD     := -std=c11 -D_GNU_SOURCE

@@ -10,13 +10,14 @@ allowed() { # module -> modules it may include (itself implied)
         format) echo "base sys" ;;
         tokenizer) echo "base" ;;
         model) echo "base sys format" ;;
+        mkmodel) echo "base sys format model kernels tokenizer" ;;
         engine) echo "base sys kernels model format" ;;
         bank) echo "base sys" ;;
         jinja) echo "base" ;;
         api) echo "base tokenizer jinja" ;;
         text) echo "base sys format tokenizer model api" ;;
         server) echo "base sys kernels format tokenizer model engine bank jinja api text" ;;
-        cli) echo "base sys kernels format tokenizer model engine bank jinja api text server" ;;
+        cli) echo "base sys kernels format tokenizer model mkmodel engine bank jinja api text server" ;;
         *) echo "?" ;;
     esac
 }

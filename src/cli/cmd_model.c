@@ -1,9 +1,10 @@
 /*
  * cmd_model.c — `headstart inspect` and `headstart mkmodel`: their option tables; the work
- * is model/'s (model_inspect, mkmodel_write).
+ * is model/'s and mkmodel/'s (model_inspect, mkmodel_write).
  */
 #include "cli/cli.h"
 #include "format/format.h"
+#include "mkmodel/mkmodel.h"
 #include "model/model.h"
 
 #include <stddef.h>

@@ -10,6 +10,14 @@
 #include "kernels/kernels.h"
 #include "sys/sys.h"
 
+/* The engine casts a weight's enum dtype (format) to the kernels' weight type: kernels may
+ * not include format/, so the two numberings are kept equal here, where both are seen. */
+_Static_assert((int)KERN_W_F32 == (int)DTYPE_F32 && (int)KERN_W_F16 == (int)DTYPE_F16 &&
+                   (int)KERN_W_BF16 == (int)DTYPE_BF16 && (int)KERN_W_Q8_0 == (int)DTYPE_Q8_0 &&
+                   KERN_K_Q4_K == (int)DTYPE_Q4_K && KERN_K_Q5_K == (int)DTYPE_Q5_K &&
+                   KERN_K_Q6_K == (int)DTYPE_Q6_K,
+               "kernels.h weight types must equal format.h's enum dtype");
+
 /* Bumped whenever the engine's arithmetic or the blob layout changes: part of the
  * fingerprint and of every blob header. */
 #define ENGINE_NUMERICS_VERSION "headstart-engine-numerics-3" /* 2: bf16 x bf16 matmul, 3: kern_expf ([F7]) */

@@ -494,7 +494,7 @@ static void ffn_moe(struct engine *e, const struct model_layer *L, int64_t T)
         struct act hq = quant(e, sc->xq_b, sc->xk_b, sc->ffa, T, g->nff_sh, act_need(&L->sh_down));
         mm(e, sc->out, g->H, &L->sh_down, L->sh_down.data, sc->ffa, hq, T);
     }
-    bool renorm = model_hparams(e->m)->norm_topk_prob || model_hparams(e->m)->arch == MODEL_ARCH_QWEN35MOE;
+    bool renorm = model_hparams(e->m)->norm_topk_prob; /* the loader sets it per architecture */
     float *eg = sc->eh, *eu = sc->eh + g->nff_exp;
     for (int64_t t = 0; t < T; t++) {
         const float *xt = sc->xn + t * g->H;

@@ -9,6 +9,13 @@
  * text_config first and then at the root: tie_word_embeddings, eos/bos/pad_token_id,
  * dtype / torch_dtype. Unknown keys are ignored: configs carry much we do not use.
  *
+ * This file reads keys; it does not know an architecture's defaults. A missing
+ * rope_theta, partial_rotary_factor, rms_norm_eps, max_position_embeddings,
+ * linear_conv_kernel_dim or full_attention_interval is left 0 and the model applies its
+ * architecture's value (struct model_arch_defaults in src/model/arch_*.c). The defaults
+ * kept here are the ones that decide how the rest of the file reads (head_dim,
+ * num_key_value_heads) or that only refuse (attention_bias, mamba_ssm_dtype).
+ *
  * Invariants (a failure is an hs_err naming the file, the field's JSON path and why):
  *   1. Required: vocab_size, hidden_size, num_hidden_layers, num_attention_heads, and the
  *      linear_* GDN geometry when any layer is linear attention (so a config without
@@ -16,8 +23,9 @@
  *   2. Every field present has its JSON type (integer fields take integers only, no
  *      1.0); null counts as absent for optional fields. Sizes lie in [1, INT32_MAX].
  *   3. Layer kinds come from layer_types when present (length == num_hidden_layers,
- *      entries "linear_attention" / "full_attention"), else layer i is full attention
- *      iff (i + 1) % full_attention_interval == 0.
+ *      entries "linear_attention" / "full_attention"), else, when full_attention_interval
+ *      is present, layer i is full attention iff (i + 1) % full_attention_interval == 0;
+ *      with neither, every layer_is_full is false and the model decides.
  *   4. 1 <= num_hidden_layers <= HF_CONFIG_MAX_LAYERS; num_attention_heads is a multiple
  *      of num_key_value_heads; linear_num_value_heads of linear_num_key_heads.
  *   5. output_gate_type is stored normalised: "silu" (also for "swish") or "sigmoid";
@@ -178,10 +186,11 @@ static int cfg_read_attention(struct cfg_ctx *c, struct hf_config *cfg)
     rc = cfg_dim(c, "head_dim", false, cfg->hidden_size / cfg->num_attention_heads, false, &cfg->head_dim);
     if (rc == HS_OK) rc = cfg_bool(c, c->tc, c->tc_at, "attn_output_gate", true, &cfg->attn_output_gate, NULL);
     if (rc == HS_OK) rc = cfg_bool(c, c->tc, c->tc_at, "attention_bias", false, &cfg->attention_bias, NULL);
-    if (rc == HS_OK) rc = cfg_num(c, c->tc, c->tc_at, "rms_norm_eps", 1e-6, &cfg->rms_norm_eps, NULL);
-    if (rc == HS_OK && !(cfg->rms_norm_eps > 0 && cfg->rms_norm_eps < 1))
+    bool present = false;
+    if (rc == HS_OK) rc = cfg_num(c, c->tc, c->tc_at, "rms_norm_eps", 0, &cfg->rms_norm_eps, &present);
+    if (rc == HS_OK && present && !(cfg->rms_norm_eps > 0 && cfg->rms_norm_eps < 1))
         rc = hs_err_set(c->err, HS_ERR_FORMAT, "%s: %srms_norm_eps %g is outside (0, 1)", c->file, c->tc_at, cfg->rms_norm_eps);
-    if (rc == HS_OK) rc = cfg_int(c, c->tc, c->tc_at, "max_position_embeddings", false, 32768, 1, INT64_MAX,
+    if (rc == HS_OK) rc = cfg_int(c, c->tc, c->tc_at, "max_position_embeddings", false, 0, 1, INT64_MAX,
                                   &cfg->max_position_embeddings);
     return rc;
 }
@@ -197,16 +206,18 @@ static int cfg_read_rope(struct cfg_ctx *c, struct hf_config *cfg)
     if (rp && !json_is_object(rp)) return cfg_type_err(c, c->tc_at, rp_key, "an object", rp);
     snprintf(at, sizeof at, "%s%s.", c->tc_at, rp_key);
 
-    bool in_rp = false;
-    int rc = cfg_num(c, rp, at, "rope_theta", 1e7, &cfg->rope_theta, &in_rp);
-    if (rc == HS_OK && !in_rp) rc = cfg_num(c, c->tc, c->tc_at, "rope_theta", 1e7, &cfg->rope_theta, NULL);
-    if (rc == HS_OK) rc = cfg_num(c, rp, at, "partial_rotary_factor", 0.25, &cfg->partial_rotary_factor, &in_rp);
+    bool in_rp = false, has_theta = false, has_prf = false;
+    int rc = cfg_num(c, rp, at, "rope_theta", 0, &cfg->rope_theta, &in_rp);
+    has_theta = in_rp;
+    if (rc == HS_OK && !in_rp) rc = cfg_num(c, c->tc, c->tc_at, "rope_theta", 0, &cfg->rope_theta, &has_theta);
+    if (rc == HS_OK) rc = cfg_num(c, rp, at, "partial_rotary_factor", 0, &cfg->partial_rotary_factor, &in_rp);
+    has_prf = in_rp;
     if (rc == HS_OK && !in_rp)
-        rc = cfg_num(c, c->tc, c->tc_at, "partial_rotary_factor", 0.25, &cfg->partial_rotary_factor, NULL);
+        rc = cfg_num(c, c->tc, c->tc_at, "partial_rotary_factor", 0, &cfg->partial_rotary_factor, &has_prf);
     if (rc != HS_OK) return rc;
-    if (!(cfg->rope_theta > 0))
+    if (has_theta && !(cfg->rope_theta > 0))
         return hs_err_set(c->err, HS_ERR_FORMAT, "%s: rope_theta %g is not positive", c->file, cfg->rope_theta);
-    if (!(cfg->partial_rotary_factor > 0 && cfg->partial_rotary_factor <= 1))
+    if (has_prf && !(cfg->partial_rotary_factor > 0 && cfg->partial_rotary_factor <= 1))
         return hs_err_set(c->err, HS_ERR_FORMAT, "%s: partial_rotary_factor %g is outside (0, 1]", c->file,
                           cfg->partial_rotary_factor);
 
@@ -233,13 +244,14 @@ static int cfg_read_rope(struct cfg_ctx *c, struct hf_config *cfg)
 static int cfg_read_layers(struct cfg_ctx *c, struct hf_config *cfg)
 {
     int64_t n = cfg->num_hidden_layers;
-    int rc = cfg_int(c, c->tc, c->tc_at, "full_attention_interval", false, 4, 1, HF_CONFIG_MAX_LAYERS,
+    int rc = cfg_int(c, c->tc, c->tc_at, "full_attention_interval", false, 0, 1, HF_CONFIG_MAX_LAYERS,
                      &cfg->full_attention_interval);
     if (rc != HS_OK) return rc;
     json_t *lt = cfg_get(c->tc, "layer_types");
     cfg->has_layer_types = lt != NULL;
     if (!lt) {
-        for (int64_t i = 0; i < n; i++) cfg->layer_is_full[i] = (i + 1) % cfg->full_attention_interval == 0;
+        if (cfg->full_attention_interval > 0)
+            for (int64_t i = 0; i < n; i++) cfg->layer_is_full[i] = (i + 1) % cfg->full_attention_interval == 0;
         return HS_OK;
     }
     if (!json_is_array(lt)) return cfg_type_err(c, c->tc_at, "layer_types", "an array of strings", lt);
@@ -260,14 +272,16 @@ static int cfg_read_layers(struct cfg_ctx *c, struct hf_config *cfg)
 
 static int cfg_read_gdn(struct cfg_ctx *c, struct hf_config *cfg)
 {
-    bool any_linear = false;
+    /* Without layer_types or an interval the kinds are the architecture's: layer 0 is linear
+     * attention under any interval above 1, so the GDN geometry is required. */
+    bool any_linear = !cfg->has_layer_types && cfg->full_attention_interval == 0;
     for (int64_t i = 0; i < cfg->num_hidden_layers; i++) any_linear |= !cfg->layer_is_full[i];
     int rc = HS_OK;
     if (rc == HS_OK) rc = cfg_dim(c, "linear_num_key_heads", any_linear, 0, !any_linear, &cfg->linear_num_key_heads);
     if (rc == HS_OK) rc = cfg_dim(c, "linear_num_value_heads", any_linear, 0, !any_linear, &cfg->linear_num_value_heads);
     if (rc == HS_OK) rc = cfg_dim(c, "linear_key_head_dim", any_linear, 0, !any_linear, &cfg->linear_key_head_dim);
     if (rc == HS_OK) rc = cfg_dim(c, "linear_value_head_dim", any_linear, 0, !any_linear, &cfg->linear_value_head_dim);
-    if (rc == HS_OK) rc = cfg_dim(c, "linear_conv_kernel_dim", false, 4, false, &cfg->linear_conv_kernel_dim);
+    if (rc == HS_OK) rc = cfg_dim(c, "linear_conv_kernel_dim", false, 0, false, &cfg->linear_conv_kernel_dim);
     if (rc != HS_OK) return rc;
     if (cfg->linear_num_key_heads > 0 && cfg->linear_num_value_heads % cfg->linear_num_key_heads)
         return hs_err_set(c->err, HS_ERR_FORMAT, "%s: %slinear_num_value_heads %" PRId64 " is not a multiple of linear_num_key_heads %" PRId64,

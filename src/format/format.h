@@ -224,21 +224,23 @@ struct hf_config {
     int64_t head_dim;             /* explicit; default hidden_size / num_attention_heads */
     bool attn_output_gate;        /* default true */
     bool attention_bias;          /* default false */
-    double rms_norm_eps;          /* default 1e-6 */
-    double rope_theta;            /* rope_parameters.rope_theta or top-level; default 1e7 */
-    double partial_rotary_factor; /* default 0.25 */
+    /* 0 when absent: the architecture's default applies (model/, struct model_arch_defaults) */
+    double rms_norm_eps;
+    double rope_theta;            /* rope_parameters.rope_theta or top-level */
+    double partial_rotary_factor;
     int mrope_section[4];         /* default {11,11,10,0} */
     int n_mrope_section;
     bool mrope_interleaved;
-    int64_t max_position_embeddings;
-    /* layer kinds: true = full attention, false = linear attention (GDN) */
+    int64_t max_position_embeddings; /* 0 when absent */
+    /* layer kinds: true = full attention, false = linear attention (GDN); all false when
+     * neither layer_types nor full_attention_interval is given */
     bool layer_is_full[HF_CONFIG_MAX_LAYERS];
     bool has_layer_types;
-    int64_t full_attention_interval; /* default 4 */
+    int64_t full_attention_interval; /* 0 when absent */
     /* GDN */
     int64_t linear_num_key_heads, linear_num_value_heads;
     int64_t linear_key_head_dim, linear_value_head_dim;
-    int64_t linear_conv_kernel_dim;   /* default 4 */
+    int64_t linear_conv_kernel_dim;   /* 0 when absent */
     char mamba_ssm_dtype[16];         /* default "float32" */
     char output_gate_type[16];        /* GDN norm gate activation: "silu" (default) or "sigmoid" */
     /* MoE */

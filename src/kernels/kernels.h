@@ -125,7 +125,7 @@
 
 /* Weight types the kernels compute with. The values equal format's enum dtype
  * (DTYPE_F32 = 0, DTYPE_F16 = 1, DTYPE_BF16 = 2, DTYPE_Q8_0 = 3), so the engine may cast;
- * kernels may not include format/ (DESIGN.md §2). */
+ * kernels may not include format/ (DESIGN.md §2), so engine_int.h asserts the equality. */
 enum kern_wtype {
     KERN_W_F32 = 0,
     KERN_W_F16 = 1,
@@ -148,8 +148,9 @@ struct kern_q8_block {
 };
 
 /* K-quant weight types (q4k.c, q5k.c). Not members of enum kern_wtype, so switches over
- * that enum stay complete; the values equal format's DTYPE_Q4_K, DTYPE_Q5_K and DTYPE_Q6_K,
- * so the engine may cast a dtype to int and test it with kern_wtype_is_k. kern_row_bytes and
+ * that enum stay complete; the values equal format's DTYPE_Q4_K, DTYPE_Q5_K and DTYPE_Q6_K
+ * (asserted in engine_int.h), so the engine may cast a dtype to int and test it with
+ * kern_wtype_is_k. kern_row_bytes and
  * kern_row_to_f32 accept them (cast to enum kern_wtype); kern_matmul does not: use
  * kern_ops.matmul_k. */
 #define KERN_K_Q4_K 17
@@ -189,6 +190,10 @@ void kern_matmul_k_avx512(float *y, int64_t y_ld, const void *w, int wt,
  * (d * sc) * (q - 32), each product and the difference rounded separately (llama.cpp's
  * dequantize_row_q4_K / _q5_K / _q6_K expressions). */
 void kern_k_row_to_f32(float *out, const void *w, int wt, int64_t k, int64_t row);
+/* The inverse: x[0..k) (k % 256 == 0) as one row of K-quant type wt at w, rounded to
+ * nearest (q4k.c's and q5k.c's quantizer notes); not llama.cpp's error-minimising search,
+ * so a valid row, not the bits llama-quantize would write. */
+void kern_k_row_from_f32(void *w, int wt, const float *x, int64_t k);
 /* Q5_K (q5k.c): kern_matmul_k and kern_k_row_to_f32 for wt == KERN_K_Q5_K (they forward
  * here; so do the variants' kern_matmul_k_<variant>). Same arguments, same contract. */
 void kern_matmul_q5k(float *y, int64_t y_ld, const void *w, const struct kern_q8k_block *xq,
@@ -199,6 +204,7 @@ void kern_matmul_q5k_avx512(float *y, int64_t y_ld, const void *w,
                             const struct kern_q8k_block *xq, int64_t n_tok, int64_t k, int64_t r0,
                             int64_t r1);
 void kern_q5k_row_to_f32(float *out, const void *w, int64_t k, int64_t row);
+void kern_q5k_row_from_f32(void *w, const float *x, int64_t k);
 
 /* ---- matmul and embeddings (matmul.c) -------------------------------------------- */
 
@@ -222,6 +228,10 @@ void kern_matmul(float *y, int64_t y_ld, const void *w, enum kern_wtype wt, cons
 /* out[0..k) = row `row` of w, converted to f32 (Q8_0: hs_f16_to_f32(d) * (float)q, one
  * rounded product). The embedding lookup; also the dequantizer the tests check. */
 void kern_row_to_f32(float *out, const void *w, enum kern_wtype wt, int64_t k, int64_t row);
+/* The inverse: x[0..k) stored as one row of wt at w (kern_row_bytes(wt, k) bytes,
+ * little-endian): f16 / bf16 rounded to nearest even, Q8_0 llama.cpp's block (d = max|x| /
+ * 127 stored as f16, q = round(x / d)), K-quants through kern_k_row_from_f32. */
+void kern_row_from_f32(void *w, enum kern_wtype wt, const float *x, int64_t k);
 
 /* The 32-lane dot product of the header (the float matmul's order with x as weights). */
 float kern_dot(const float *a, const float *b, int64_t n);

@@ -5,6 +5,10 @@
 
 #include "kernels/kernels.h"
 
+/* The scales Q4_K and Q5_K share (q4k.c): writes d, dmin and the 12 packed scale bytes to
+ * blk[0..16) and the quants of the 256 values of x, in [0, qmax], to q. */
+void kern_kq_scales_from_f32(const float *x, float qmax, uint8_t *blk, uint8_t q[KERN_QK]);
+
 typedef float (*kern_dot_fn)(const float *a, const float *b, int64_t n);
 
 /* Scores of one query head over keys 0..n_pos-1 (key t at km + t * kv_ld), in kern_attn's

@@ -1,6 +1,7 @@
 /*
  * matmul.c — scalar reference of the batched matmul, the Q8_0 activation quantizer, the
- * row dequantizer (embedding lookup) and the 32-lane dot product. The accumulation order
+ * row dequantizer (embedding lookup) and its inverse (kern_row_from_f32, what mkmodel
+ * writes) and the 32-lane dot product. The accumulation order
  * is the contract written in kernels.h; this file is its definition.
  *
  * The batch loop converts a chunk of KERN_LANES weights once and applies it to a tile of
@@ -162,5 +163,46 @@ void kern_row_to_f32(float *out, const void *w, enum kern_wtype wt, int64_t k, i
         float d = hs_f16_to_f32(hs_rd_u16(blk));
         for (int i = 0; i < KERN_Q8_BLOCK; i++)
             out[b * KERN_Q8_BLOCK + i] = d * (float)(int8_t)blk[2 + i];
+    }
+}
+
+void kern_row_from_f32(void *w, enum kern_wtype wt, const float *x, int64_t k)
+{
+    if (kern_wtype_is_k((int)wt)) {
+        kern_k_row_from_f32(w, (int)wt, x, k); /* q4k.c */
+        return;
+    }
+    uint8_t *p = w;
+    switch (wt) {
+    case KERN_W_F32:
+        for (int64_t i = 0; i < k; i++) {
+            uint32_t u;
+            memcpy(&u, &x[i], 4);
+            for (int b = 0; b < 4; b++) p[4 * i + b] = (uint8_t)(u >> 8 * b);
+        }
+        break;
+    case KERN_W_F16:
+    case KERN_W_BF16:
+        for (int64_t i = 0; i < k; i++) {
+            uint16_t h = wt == KERN_W_F16 ? hs_f32_to_f16(x[i]) : hs_f32_to_bf16(x[i]);
+            p[2 * i] = (uint8_t)h;
+            p[2 * i + 1] = (uint8_t)(h >> 8);
+        }
+        break;
+    case KERN_W_Q8_0: /* llama.cpp's block: d = max|x| / 127 (stored f16), q = round(x / d) */
+        for (int64_t b0 = 0; b0 < k; b0 += KERN_Q8_BLOCK, p += KERN_Q8_BLOCK_BYTES) {
+            float amax = 0.0f;
+            for (int i = 0; i < KERN_Q8_BLOCK; i++) amax = HS_MAX(amax, fabsf(x[b0 + i]));
+            float d = amax / 127.0f;
+            uint16_t dh = hs_f32_to_f16(d);
+            p[0] = (uint8_t)dh;
+            p[1] = (uint8_t)(dh >> 8);
+            for (int i = 0; i < KERN_Q8_BLOCK; i++) {
+                float q = d > 0.0f ? roundf(x[b0 + i] / d) : 0.0f;
+                q = HS_MAX(-127.0f, HS_MIN(127.0f, q));
+                p[2 + i] = (uint8_t)(int8_t)q;
+            }
+        }
+        break;
     }
 }

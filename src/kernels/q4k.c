@@ -1,7 +1,8 @@
 /*
  * q4k.c — scalar reference of the K-quant weight types llama.cpp's Q4_K_M files are made of
  * (Q4_K and Q6_K; Q5_K is q5k.c's, forwarded from here): row sizes, the Q8_K-like activation
- * quantizer, the batched matmul and the row dequantizer. The accumulation order is the
+ * quantizer, the batched matmul, the row dequantizer and its inverse, the row quantizer
+ * (round to nearest; what mkmodel writes). The accumulation order is the
  * contract written in kernels.h ("K-quant weights"); this file is its definition and
  * q4k_avx2.c / q4k_avx512.c equal it bit for bit.
  *
@@ -28,7 +29,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/kernels.h"
+#include "kernels/kernels_int.h"
 
 bool kern_wtype_is_k(int t) { return t == KERN_K_Q4_K || t == KERN_K_Q5_K || t == KERN_K_Q6_K; }
 
@@ -180,5 +181,100 @@ void kern_k_row_to_f32(float *out, const void *w, int wt, int64_t k, int64_t row
             for (int i = 0; i < KERN_QK; i++)
                 o[i] = (d * (float)sc[i / 16]) * (float)(q6k_quant(blk, i) - 32);
         }
+    }
+}
+
+/* ---- quantizers (f32 -> blocks), round to nearest ------------------------------------ */
+
+static float clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+static void put_u16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+/* Per sub-block of 32 the range [min(0, lo), hi] in qmax steps (x = s * q - o, o = -min >=
+ * 0); d = max s / 63 and dmin = max o / 63 as f16; 6-bit sc = round(s / d), m = round(o /
+ * dmin); then q = round((x + dmin * m) / (d * sc)) in [0, qmax] with the stored (rounded)
+ * scales. */
+void kern_kq_scales_from_f32(const float *x, float qmax, uint8_t *blk, uint8_t q[KERN_QK])
+{
+    float s[8], o[8], smax = 0.0f, omax = 0.0f;
+    for (int j = 0; j < 8; j++) {
+        float lo = 0.0f, hi = 0.0f;
+        for (int i = 0; i < 32; i++) {
+            lo = HS_MIN(lo, x[32 * j + i]);
+            hi = HS_MAX(hi, x[32 * j + i]);
+        }
+        s[j] = (hi - lo) / qmax;
+        o[j] = -lo;
+        smax = HS_MAX(smax, s[j]);
+        omax = HS_MAX(omax, o[j]);
+    }
+    uint16_t dh = hs_f32_to_f16(smax / 63.0f), mh = hs_f32_to_f16(omax / 63.0f);
+    float d = hs_f16_to_f32(dh), dmin = hs_f16_to_f32(mh);
+    uint8_t sc[8], m[8];
+    for (int j = 0; j < 8; j++) {
+        sc[j] = (uint8_t)(d > 0.0f ? clampf(roundf(s[j] / d), 0.0f, 63.0f) : 0.0f);
+        m[j] = (uint8_t)(dmin > 0.0f ? clampf(roundf(o[j] / dmin), 0.0f, 63.0f) : 0.0f);
+    }
+    put_u16(blk, dh);
+    put_u16(blk + 2, mh);
+    uint8_t *s12 = blk + 4;
+    for (int j = 0; j < 4; j++) {
+        s12[j] = (uint8_t)(sc[j] | (sc[j + 4] >> 4) << 6);
+        s12[j + 4] = (uint8_t)(m[j] | (m[j + 4] >> 4) << 6);
+        s12[j + 8] = (uint8_t)((sc[j + 4] & 15) | (m[j + 4] & 15) << 4);
+    }
+    for (int i = 0; i < KERN_QK; i++) {
+        float step = d * (float)sc[i / 32], off = dmin * (float)m[i / 32];
+        q[i] = (uint8_t)(step > 0.0f ? clampf(roundf((x[i] + off) / step), 0.0f, qmax) : 0.0f);
+    }
+}
+
+/* One Q4_K super-block: q in [0, 15], two sub-blocks per 32 bytes of nibbles. */
+static void q4k_block_from_f32(const float *x, uint8_t *blk)
+{
+    uint8_t q[KERN_QK];
+    kern_kq_scales_from_f32(x, 15.0f, blk, q);
+    for (int j = 0; j < 4; j++)
+        for (int l = 0; l < 32; l++) blk[16 + 32 * j + l] = (uint8_t)(q[64 * j + l] | q[64 * j + 32 + l] << 4);
+}
+
+/* One Q6_K super-block: per group of 16 the step s = max|x| / 31; d = max s / 127 as f16;
+ * int8 sc = round(s / d); q = round(x / (d * sc)) in [-32, 31], stored + 32. */
+static void q6k_block_from_f32(const float *x, uint8_t *blk)
+{
+    float s[16], smax = 0.0f;
+    for (int g = 0; g < 16; g++) {
+        float a = 0.0f;
+        for (int i = 0; i < 16; i++) a = HS_MAX(a, fabsf(x[16 * g + i]));
+        s[g] = a / 31.0f;
+        smax = HS_MAX(smax, s[g]);
+    }
+    uint16_t dh = hs_f32_to_f16(smax / 127.0f);
+    float d = hs_f16_to_f32(dh);
+    memset(blk, 0, KERN_Q6K_BYTES);
+    int8_t *sc = (int8_t *)(blk + 192);
+    for (int g = 0; g < 16; g++) sc[g] = (int8_t)(d > 0.0f ? clampf(roundf(s[g] / d), 0.0f, 127.0f) : 0.0f);
+    for (int i = 0; i < KERN_QK; i++) {
+        float step = d * (float)sc[i / 16];
+        int q = (int)(step > 0.0f ? clampf(roundf(x[i] / step), -32.0f, 31.0f) : 0.0f) + 32;
+        int h = i / 128, k = (i % 128) / 32, l = i % 32;
+        uint8_t *lo = blk + 64 * h + 32 * (k & 1) + l;
+        *lo = (uint8_t)(*lo | (k < 2 ? (q & 15) : (q & 15) << 4));
+        blk[128 + 32 * h + l] = (uint8_t)(blk[128 + 32 * h + l] | (q >> 4) << (2 * k));
+    }
+    put_u16(blk + 208, dh);
+}
+
+void kern_k_row_from_f32(void *w, int wt, const float *x, int64_t k)
+{
+    if (wt == KERN_K_Q5_K) { kern_q5k_row_from_f32(w, x, k); return; }
+    uint8_t *p = w;
+    for (int64_t b = 0; b < k / KERN_QK; b++) {
+        if (wt == KERN_K_Q4_K) q4k_block_from_f32(x + b * KERN_QK, p + b * KERN_Q4K_BYTES);
+        else q6k_block_from_f32(x + b * KERN_QK, p + b * KERN_Q6K_BYTES);
     }
 }

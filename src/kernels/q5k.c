@@ -1,7 +1,8 @@
 /*
  * q5k.c — scalar reference of the Q5_K weight type (llama.cpp's block_q5_K, the 5-bit
  * K-quant of Q5_K_M files and of the "dynamic" mixes such as Q4_K_XL): the batched matmul
- * against kern_q8k_quantize activations and the row dequantizer. The accumulation order is
+ * against kern_q8k_quantize activations, the row dequantizer and the row quantizer (round
+ * to nearest, scales as Q4_K's: kern_kq_scales_from_f32). The accumulation order is
  * the Q5_K line of kernels.h's "K-quant weights" contract; this file is its definition and
  * q5k_avx2.c / q5k_avx512.c equal it bit for bit. kern_matmul_k and the variants'
  * kern_matmul_k_<variant> (q4k*.c) forward KERN_K_Q5_K here.
@@ -31,8 +32,9 @@
  *   2. The result of an output depends on its row and token only, never on n_tok, r0, r1.
  */
 #include <math.h>
+#include <string.h>
 
-#include "kernels/kernels.h"
+#include "kernels/kernels_int.h"
 
 #define Q5K_QH 16 /* offset of qh in a block */
 #define Q5K_QS 48 /* offset of qs in a block */
@@ -92,6 +94,23 @@ void kern_q5k_row_to_f32(float *out, const void *w, int64_t k, int64_t row)
         for (int i = 0; i < KERN_QK; i++) {
             float d1 = d * (float)sc[i / 32], m1 = dmin * (float)m[i / 32];
             o[i] = d1 * (float)q5k_quant(blk, i) - m1;
+        }
+    }
+}
+
+/* q in [0, 31]: the low nibbles as Q4_K's (at Q5K_QS), the 5th bit of value l of sub-block
+ * s in bit s of qh[l]. */
+void kern_q5k_row_from_f32(void *w, const float *x, int64_t k)
+{
+    for (int64_t b = 0; b < k / KERN_QK; b++) {
+        uint8_t *blk = (uint8_t *)w + b * KERN_Q5K_BYTES, q[KERN_QK];
+        memset(blk, 0, KERN_Q5K_BYTES);
+        kern_kq_scales_from_f32(x + b * KERN_QK, 31.0f, blk, q);
+        for (int i = 0; i < KERN_QK; i++) {
+            int s = i / 32, l = i % 32;
+            uint8_t *qs = blk + Q5K_QS + 32 * (i / 64) + l;
+            *qs = (uint8_t)(*qs | (s % 2 ? (q[i] & 15) << 4 : (q[i] & 15)));
+            blk[Q5K_QH + l] = (uint8_t)(blk[Q5K_QH + l] | (q[i] >> 4) << s);
         }
     }
 }

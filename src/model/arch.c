@@ -60,6 +60,52 @@ int model_arch_from_name(const char *name)
     return d ? (int)d->arch : -1;
 }
 
+bool model_arch_info(enum model_arch a, struct model_arch_info *out)
+{
+    const struct arch_desc *d = arch_get(a);
+    if (!d) return false;
+    *out = (struct model_arch_info){
+        .arch = d->arch,
+        .name = d->name,
+        .hf_architecture = d->hf_architectures[0],
+        .hf_model_type = d->hf_model_types[0],
+        .hf_text_model_type = d->hf_text_config ? d->hf_model_types[1] : NULL,
+        .hf_prefix = d->hf_prefix,
+        .tokenizer_pre = d->tokenizer_pre,
+        .moe = d->moe,
+        .norm_topk_always = d->norm_topk_always,
+        .fused_gdn = d->fused_gdn,
+        .fused_experts = d->fused_experts,
+        .gguf_v_tiled = d->gguf_v_tiled,
+        .mrope = d->mrope,
+        .tied = d->tied,
+        .real_vocab = d->real_vocab,
+        .defaults = d->defaults,
+    };
+    return true;
+}
+
+const char *model_arch_gguf_name(enum model_arch a, const char *hf, int part)
+{
+    const struct arch_desc *d = arch_get(a);
+    if (!d || !hf) return NULL;
+    const struct tensor_spec *found = NULL;
+    for (int t = 0; t < d->n_tables && !found; t++)
+        for (int i = 0; i < d->tables[t]->n && !found; i++)
+            if (d->tables[t]->specs[i].hf && strcmp(d->tables[t]->specs[i].hf, hf) == 0)
+                found = &d->tables[t]->specs[i];
+    if (!found) return NULL;
+    enum model_slot slot = part ? found->slot2 : found->slot;
+    if (slot == SLOT_NONE) return NULL;
+    if (!part && found->gguf) return found->gguf;
+    for (int t = 0; t < d->n_tables; t++)
+        for (int i = 0; i < d->tables[t]->n; i++) {
+            const struct tensor_spec *s = &d->tables[t]->specs[i];
+            if (s->gguf && s->slot == slot && s->scope == found->scope) return s->gguf;
+        }
+    return NULL;
+}
+
 static bool in_list(const char *const *list, const char *s)
 {
     if (!s || !*s) return false;

@@ -768,19 +768,21 @@ static int hparams_from_hf(struct model *m, const struct hf_config *c, const cha
     hp->n_head = c->num_attention_heads;
     hp->n_head_kv = c->num_key_value_heads;
     hp->head_dim = c->head_dim;
-    if (!(c->partial_rotary_factor >= 0.0 && c->partial_rotary_factor <= 1.0))
-        return hs_err_set(err, HS_ERR_FORMAT, "%s: partial_rotary_factor %g is outside [0, 1]", file,
-                          c->partial_rotary_factor);
-    hp->n_rot = (int64_t)((double)c->head_dim * c->partial_rotary_factor);
-    hp->rope_theta = (float)c->rope_theta;
-    hp->rms_eps = (float)c->rms_norm_eps;
-    hp->n_ctx_train = c->max_position_embeddings;
-    hp->full_attn_interval = c->full_attention_interval;
+    /* config.c leaves absent keys 0: the architecture's defaults fill them */
+    const struct model_arch_defaults *df = &a->defaults;
+    const double prf = c->partial_rotary_factor > 0 ? c->partial_rotary_factor : df->partial_rotary_factor;
+    if (!(prf >= 0.0 && prf <= 1.0))
+        return hs_err_set(err, HS_ERR_FORMAT, "%s: partial_rotary_factor %g is outside [0, 1]", file, prf);
+    hp->n_rot = (int64_t)((double)c->head_dim * prf);
+    hp->rope_theta = (float)(c->rope_theta > 0 ? c->rope_theta : df->rope_theta);
+    hp->rms_eps = (float)(c->rms_norm_eps > 0 ? c->rms_norm_eps : df->rms_eps);
+    hp->n_ctx_train = c->max_position_embeddings > 0 ? c->max_position_embeddings : df->n_ctx_train;
+    hp->full_attn_interval = c->full_attention_interval > 0 ? c->full_attention_interval : df->full_attn_interval;
     hp->gdn_k_heads = c->linear_num_key_heads;
     hp->gdn_v_heads = c->linear_num_value_heads;
     hp->gdn_k_dim = c->linear_key_head_dim;
     hp->gdn_v_dim = c->linear_value_head_dim;
-    hp->conv_kernel = c->linear_conv_kernel_dim;
+    hp->conv_kernel = c->linear_conv_kernel_dim > 0 ? c->linear_conv_kernel_dim : df->conv_kernel;
     if (a->moe) {
         hp->n_expert = c->num_experts;
         hp->n_expert_used = c->num_experts_per_tok;
@@ -894,7 +896,9 @@ static int hparams_from_gguf(struct model *m, const struct hp_ctx *c, struct hs_
     if (hp->n_layer > MODEL_MAX_LAYERS)
         return hs_err_set(err, HS_ERR_FORMAT, "%s: %s.block_count is %" PRId64 " (at most %d main layers)", c->file,
                           c->arch, block_count, MODEL_MAX_LAYERS);
-    if ((rc = gg_int(g, c, "full_attention_interval", false, 4, &hp->full_attn_interval, err))) return rc;
+    if ((rc = gg_int(g, c, "full_attention_interval", false, a->defaults.full_attn_interval,
+                     &hp->full_attn_interval, err)))
+        return rc;
     if (hp->full_attn_interval < 1)
         return hs_err_set(err, HS_ERR_FORMAT, "%s: %s.full_attention_interval is %" PRId64 " (must be >= 1)",
                           c->file, c->arch, hp->full_attn_interval);

@@ -1,7 +1,7 @@
 /*
  * model — architecture tables and weight binding for the Qwen3.5 / Qwen3.5-MoE /
- * Qwen3-Next family, from a Hugging Face directory or a GGUF file; plus the random
- * model writer behind `headstart mkmodel` and the report behind `headstart inspect`.
+ * Qwen3-Next family, from a Hugging Face directory or a GGUF file; plus the report
+ * behind `headstart inspect` (the random model writer is src/mkmodel/).
  * Depends on base, sys, format.
  *
  * Design note
@@ -131,6 +131,49 @@ struct model_layer {
 
 struct model;
 
+/* The values an architecture implies where its config.json (or GGUF, for the interval)
+ * lacks a key: the loader applies them, mkmodel writes them. */
+struct model_arch_defaults {
+    double rope_theta;             /* rope_theta */
+    double partial_rotary_factor;  /* rotary share of head_dim */
+    double rms_eps;                /* rms_norm_eps */
+    int64_t n_ctx_train;           /* max_position_embeddings */
+    int64_t conv_kernel;           /* linear_conv_kernel_dim */
+    int64_t full_attn_interval;    /* full_attention_interval (layer il is full attention
+                                      iff (il + 1) % interval == 0) */
+};
+
+/* How an architecture is spelled in the files a writer makes, and the layout facts a
+ * writer needs (src/mkmodel); filled from the architecture's arch_*.c. */
+struct model_arch_info {
+    enum model_arch arch;
+    const char *name;               /* GGUF general.architecture */
+    const char *hf_architecture;    /* config.json architectures[0] */
+    const char *hf_model_type;      /* root model_type */
+    const char *hf_text_model_type; /* text_config.model_type; NULL: a flat config */
+    const char *hf_prefix;          /* the text model's tensor-name prefix */
+    const char *tokenizer_pre;      /* GGUF tokenizer.ggml.pre of its tokenizer */
+    bool moe;                       /* every layer's FFN is routed experts */
+    bool norm_topk_always;          /* top-k always renormalised: no norm_topk_prob key */
+    bool fused_gdn;                 /* HF in_proj_qkvz + in_proj_ba, grouped by key head */
+    bool fused_experts;             /* HF experts as gate_up_proj / down_proj stacks */
+    bool gguf_v_tiled;              /* GGUF value heads tiled (the converter re-orders) */
+    bool mrope;                     /* rope_parameters with M-RoPE sections */
+    bool tied;                      /* tie_word_embeddings of the real checkpoints */
+    int64_t real_vocab;             /* embedding rows of the real checkpoints */
+    struct model_arch_defaults defaults;
+};
+
+/* Fills *out for architecture a; false when a is not one. */
+bool model_arch_info(enum model_arch a, struct model_arch_info *out);
+/* The GGUF name (within its layer, or at the top) of architecture a's HF tensor `hf` (its
+ * name within the text model or a layer, as the spec tables spell it: "mlp.gate.weight",
+ * "mlp.experts.%d.gate_proj.weight"). part 1 names the second output of a tensor the
+ * conversion splits (in_proj_qkvz -> attn_gate, gate_up_proj -> ffn_up_exps). From the spec
+ * tables: the row's own GGUF name, else the first GGUF row that fills the same slot. NULL
+ * when there is none. */
+const char *model_arch_gguf_name(enum model_arch a, const char *hf, int part);
+
 /* Load and bind a model: `path` is a Hugging Face directory (config.json + safetensors)
  * or a .gguf file. Every problem comes back in err naming the file and tensor/key. */
 int model_load(const char *path, struct model **out, struct hs_err *err);
@@ -204,23 +247,5 @@ int model_mapping_check(const struct model *m, struct hs_err *err);
 
 /* `headstart inspect`: a human report, or JSON when as_json. */
 int model_inspect(const char *path, bool as_json, struct strbuf *out, struct hs_err *err);
-
-/* `headstart mkmodel` */
-struct mkmodel_opts {
-    enum model_arch arch;
-    const char *preset;          /* "tiny" (default), "0.8b", "2b", "4b" */
-    /* overrides; 0 / -1 = from the preset */
-    int64_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff;
-    int64_t gdn_k_heads, gdn_v_heads, gdn_head_dim;
-    int64_t n_expert, n_expert_used, n_ff_exp;
-    enum dtype dtype;            /* weight dtype of matrices (norms stay f32) */
-    uint64_t seed;
-    const char *tokenizer_json;  /* NULL: write our own small BPE tokenizer */
-    const char *chat_template;   /* NULL: the Qwen3.5 template (built in, see Makefile) */
-    const char *out;             /* a directory (HF) or a path ending in .gguf */
-};
-
-void mkmodel_opts_default(struct mkmodel_opts *o);
-int mkmodel_write(const struct mkmodel_opts *o, struct hs_err *err);
 
 #endif

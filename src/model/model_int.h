@@ -140,9 +140,25 @@ struct arch_desc {
     bool moe;                 /* routed experts (required); false: dense FFN only */
     bool norm_topk_always;    /* top-k weights always renormalised (no config field) */
     bool gguf_v_tiled;        /* GGUF value heads already tiled (llama.cpp qwen35*) */
+    /* what a writer needs (model_arch_info; struct model_arch_info says what each is) */
+    const char *hf_prefix;
+    bool hf_text_config;      /* HF config nests the text model in text_config; its
+                                 model_type is hf_model_types[1] (else flat) */
+    const char *tokenizer_pre;
+    bool fused_gdn, fused_experts, mrope, tied;
+    int64_t real_vocab;
+    struct model_arch_defaults defaults; /* also what the loader applies */
     const struct spec_table *const *tables; /* walked in order */
     int n_tables;
 };
+
+/* The config.json defaults the whole family shares (transformers' Qwen3_5TextConfig;
+ * Qwen3-Next's are the same). A macro: a static initializer cannot copy an object. */
+#define ARCH_QWEN_DEFAULTS                                                                   \
+    {                                                                                        \
+        .rope_theta = 1e7, .partial_rotary_factor = 0.25, .rms_eps = 1e-6,                  \
+        .n_ctx_train = 32768, .conv_kernel = 4, .full_attn_interval = 4,                     \
+    }
 
 /* Registry (arch.c). */
 const struct arch_desc *arch_get(enum model_arch a);

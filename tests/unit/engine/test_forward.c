@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "engine/engine_int.h"
+#include "mkmodel/mkmodel.h"
 #include "unit/cpu_level.h"
 
 #define N_PROMPT 100

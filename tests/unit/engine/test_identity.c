@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 
 #include "engine/engine_int.h"
+#include "mkmodel/mkmodel.h"
 #include "model/model.h"
 
 #include <ftw.h>

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "engine/engine_int.h"
+#include "mkmodel/mkmodel.h"
 
 #define RP_N 90
 #define RP_AT 37

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "engine/engine_int.h"
+#include "mkmodel/mkmodel.h"
 
 static char tmpdir[64];
 

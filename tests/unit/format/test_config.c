@@ -210,8 +210,8 @@ Test(cfg_parse, qwen35_moe_nested)
     cr_assert(c.eos_token_ids[0] == 248044 && c.eos_token_ids[1] == 248046);
     cr_assert_str_eq(c.output_gate_type, "silu", "swish is silu");
     cr_assert(!c.tie_word_embeddings, "root value when text_config has none");
-    cr_assert_eq(c.max_position_embeddings, 32768, "default");
-    cr_assert_eq(c.rms_norm_eps, 1e-6, "default");
+    cr_assert_eq(c.max_position_embeddings, 0, "absent: the architecture's default applies (model/)");
+    cr_assert_eq(c.rms_norm_eps, 0, "absent");
 }
 
 Test(cfg_parse, defaults_of_a_minimal_config)
@@ -227,17 +227,18 @@ Test(cfg_parse, defaults_of_a_minimal_config)
     cr_assert_eq(c.num_key_value_heads, 4);
     cr_assert_eq(c.head_dim, 16);
     cr_assert(c.attn_output_gate && !c.attention_bias);
-    cr_assert_eq(c.rope_theta, 1e7);
-    cr_assert_eq(c.partial_rotary_factor, 0.25);
+    /* keys with an architecture default are 0 when absent: model/ applies the default */
+    cr_assert_eq(c.rope_theta, 0);
+    cr_assert_eq(c.partial_rotary_factor, 0);
     cr_assert(c.mrope_section[0] == 11 && c.mrope_section[2] == 10 && c.mrope_section[3] == 0);
-    cr_assert_eq(c.full_attention_interval, 4);
-    for (int i = 0; i < 3; i++) cr_assert(!c.layer_is_full[i], "interval 4: layers 0-2 are linear");
-    cr_assert_eq(c.linear_conv_kernel_dim, 4);
+    cr_assert_eq(c.full_attention_interval, 0);
+    for (int i = 0; i < 3; i++) cr_assert(!c.layer_is_full[i], "no interval, no layer_types: undecided");
+    cr_assert_eq(c.linear_conv_kernel_dim, 0);
     cr_assert_str_eq(c.mamba_ssm_dtype, "float32");
     cr_assert_str_eq(c.torch_dtype, "");
     cr_assert_eq(c.n_eos_token_ids, 0);
     cr_assert_eq(c.bos_token_id, -1);
-    cr_assert_eq(c.max_position_embeddings, 32768);
+    cr_assert_eq(c.max_position_embeddings, 0);
     /* the same layers without the linear geometry: it is required */
     const char *k = "{\"vocab_size\":100,\"hidden_size\":64,\"num_hidden_layers\":3,\"num_attention_heads\":4}";
     cr_assert_eq(cfg_parse(k, &c, &e), HS_ERR_FORMAT);

@@ -6,6 +6,7 @@
  * by rename). */
 #include <criterion/criterion.h>
 
+#include "mkmodel/mkmodel.h"
 #include "model/model.h"
 #include "sys/sys.h"
 

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "server/server.h"
+#include "mkmodel/mkmodel.h"
 #include "unit/server/session_test.h"
 
 /* ---- sessions on tiny models ------------------------------------------------------------ */

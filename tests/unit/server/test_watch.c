@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 
 #include "server/server_int.h"
+#include "mkmodel/mkmodel.h"
 #include "unit/server/session_test.h"
 #include "sys/sys.h"
 

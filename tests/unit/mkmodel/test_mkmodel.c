@@ -6,6 +6,7 @@
 
 #include "base/base.h"
 #include "format/format.h"
+#include "mkmodel/mkmodel.h"
 #include "model/model.h"
 #include "sys/sys.h"
 

@@ -2,7 +2,7 @@
  *
  * Design note
  * -----------
- * Two sources, one result (`struct mktok`, mktok_int.h):
+ * Two sources, one result (`struct mktok`, mkmodel_int.h):
  *   - mktok_build_default: our own small byte-level BPE. 256 byte tokens in the GPT-2
  *     byte-to-unicode form, then MKTOK_DEFAULT_MERGES merges learned by plain BPE counting
  *     on the English text below (our own writing), then the ChatML/Qwen added tokens.
@@ -38,7 +38,7 @@
  * [n_vocab] i32, merges, eos/bos/padding_token_id u32 (all <|endoftext|>; bos is never
  * added), add_bos_token false, and tokenizer.chat_template when given.
  */
-#include "model/mktok_int.h"
+#include "mkmodel/mkmodel_int.h"
 #include "sys/sys.h"
 
 #include <inttypes.h>
@@ -198,13 +198,6 @@ struct strmap {
     size_t cap; /* a power of two, at least twice the entries */
 };
 
-static uint64_t fnv1a(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
-}
-
 static void strmap_init(struct strmap *m, size_t n)
 {
     m->cap = 16;
@@ -222,7 +215,7 @@ static void strmap_free(struct strmap *m)
 /* The slot of key: where it is, or the empty slot where it would go. */
 static size_t strmap_slot(const struct strmap *m, const char *key)
 {
-    size_t i = (size_t)fnv1a(key) & (m->cap - 1);
+    size_t i = (size_t)hs_fnv1a64_str(key) & (m->cap - 1);
     while (m->keys[i] && strcmp(m->keys[i], key) != 0) i = (i + 1) & (m->cap - 1);
     return i;
 }
@@ -418,10 +411,15 @@ static int64_t bpe_train(const char *text, int64_t max_merges, struct toklist *l
 
 static int64_t round_up(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
 
+/* The architecture's tokenizer family (GGUF tokenizer.ggml.pre): "qwen35", or "qwen2" for
+ * the older Qwen tokenizer (its split regex, no NFC normalizer). */
 static const char *pre_of(enum model_arch arch)
 {
-    return arch == MODEL_ARCH_QWEN3NEXT ? "qwen2" : "qwen35";
+    struct model_arch_info info;
+    return model_arch_info(arch, &info) ? info.tokenizer_pre : "qwen35";
 }
+
+static bool pre_is_qwen2(enum model_arch arch) { return strcmp(pre_of(arch), "qwen2") == 0; }
 
 static int64_t find_token(const struct mktok *t, const char *s)
 {
@@ -467,7 +465,7 @@ static void write_tokenizer_json(struct mktok *t, int64_t n_bpe, enum model_arch
     }
     jsonw_arr_end(&w);
     jsonw_key(&w, "normalizer");
-    if (arch == MODEL_ARCH_QWEN3NEXT) {
+    if (pre_is_qwen2(arch)) {
         jsonw_null(&w);
     } else {
         jsonw_obj_begin(&w);
@@ -483,7 +481,7 @@ static void write_tokenizer_json(struct mktok *t, int64_t n_bpe, enum model_arch
     jsonw_key(&w, "type"); jsonw_str(&w, "Split");
     jsonw_key(&w, "pattern");
     jsonw_obj_begin(&w);
-    jsonw_key(&w, "Regex"); jsonw_str(&w, arch == MODEL_ARCH_QWEN3NEXT ? qwen2_regex : qwen35_regex);
+    jsonw_key(&w, "Regex"); jsonw_str(&w, pre_is_qwen2(arch) ? qwen2_regex : qwen35_regex);
     jsonw_obj_end(&w);
     jsonw_key(&w, "behavior"); jsonw_str(&w, "Isolated");
     jsonw_key(&w, "invert"); jsonw_bool(&w, false);

@@ -3,7 +3,7 @@
  * back through gguf_open. */
 #include <criterion/criterion.h>
 
-#include "model/mktok_int.h"
+#include "mkmodel/mkmodel_int.h"
 
 #include <jansson.h>
 #include <stdio.h>

@@ -1,0 +1,484 @@
+/*
+ * mkmodel.c — `headstart mkmodel`: deterministic random-weight models of the Qwen3.5 family
+ * (qwen35, qwen35moe, qwen3next), written as a Hugging Face directory or as a GGUF file that
+ * llama.cpp loads. Tests and benchmarks use these instead of downloads.
+ *
+ * Design note
+ * -----------
+ * One model, two spellings. The weights are defined once, in Hugging Face layout: every HF
+ * tensor is a *source* whose values come from its own PRNG stream, keyed by (seed, HF tensor
+ * name, row). A *plan* lists the output tensors and, for each source, a *route* that says
+ * where each of its rows lands and a *transform* applied on the way:
+ *
+ *     HF source row ──generate──▶ f32 row ──(column tiling)──▶ (+1 | -exp) ──▶ dtype ──▶ output row
+ *
+ * The HF plan is the identity. The GGUF plan applies llama.cpp's conversion conventions
+ * (reference/qwen35-architecture.md §8.3): zero-centred norms folded (+1), ssm_a = -exp(A_log),
+ * value heads tiled for qwen35/qwen35moe when Hk != Hv (new head j*Hk + g <- old head g*r + j;
+ * rows of the V part of qkv, z, a, b and conv channels, columns of ssm_out, entries of ssm_a
+ * and dt_bias), conv1d squeezed to [C, K], Qwen3-Next in_proj_qkvz split into attn_qkv
+ * (q heads, k heads, v heads grouped) + attn_gate, in_proj_ba kept grouped as ssm_ba, fused
+ * gate_up_proj split and per-expert tensors stacked into ffn_{gate,up,down}_exps.
+ *
+ * Value scales keep activations sane: matrices ~ N(0, 1/fan_in) (std 1/sqrt(fan_in), fan_in =
+ * the last dimension), HF zero-centred norm weights ~ N(0, 0.05^2) (so 1+w is near 1), the GDN
+ * output norm ~ 1 + N(0, 0.05^2), A_log = log(U(0.2, 1.0)) (decays exp(-A softplus(.)) well
+ * inside (0, 1)), dt_bias ~ N(0, 0.1^2), conv taps ~ N(0, 1/K). Normals come from splitmix64
+ * and Box-Muller in f32. Rows are generated in parallel (each row has its own stream).
+ *
+ * Memory: the format writers borrow tensor data until they write, so every output tensor is
+ * held at once: peak RSS is about the output size (0.8b in q8_0: ~0.8 GiB).
+ *
+ * Invariants:
+ *   1. Same options => same bytes: a value depends only on (seed, HF tensor name, row, column),
+ *      never on thread count, output format or the order tensors are produced in.
+ *   2. The HF and GGUF files of one seed describe the same model: GGUF values are the HF values
+ *      after the conventions above, rounded to the same dtype (transforms are exact
+ *      permutations, f32 `1.0f + w` and f32 `-expf(A_log)`).
+ *   3. Matrices (2-D projections, embeddings, experts, router) are stored in --dtype; 1-D
+ *      tensors (norms, A_log, dt_bias), conv taps and the shared-expert gate vector stay f32.
+ *      Q8_0 uses llama.cpp's block: f16 d = max|x|/127, then 32 int8 q = round(x/d).
+ *      --dtype q4_k_m (GGUF only; stored as DTYPE_Q4_K in the options) is llama.cpp's
+ *      Q4_K_M type mix, per tensor, as llama-quant.cpp chooses it for Qwen3.5 (layers sorted
+ *      by number, one attn_v-like tensor per layer): output.weight, and token_embd.weight
+ *      when tied, Q6_K; attn_v / attn_qkv and ffn_down* of layer il Q6_K when
+ *      use_more_bits(il, n_layer) (il < n/8, il >= 7n/8, or (il - n/8) % 3 == 2), else Q4_K;
+ *      every other quantized matrix Q4_K; the MoE router stays f32 (llama.cpp does not
+ *      quantize ffn_gate_inp). A row that is not whole 256-value super-blocks falls back to
+ *      Q8_0 (llama.cpp: Q6_K -> Q8_0 as here, Q4_K -> Q5_0, which our kernels lack).
+ *      --dtype q5_k_m (GGUF only; DTYPE_Q5_K in the options) is the same rule with Q5_K
+ *      wherever q4_k_m writes Q4_K (llama.cpp's Q5_K_M; its Q5_K -> Q5_1 fallback is Q8_0
+ *      here). 8-expert models are refused for both: llama.cpp's rule for them (Q5_K
+ *      attn_output, Q8_0 attn_k / attn_v) is not implemented here.
+ *      The quantizers are the kernels' round-to-nearest (kern_row_from_f32, beside the
+ *      dequantizers), not llama.cpp's error-minimising search: the files are valid Q4_K_M /
+ *      Q5_K_M, not bit-equal to what llama-quantize would write from the same f32 weights.
+ *   4. Every file is written atomically (temp + fsync + rename); an HF directory gets its
+ *      config.json last, so an interrupted run never leaves a directory that looks complete.
+ *   5. Options are validated before anything is generated; each error names the option.
+ */
+#include "mkmodel/mkmodel_int.h"
+#include "kernels/kernels.h"
+#include "model/model.h"
+#include "format/format.h"
+#include "sys/sys.h"
+#include "base/base.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Generated at build time by tools/embed_template.sh; NULL when no bundle was installed. */
+extern const char *const hs_chat_template_qwen35;
+
+#define MK_TEMPLATE_MAX (4u << 20)
+#define MK_MAX_EXPERTS 1024 /* llama.cpp's LLAMA_MAX_EXPERTS */
+#define MK_DIM_MAX (1ll << 24)
+
+/* ---- presets ----------------------------------------------------------------------------- */
+
+/* Trunk geometry of each preset. The real sizes are the dense Qwen3.5 checkpoints
+ * (reference §1.3); MoE architectures get E experts of width n_ff/4 on that trunk. */
+struct mk_preset {
+    const char *name;
+    int64_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff;
+    int64_t gdn_k_heads, gdn_v_heads, gdn_head_dim;
+    int64_t n_expert, n_expert_used, n_ff_exp;
+    int64_t n_ctx;
+    bool real_vocab; /* pad the vocabulary to the architecture's real size */
+};
+
+static const struct mk_preset mk_presets[] = {
+    { "tiny", 4, 64, 4, 2, 32, 128, 2, 4, 32, 4, 2, 32, 4096, false },
+    { "0.8b", 24, 1024, 8, 2, 256, 3584, 16, 16, 128, 8, 2, 896, 262144, true },
+    { "2b", 24, 2048, 8, 2, 256, 6144, 16, 16, 128, 8, 2, 1536, 262144, true },
+    { "4b", 32, 2560, 16, 4, 256, 9216, 16, 32, 128, 8, 2, 2304, 262144, true },
+};
+
+/* ---- options --------------------------------------------------------------------------- */
+
+void mkmodel_opts_default(struct mkmodel_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->arch = MODEL_ARCH_QWEN35;
+    o->preset = "tiny";
+    o->dtype = DTYPE_F32;
+}
+
+static int64_t mk_pick(int64_t override, int64_t preset) { return override > 0 ? override : preset; }
+
+static bool mk_is_gguf_path(const char *path)
+{
+    size_t n = strlen(path);
+    return n > 5 && !strcmp(path + n - 5, ".gguf");
+}
+
+/* Geometry from preset + overrides, validated. n_vocab is set later from the tokenizer. */
+static int mk_geom_init(const struct mkmodel_opts *o, const struct model_arch_info *a, struct mk_geom *g,
+                        const struct mk_preset **preset_out, struct hs_err *err)
+{
+    const char *pname = o->preset ? o->preset : "tiny";
+    const struct mk_preset *p = NULL;
+    for (size_t i = 0; i < HS_ARRAY_LEN(mk_presets); i++)
+        if (!strcmp(mk_presets[i].name, pname)) p = &mk_presets[i];
+    if (!p) return hs_err_set(err, HS_ERR_INVALID, "unknown --preset '%s' (tiny, 0.8b, 2b, 4b)", pname);
+    *preset_out = p;
+
+    memset(g, 0, sizeof(*g));
+    g->n_layer = mk_pick(o->n_layer, p->n_layer);
+    g->n_embd = mk_pick(o->n_embd, p->n_embd);
+    g->n_head = mk_pick(o->n_head, p->n_head);
+    g->n_head_kv = mk_pick(o->n_head_kv, p->n_head_kv);
+    g->head_dim = mk_pick(o->head_dim, p->head_dim);
+    g->hk = mk_pick(o->gdn_k_heads, p->gdn_k_heads);
+    g->hv = mk_pick(o->gdn_v_heads, p->gdn_v_heads);
+    g->dk = g->dv = mk_pick(o->gdn_head_dim, p->gdn_head_dim);
+    g->conv_k = a->defaults.conv_kernel;
+    g->full_attn_interval = a->defaults.full_attn_interval;
+    g->rope_theta = (float)a->defaults.rope_theta;
+    g->rms_eps = (float)a->defaults.rms_eps;
+    g->n_ctx = p->n_ctx;
+    g->tied = a->tied;
+    if (a->moe) {
+        if (o->n_ff > 0)
+            return hs_err_set(err, HS_ERR_INVALID, "--ffn sets the dense FFN width; %s has experts "
+                              "(use --expert-ffn)", a->name);
+        g->n_expert = mk_pick(o->n_expert, p->n_expert);
+        g->n_expert_used = mk_pick(o->n_expert_used, p->n_expert_used);
+        g->n_ff_exp = mk_pick(o->n_ff_exp, p->n_ff_exp);
+        g->n_ff_shexp = g->n_ff_exp;
+    } else {
+        if (o->n_expert > 0 || o->n_expert_used > 0 || o->n_ff_exp > 0)
+            return hs_err_set(err, HS_ERR_INVALID, "--experts, --experts-used and --expert-ffn apply "
+                              "to qwen35moe and qwen3next, not %s", a->name);
+        g->n_ff = mk_pick(o->n_ff, p->n_ff);
+    }
+
+    const struct { const char *opt; int64_t v; } dims[] = {
+        { "--layers", g->n_layer }, { "--hidden", g->n_embd }, { "--heads", g->n_head },
+        { "--kv-heads", g->n_head_kv }, { "--head-dim", g->head_dim }, { "--ffn", g->n_ff },
+        { "--gdn-k-heads", g->hk }, { "--gdn-v-heads", g->hv }, { "--gdn-head-dim", g->dk },
+        { "--experts", g->n_expert }, { "--experts-used", g->n_expert_used },
+        { "--expert-ffn", g->n_ff_exp },
+    };
+    for (size_t i = 0; i < HS_ARRAY_LEN(dims); i++)
+        if (dims[i].v > MK_DIM_MAX)
+            return hs_err_set(err, HS_ERR_INVALID, "%s %lld is too large (at most %lld)", dims[i].opt,
+                              (long long)dims[i].v, MK_DIM_MAX);
+    if (g->n_layer > MODEL_MAX_LAYERS)
+        return hs_err_set(err, HS_ERR_INVALID, "--layers %lld: at most %d layers",
+                          (long long)g->n_layer, MODEL_MAX_LAYERS);
+    if (g->n_layer < g->full_attn_interval)
+        return hs_err_set(err, HS_ERR_INVALID, "--layers %lld: at least %lld, so that a layer is "
+                          "full attention (every %lld-th is; llama.cpp cannot run a model without one)",
+                          (long long)g->n_layer, (long long)g->full_attn_interval,
+                          (long long)g->full_attn_interval);
+    if (g->n_head_kv > g->n_head || g->n_head % g->n_head_kv)
+        return hs_err_set(err, HS_ERR_INVALID, "--heads %lld is not a multiple of --kv-heads %lld",
+                          (long long)g->n_head, (long long)g->n_head_kv);
+    if (g->head_dim % 8)
+        return hs_err_set(err, HS_ERR_INVALID, "--head-dim %lld: must be a multiple of 8 (a quarter "
+                          "of it rotates, in pairs)", (long long)g->head_dim);
+    if (a->mrope && g->head_dim < 32)
+        return hs_err_set(err, HS_ERR_INVALID, "--head-dim %lld: %s needs at least 32 (llama.cpp's "
+                          "M-RoPE sections [11,11,10] span 32 dims)", (long long)g->head_dim,
+                          a->name);
+    if (g->hv % g->hk)
+        return hs_err_set(err, HS_ERR_INVALID, "--gdn-v-heads %lld is not a multiple of "
+                          "--gdn-k-heads %lld", (long long)g->hv, (long long)g->hk);
+    if (a->moe) {
+        if (g->n_expert > MK_MAX_EXPERTS)
+            return hs_err_set(err, HS_ERR_INVALID, "--experts %lld: at most %d",
+                              (long long)g->n_expert, MK_MAX_EXPERTS);
+        if (g->n_expert_used > g->n_expert)
+            return hs_err_set(err, HS_ERR_INVALID, "--experts-used %lld exceeds --experts %lld",
+                              (long long)g->n_expert_used, (long long)g->n_expert);
+    }
+    g->n_rot = (int64_t)((double)g->head_dim * a->defaults.partial_rotary_factor); /* as the loader */
+
+    const char *kname = o->dtype == DTYPE_Q8_0 ? "q8_0" : o->dtype == DTYPE_Q4_K ? "q4_k_m" : "q5_k_m";
+    if ((o->dtype == DTYPE_Q4_K || o->dtype == DTYPE_Q5_K) && g->n_expert == 8)
+        return hs_err_set(err, HS_ERR_INVALID, "--dtype %s with --experts 8: llama.cpp's rule for "
+                          "8-expert models (Q5_K attn_output, Q8_0 attn_k / attn_v) is not "
+                          "implemented by mkmodel", kname);
+    if (o->dtype == DTYPE_Q8_0 || o->dtype == DTYPE_Q4_K || o->dtype == DTYPE_Q5_K) {
+        /* Every matrix row (the innermost dimension) must hold whole 32-value blocks (the
+         * Q8_0 fallback of q4_k_m rows that are not whole 256-value super-blocks). */
+        const struct { const char *opt; int64_t v; } rows[] = {
+            { "--hidden", g->n_embd }, { "--heads x --head-dim", g->n_head * g->head_dim },
+            { "--gdn-v-heads x --gdn-head-dim", g->hv * g->dv }, { "--ffn", g->n_ff },
+            { "--expert-ffn", g->n_ff_exp },
+        };
+        for (size_t i = 0; i < HS_ARRAY_LEN(rows); i++)
+            if (rows[i].v % KERN_Q8_BLOCK)
+                return hs_err_set(err, HS_ERR_INVALID, "--dtype %s needs %s (%lld) to be a "
+                                  "multiple of %d", kname, rows[i].opt, (long long)rows[i].v,
+                                  KERN_Q8_BLOCK);
+    }
+    return HS_OK;
+}
+
+/* ---- config.json ------------------------------------------------------------------------ */
+
+static void mk_config_text_fields(struct jsonw *w, const struct model_arch_info *a, const struct mk_geom *g,
+                                  const struct mktok *t, const char *torch_dtype)
+{
+    if (a->hf_text_model_type) {
+        jsonw_key(w, "model_type");
+        jsonw_str(w, a->hf_text_model_type);
+    }
+    jsonw_key(w, "vocab_size"); jsonw_int(w, g->n_vocab);
+    jsonw_key(w, "hidden_size"); jsonw_int(w, g->n_embd);
+    if (!a->moe) { jsonw_key(w, "intermediate_size"); jsonw_int(w, g->n_ff); }
+    jsonw_key(w, "num_hidden_layers"); jsonw_int(w, g->n_layer);
+    jsonw_key(w, "num_attention_heads"); jsonw_int(w, g->n_head);
+    jsonw_key(w, "num_key_value_heads"); jsonw_int(w, g->n_head_kv);
+    jsonw_key(w, "head_dim"); jsonw_int(w, g->head_dim);
+    jsonw_key(w, "attn_output_gate"); jsonw_bool(w, true);
+    jsonw_key(w, "attention_bias"); jsonw_bool(w, false);
+    jsonw_key(w, "hidden_act"); jsonw_str(w, "silu");
+    jsonw_key(w, "rms_norm_eps"); jsonw_double(w, a->defaults.rms_eps);
+    if (a->mrope) {
+        jsonw_key(w, "rope_parameters");
+        jsonw_obj_begin(w);
+        jsonw_key(w, "rope_type"); jsonw_str(w, "default");
+        jsonw_key(w, "rope_theta"); jsonw_double(w, g->rope_theta);
+        jsonw_key(w, "partial_rotary_factor"); jsonw_double(w, a->defaults.partial_rotary_factor);
+        jsonw_key(w, "mrope_section");
+        jsonw_arr_begin(w);
+        jsonw_int(w, 11); jsonw_int(w, 11); jsonw_int(w, 10);
+        jsonw_arr_end(w);
+        jsonw_key(w, "mrope_interleaved"); jsonw_bool(w, true);
+        jsonw_obj_end(w);
+    } else { /* Qwen3-Next's older spelling: top-level rope fields */
+        jsonw_key(w, "rope_theta"); jsonw_double(w, g->rope_theta);
+        jsonw_key(w, "partial_rotary_factor"); jsonw_double(w, a->defaults.partial_rotary_factor);
+    }
+    jsonw_key(w, "max_position_embeddings"); jsonw_int(w, g->n_ctx);
+    jsonw_key(w, "layer_types");
+    jsonw_arr_begin(w);
+    for (int64_t il = 0; il < g->n_layer; il++)
+        jsonw_str(w, mk_layer_is_full(g, il) ? "full_attention" : "linear_attention");
+    jsonw_arr_end(w);
+    jsonw_key(w, "full_attention_interval"); jsonw_int(w, g->full_attn_interval);
+    jsonw_key(w, "linear_num_key_heads"); jsonw_int(w, g->hk);
+    jsonw_key(w, "linear_num_value_heads"); jsonw_int(w, g->hv);
+    jsonw_key(w, "linear_key_head_dim"); jsonw_int(w, g->dk);
+    jsonw_key(w, "linear_value_head_dim"); jsonw_int(w, g->dv);
+    jsonw_key(w, "linear_conv_kernel_dim"); jsonw_int(w, g->conv_k);
+    jsonw_key(w, "mamba_ssm_dtype"); jsonw_str(w, "float32");
+    if (a->moe) {
+        jsonw_key(w, "num_experts"); jsonw_int(w, g->n_expert);
+        jsonw_key(w, "num_experts_per_tok"); jsonw_int(w, g->n_expert_used);
+        jsonw_key(w, "moe_intermediate_size"); jsonw_int(w, g->n_ff_exp);
+        jsonw_key(w, "shared_expert_intermediate_size"); jsonw_int(w, g->n_ff_shexp);
+        if (!a->norm_topk_always) { /* the architecture reads the key (Qwen3-Next) */
+            jsonw_key(w, "norm_topk_prob"); jsonw_bool(w, true);
+            jsonw_key(w, "decoder_sparse_step"); jsonw_int(w, 1);
+        }
+    }
+    jsonw_key(w, "mlp_only_layers");
+    jsonw_arr_begin(w);
+    jsonw_arr_end(w);
+    jsonw_key(w, "mtp_num_hidden_layers"); jsonw_int(w, 0);
+    jsonw_key(w, "mtp_use_dedicated_embeddings"); jsonw_bool(w, false);
+    jsonw_key(w, "tie_word_embeddings"); jsonw_bool(w, g->tied);
+    jsonw_key(w, "eos_token_id"); jsonw_int(w, t->eos_id);
+    if (t->pad_id >= 0) { jsonw_key(w, "pad_token_id"); jsonw_int(w, t->pad_id); }
+    jsonw_key(w, a->hf_text_model_type ? "dtype" : "torch_dtype"); jsonw_str(w, torch_dtype);
+}
+
+static char *mk_config_json(const struct model_arch_info *a, const struct mk_geom *g, const struct mktok *t,
+                            enum dtype dt, size_t *len)
+{
+    const char *torch_dtype = dt == DTYPE_BF16 ? "bfloat16" : dt == DTYPE_F16 ? "float16" : "float32";
+    struct strbuf sb;
+    strbuf_init(&sb);
+    struct jsonw w;
+    jsonw_init(&w, &sb, 2);
+    jsonw_obj_begin(&w);
+    jsonw_key(&w, "architectures");
+    jsonw_arr_begin(&w);
+    jsonw_str(&w, a->hf_architecture);
+    jsonw_arr_end(&w);
+    jsonw_key(&w, "model_type");
+    jsonw_str(&w, a->hf_model_type);
+    if (a->hf_text_model_type) {
+        jsonw_key(&w, "text_config");
+        jsonw_obj_begin(&w);
+        mk_config_text_fields(&w, a, g, t, torch_dtype);
+        jsonw_obj_end(&w);
+        jsonw_key(&w, "tie_word_embeddings"); jsonw_bool(&w, g->tied);
+    } else {
+        mk_config_text_fields(&w, a, g, t, torch_dtype);
+    }
+    jsonw_obj_end(&w);
+    strbuf_putc(&sb, '\n');
+    return strbuf_detach(&sb, len);
+}
+
+/* ---- GGUF metadata ---------------------------------------------------------------------- */
+
+static void mk_gguf_meta(struct gguf_writer *w, const struct model_arch_info *a, const struct mk_geom *g,
+                         const char *preset, enum dtype dt)
+{
+    /* llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_Q4_K_M 15, MOSTLY_Q5_K_M 17,
+     * MOSTLY_BF16 32 */
+    uint32_t ftype = dt == DTYPE_F16    ? 1
+                     : dt == DTYPE_Q8_0 ? 7
+                     : dt == DTYPE_Q4_K ? 15
+                     : dt == DTYPE_Q5_K ? 17
+                     : dt == DTYPE_BF16 ? 32
+                                        : 0;
+    char key[96], name[96];
+#define KEY(k) (snprintf(key, sizeof(key), "%s." k, a->name), key)
+    gguf_writer_set_str(w, "general.architecture", a->name);
+    snprintf(name, sizeof(name), "headstart mkmodel %s %s", a->name, preset);
+    gguf_writer_set_str(w, "general.name", name);
+    gguf_writer_set_u32(w, "general.file_type", ftype);
+    gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)g->n_ctx);
+    gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)g->n_embd);
+    gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)g->n_layer);
+    if (!a->moe) gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)g->n_ff);
+    gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)g->n_head);
+    gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)g->n_head_kv);
+    gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)g->head_dim);
+    gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)g->head_dim);
+    gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), g->rms_eps);
+    gguf_writer_set_f32(w, KEY("rope.freq_base"), g->rope_theta);
+    gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)g->n_rot);
+    if (a->mrope) {
+        static const int32_t sections[4] = { 11, 11, 10, 0 };
+        gguf_writer_set_arr_i32(w, KEY("rope.dimension_sections"), sections, 4);
+    }
+    gguf_writer_set_u32(w, KEY("ssm.conv_kernel"), (uint32_t)g->conv_k);
+    gguf_writer_set_u32(w, KEY("ssm.state_size"), (uint32_t)g->dk);
+    gguf_writer_set_u32(w, KEY("ssm.group_count"), (uint32_t)g->hk);
+    gguf_writer_set_u32(w, KEY("ssm.time_step_rank"), (uint32_t)g->hv);
+    gguf_writer_set_u32(w, KEY("ssm.inner_size"), (uint32_t)(g->hv * g->dv));
+    gguf_writer_set_u32(w, KEY("full_attention_interval"), (uint32_t)g->full_attn_interval);
+    if (a->moe) {
+        gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)g->n_expert);
+        gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)g->n_expert_used);
+        gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)g->n_ff_exp);
+        gguf_writer_set_u32(w, KEY("expert_shared_feed_forward_length"), (uint32_t)g->n_ff_shexp);
+    }
+#undef KEY
+}
+
+/* ---- writing ------------------------------------------------------------------------------ */
+
+static int mk_write_hf(const char *dir, const struct mk_plan *p, const struct model_arch_info *a,
+                       const struct mk_geom *g, const struct mktok *t, const char *tpl,
+                       enum dtype dt, struct hs_err *err)
+{
+    int rc = sys_mkdir_p(dir, err);
+    if (rc) return rc;
+    char *path = sys_path_join(dir, "model.safetensors");
+    struct st_writer *sw = st_writer_new();
+    st_writer_set_metadata(sw, "format", "pt");
+    for (int i = 0; i < p->n_outs; i++) {
+        const struct mk_out *o = &p->outs[i];
+        st_writer_add(sw, o->name, o->dtype, o->n_dims, o->shape, o->data, o->n_bytes);
+    }
+    rc = st_writer_write(sw, path, err);
+    st_writer_free(sw);
+    hs_free(path);
+    if (rc) return rc;
+
+    path = sys_path_join(dir, "tokenizer.json");
+    rc = sys_file_write_atomic(path, t->tokenizer_json, t->tokenizer_json_len, err);
+    hs_free(path);
+    if (rc) return rc;
+
+    char *tc = mktok_tokenizer_config_json(t, tpl);
+    path = sys_path_join(dir, "tokenizer_config.json");
+    rc = sys_file_write_atomic(path, tc, strlen(tc), err);
+    hs_free(path);
+    hs_free(tc);
+    if (rc) return rc;
+
+    size_t len;
+    char *cfg = mk_config_json(a, g, t, dt, &len);
+    path = sys_path_join(dir, "config.json");
+    rc = sys_file_write_atomic(path, cfg, len, err);
+    hs_free(path);
+    hs_free(cfg);
+    return rc;
+}
+
+static int mk_write_gguf(const char *path, const struct mk_plan *p, const struct model_arch_info *a,
+                         const struct mk_geom *g, const struct mktok *t, const char *tpl,
+                         const char *preset, enum dtype dt, struct hs_err *err)
+{
+    struct gguf_writer *w = gguf_writer_new();
+    mk_gguf_meta(w, a, g, preset, dt);
+    mktok_gguf_put(t, w, tpl);
+    for (int i = 0; i < p->n_outs; i++) {
+        const struct mk_out *o = &p->outs[i];
+        gguf_writer_add_tensor(w, o->name, o->dtype, o->n_dims, o->shape, o->data, o->n_bytes);
+    }
+    int rc = gguf_writer_write(w, path, err);
+    gguf_writer_free(w);
+    return rc;
+}
+
+int mkmodel_write(const struct mkmodel_opts *o, struct hs_err *err)
+{
+    if (!o->out || !*o->out) return hs_err_set(err, HS_ERR_INVALID, "--out is required");
+    if ((unsigned)o->arch >= MODEL_ARCH_COUNT)
+        return hs_err_set(err, HS_ERR_INVALID, "unknown architecture %d", (int)o->arch);
+    if ((unsigned)o->dtype >= DTYPE_COUNT || !dtype_info(o->dtype)->compute || o->dtype == DTYPE_Q6_K)
+        return hs_err_set(err, HS_ERR_INVALID, "--dtype must be f32, f16, bf16, q8_0, q4_k_m or q5_k_m");
+    const bool gguf = mk_is_gguf_path(o->out);
+    if (!gguf && (o->dtype == DTYPE_Q8_0 || o->dtype == DTYPE_Q4_K || o->dtype == DTYPE_Q5_K))
+        return hs_err_set(err, HS_ERR_INVALID, "--dtype %s needs a .gguf --out (safetensors has "
+                          "no %s; use f32, f16 or bf16 for a Hugging Face directory)",
+                          o->dtype == DTYPE_Q8_0 ? "q8_0" : o->dtype == DTYPE_Q4_K ? "q4_k_m" : "q5_k_m",
+                          o->dtype == DTYPE_Q8_0 ? "Q8_0" : "K-quants");
+    struct model_arch_info info;
+    model_arch_info(o->arch, &info);
+    const struct model_arch_info *a = &info;
+    struct mk_geom g;
+    const struct mk_preset *preset = NULL;
+    int rc = mk_geom_init(o, a, &g, &preset, err);
+    if (rc) return rc;
+
+    const char *tpl = hs_chat_template_qwen35;
+    char *tpl_owned = NULL;
+    if (o->chat_template) {
+        size_t len;
+        rc = sys_file_read_all(o->chat_template, MK_TEMPLATE_MAX, &tpl_owned, &len, err);
+        if (rc) {
+            hs_err_prefix(err, "--chat-template: ");
+            return rc;
+        }
+        tpl = tpl_owned;
+    } else if (!tpl) {
+        return hs_err_set(err, HS_ERR_INVALID, "no built-in chat template: run make deps or pass "
+                          "--chat-template");
+    }
+
+    struct mktok t;
+    memset(&t, 0, sizeof(t));
+    rc = o->tokenizer_json ? mktok_from_file(o->tokenizer_json, o->arch, &t, err)
+                           : mktok_build_default(&t, o->arch, err);
+    if (rc) {
+        hs_free(tpl_owned);
+        return rc;
+    }
+    /* Real presets keep the real embedding size unless a tokenizer brings its own. */
+    if (preset->real_vocab && !o->tokenizer_json) t.n_vocab = HS_MAX(t.n_vocab, a->real_vocab);
+    g.n_vocab = t.n_vocab;
+
+    struct mk_plan plan;
+    rc = mk_tensors_plan(&plan, a, &g, o->dtype, gguf, err);
+    if (rc == HS_OK) {
+        mk_plan_run(&plan, &g, o->seed);
+        rc = gguf ? mk_write_gguf(o->out, &plan, a, &g, &t, tpl, preset->name, o->dtype, err)
+                  : mk_write_hf(o->out, &plan, a, &g, &t, tpl, o->dtype, err);
+    }
+    mk_plan_free(&plan);
+    mktok_free(&t);
+    hs_free(tpl_owned);
+    return rc;
+}
