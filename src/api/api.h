@@ -67,7 +67,7 @@ struct chat_request {
     json_t *template_kwargs;   /* chat_template_kwargs other than enable_thinking: an object
                                   of extra template variables, or NULL; owned */
     int n_media_placeholders;  /* images / documents / files inside tool results that were
-                                  replaced by a text placeholder (messages.c rule 4) */
+                                  replaced by a text placeholder (conv.c rule 4) */
 };
 
 /* Parse the conversation part of an OpenAI chat-completions request body (messages, tools;
@@ -217,8 +217,8 @@ int chat_stop_finish(struct chat_stop *m, struct strbuf *out);
 void chat_stop_free(struct chat_stop *m);
 
 /* ---- responses ------------------------------------------------------------------------ */
-/* What goes back to the client (src/api/respond.c): each API's JSON body or SSE stream
- * built from parser events and usage numbers, the error shapes and the HTTP status table,
+/* What goes back to the client (src/api/response.c, the dialect files): each API's JSON
+ * body or SSE stream built from parser events and usage numbers, the error shapes and the HTTP status table,
  * /v1/models and count_tokens bodies. Pure functions of their inputs: no sockets, no clock,
  * no randomness (ids come from the caller's seed and counter). All output is appended to a
  * caller's strbuf as UTF-8 JSON (compact, keys in a fixed order, non-ASCII raw). */

@@ -1,6 +1,7 @@
-/* test_messages.c — OpenAI and Anthropic requests → the neutral conversation: every rule of
- * messages.c (docs/API.md), every error path with its exact message, key order, and
- * requests shaped like the ones Claude Code, Codex and Qwen Code send.
+/* test_conv.c — OpenAI and Anthropic requests → the neutral conversation: every rule of
+ * conv.c (docs/API.md) through both parsers (openai_chat.c, anthropic.c) side by side,
+ * every error path with its exact message, key order, and requests shaped like the ones
+ * Claude Code, Codex and Qwen Code send.
  *
  * Request bodies and expected dumps are written with ' for " (q() converts) so they read
  * without escapes; an apostrophe inside JSON text is written \u0027. Expected error

@@ -1,4 +1,5 @@
-/* The response side (src/api/respond.c): exact bodies and streams for both APIs, streams
+/* The response side (src/api/response.c's lifecycle, the writers of openai_chat.c and
+ * anthropic.c, errors.c, models.c): exact bodies and streams for both APIs, streams
  * parsed back and re-assembled into the non-stream body (byte-identical), Anthropic event
  * order checked by a state machine, usage arithmetic, stop-reason and error tables, ids,
  * /v1/models and count_tokens. */
@@ -454,7 +455,7 @@ Test(respond_openai, stream_without_usage)
 
 /* ---- exact shapes: Anthropic -------------------------------------------------------------- */
 
-/* The signature respond.c gives a thinking block of this text: "hs1" + FNV-1a 64 in hex,
+/* The signature anthropic.c gives a thinking block of this text: "hs1" + FNV-1a 64 in hex,
  * written here from the contract (stable for the same text, never empty). */
 static const char *sig_of(const char *text, char buf[24])
 {
