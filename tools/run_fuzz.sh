@@ -73,7 +73,7 @@ for h in tests/fuzz/fuzz_*.c; do
         o=$objdir/$(echo "$c" | tr '/' '_' | sed 's/\.c$/.o/')
         $cc $cflags $san -fsanitize=fuzzer-no-link -c "$c" -o "$o" >> "$log" 2>&1 && extra="$extra $o"
     done
-    if ! $cc $cflags $san -fsanitize=fuzzer "$h" $objs $extra $(extra_libs "$name") -ljansson -lm -lpthread -o "$bin" >> "$log" 2>&1; then
+    if ! $cc $cflags $san -fsanitize=fuzzer "$h" $objs $extra $(extra_libs "$name") -ljansson -lm -lpthread -lcrypto -o "$bin" >> "$log" 2>&1; then
         echo "== $base: BUILD FAILED"
         head -20 "$log"
         failed="$failed $base(build)"
