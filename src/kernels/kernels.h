@@ -424,7 +424,7 @@ struct kern_ops {
                    int64_t r1);
     void (*q8_quantize)(struct kern_q8_block *xq, const float *x, int64_t n_tok, int64_t k);
     float (*dot)(const float *a, const float *b, int64_t n);
-    /* appended ([F7]): kern_attn and kern_gdn_step of the variant (recur_*.c) */
+    /* appended ([F7]): kern_attn and kern_gdn_step of the variant (attn_*.c, gdn_*.c) */
     void (*attn)(float *out, const float *q, const float *kc, const float *vc, int64_t kv_ld,
                  int64_t n_pos, int64_t hd, int64_t n_head, int64_t n_kv_head, float scale,
                  float *scratch, int64_t h0, int64_t h1);
@@ -439,7 +439,7 @@ struct kern_ops {
     void (*bf16_matmul)(float *y, int64_t y_ld, const void *w, const uint16_t *xb, int64_t n_tok,
                         int64_t k, int64_t r0, int64_t r1);
     /* appended ([F7], elementwise): kern_swiglu, kern_sigmoid_mul, kern_gated_scale and
-     * kern_conv1d_step of the variant (act_*.c) */
+     * kern_conv1d_step of the variant (ffn_*.c; the conv step gdn_*.c) */
     void (*swiglu)(float *y, const float *gate, const float *up, int64_t i0, int64_t i1);
     void (*sigmoid_mul)(float *y, const float *x, const float *g, int64_t n);
     void (*gated_scale)(float *y, const float *z, const float *w, float r, int64_t n);
@@ -493,7 +493,7 @@ void kern_matmul_avx512(float *y, int64_t y_ld, const void *w, enum kern_wtype w
 void kern_q8_quantize_avx512(struct kern_q8_block *xq, const float *x, int64_t n_tok, int64_t k);
 float kern_dot_avx512(const float *a, const float *b, int64_t n);
 
-/* ---- SIMD sequence kernels ([F7]; recur_avx2.c, recur_avx512.c) ----------------------
+/* ---- SIMD sequence kernels ([F7]; attn_avx2.c, attn_avx512.c, gdn_avx2.c, gdn_avx512.c)
  * Variants of kern_attn and kern_gdn_step, same contracts and bits: vectors hold
  * independent outputs (GDN state columns, attention output dims), never partial sums of one
  * reduction, and attention scores use the variant's kern_dot. Use them through kern_ops. */

@@ -50,7 +50,7 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "kernels/kernels.h"
+#include "kernels/vec_avx512_int.h"
 
 #define INLINE static inline __attribute__((always_inline))
 /* Register tiles (rows x tokens per block of accumulators); measured, any shape gives the
@@ -79,18 +79,6 @@ INLINE __m512 load_w16(const uint8_t *row, enum kern_wtype wt, int64_t k0, __mma
     default:
         return _mm512_maskz_loadu_ps(m, row + k0 * 4);
     }
-}
-
-/* The halving tree of kernels.h over lanes 0..15 of a and 16..31 of b. */
-INLINE float tree32(__m512 a, __m512 b)
-{
-    __m512 s16 = _mm512_add_ps(a, b);
-    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(s16),
-                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s16), 1)));
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
-    return _mm_cvtss_f32(s1);
 }
 
 /* Outputs y[t][r] for rows r .. r+nr-1 and tokens t .. t+nt-1 (nr, nt constants after
@@ -149,7 +137,7 @@ INLINE void tile_f(float *y, int64_t y_ld, const uint8_t *w, size_t rb, enum ker
 #pragma GCC unroll 8
     for (int j = 0; j < nt; j++)
 #pragma GCC unroll 8
-        for (int i = 0; i < nr; i++) y[(t + j) * y_ld + r + i] = tree32(acc[i][j][0], acc[i][j][1]);
+        for (int i = 0; i < nr; i++) y[(t + j) * y_ld + r + i] = v16_tree32(acc[i][j][0], acc[i][j][1]);
 }
 
 /* One weight type, with wt a constant inside so load_w16's switch folds away. */
@@ -213,7 +201,7 @@ float kern_dot_avx512(const float *a, const float *b, int64_t n)
         acc1 = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(m1, a + kf + 16),
                                      _mm512_maskz_loadu_ps(m1, b + kf + 16), acc1, m1);
     }
-    return tree32(acc0, acc1);
+    return v16_tree32(acc0, acc1);
 }
 
 /* ---- Q8_0 ----------------------------------------------------------------------------- */
