@@ -54,9 +54,9 @@
  * for h = 4, 2, 1. (float)isum_b is exact: |isum| <= 32 * 127 * 127 < 2^24.
  *
  * K-quant weights, Q4_K, Q5_K and Q6_K (llama.cpp's super-blocks of 256 values; layouts in
- * q4k.c and q5k.c;
- * K % 256 == 0). The activations are quantized once per call site with kern_q8k_quantize,
- * per block of 256 values of one token, as llama.cpp's quantize_row_q8_K_ref does:
+ * q4k.c, q5k.c and q6k.c; K % 256 == 0). The activations are quantized once per call site
+ * with kern_q8k_quantize, per block of 256 values of one token, as llama.cpp's
+ * quantize_row_q8_K_ref does:
  *     amax = max_i |x_i|, mx = the first x_i (ascending i) with |x_i| == amax;
  *     amax == 0 (or NaN): d = 0, all q and bsum 0; else
  *     iscale = -127.0f / mx;  q_i = nearbyintf(iscale * x_i) (clamped to [-127, 127]);
@@ -147,7 +147,7 @@ struct kern_q8_block {
     int8_t q[KERN_Q8_BLOCK];
 };
 
-/* K-quant weight types (q4k.c, q5k.c). Not members of enum kern_wtype, so switches over
+/* K-quant weight types (q4k.c, q5k.c, q6k.c). Not members of enum kern_wtype, so switches over
  * that enum stay complete; the values equal format's DTYPE_Q4_K, DTYPE_Q5_K and DTYPE_Q6_K,
  * so the engine may cast a dtype to int and test it with kern_wtype_is_k. kern_row_bytes and
  * kern_row_to_f32 accept them (cast to enum kern_wtype); kern_matmul does not: use
@@ -199,6 +199,15 @@ void kern_matmul_q5k_avx512(float *y, int64_t y_ld, const void *w,
                             const struct kern_q8k_block *xq, int64_t n_tok, int64_t k, int64_t r0,
                             int64_t r1);
 void kern_q5k_row_to_f32(float *out, const void *w, int64_t k, int64_t row);
+/* Q6_K (q6k.c): kern_matmul_k and kern_k_row_to_f32 for wt == KERN_K_Q6_K, forwarded as Q5_K's. */
+void kern_matmul_q6k(float *y, int64_t y_ld, const void *w, const struct kern_q8k_block *xq,
+                     int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+void kern_matmul_q6k_avx2(float *y, int64_t y_ld, const void *w, const struct kern_q8k_block *xq,
+                          int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+void kern_matmul_q6k_avx512(float *y, int64_t y_ld, const void *w,
+                            const struct kern_q8k_block *xq, int64_t n_tok, int64_t k, int64_t r0,
+                            int64_t r1);
+void kern_q6k_row_to_f32(float *out, const void *w, int64_t k, int64_t row);
 
 /* ---- matmul and embeddings (matmul.c) -------------------------------------------- */
 
@@ -431,7 +440,8 @@ struct kern_ops {
     void (*gdn_step)(float *o, float *S, const float *q, const float *k, const float *v,
                      const float *alpha, const float *beta, int64_t n_kh, int64_t n_vh,
                      int64_t dk, int64_t dv, int64_t h0, int64_t h1);
-    /* appended ([F7], K-quants): kern_matmul_k of the variant (q4k*.c) */
+    /* appended ([F7], K-quants): kern_matmul_k of the variant (q4k_*.c, forwarding Q5_K and
+     * Q6_K to q5k_*.c and q6k_*.c) */
     void (*matmul_k)(float *y, int64_t y_ld, const void *w, int wt, const struct kern_q8k_block *xq,
                      int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
     /* appended ([F7], bf16): kern_bf16_round and kern_bf16_matmul of the variant (bf16*.c) */

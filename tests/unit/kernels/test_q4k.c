@@ -1,7 +1,7 @@
-/* Tests of the K-quant kernels (q4k.c, q4k_avx2.c, q4k_avx512.c): the Q4_K / Q6_K row
- * dequantizer on hand-packed blocks of known values, the Q8_K activation quantizer on known
- * inputs, the integer matmul against the dequantized float dot, every SIMD variant equal to
- * the scalar reference bit for bit (random blocks, shapes, row ranges, strides), and batch /
+/* Tests of the K-quant kernels (q4k.c, q6k.c and their _avx2 / _avx512 variants): the Q4_K /
+ * Q6_K row dequantizer on hand-packed blocks of known values, the Q8_K activation quantizer on
+ * known inputs, the integer matmul against the dequantized float dot, every SIMD variant equal
+ * to the scalar reference bit for bit (random blocks, shapes, row ranges, strides), and batch /
  * row-range invariance. A variant the CPU lacks is skipped, with a message saying so. */
 #include <criterion/criterion.h>
 #include <math.h>
