@@ -161,4 +161,6 @@ void kern_bf16_round_avx2(uint16_t *xb, const float *x, int64_t n)
     if (i < n) kern_bf16_round(xb + i, x + i, n - i);
 }
 
+#else
+typedef int kern_bf16_avx2_unused; /* not x86: the variant does not exist */
 #endif

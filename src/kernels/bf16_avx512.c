@@ -176,4 +176,6 @@ void kern_bf16_round_avx512(uint16_t *xb, const float *x, int64_t n)
     }
 }
 
+#else
+typedef int kern_bf16_avx512_unused; /* not x86: the variant does not exist */
 #endif

@@ -5,8 +5,9 @@
  *
  * Design note (the contract the implementation must keep; see DESIGN.md §4):
  *   1. A scalar reference defines every kernel (this header + matmul.c, norm.c, rope.c,
- *      attn.c, gdn.c, ffn.c); SIMD variants (files *_avx2.c, *_avx512.c, chosen at
- *      start-up from sys CPU detection by the engine) equal it bit for bit, or are a
+ *      attn.c, gdn.c, ffn.c, bf16.c, q4k.c, q5k.c, q6k.c); the SIMD variants of reference
+ *      X.c are X_avx2.c and X_avx512.c (chosen at start-up from sys CPU detection by the
+ *      engine, through dispatch.c's tables). They equal it bit for bit, or are a
  *      documented numerics variant that the bank fingerprint tells apart. To make "bit for
  *      bit" reachable, every reduction below has ONE written order, stated here. A NaN
  *      output is NaN in every variant, but its sign and payload are not part of the
@@ -419,7 +420,7 @@ void kern_gdn_step(float *o, float *S, const float *q, const float *k, const flo
                    const float *alpha, const float *beta, int64_t n_kh, int64_t n_vh,
                    int64_t dk, int64_t dv, int64_t h0, int64_t h1);
 
-/* ==== SIMD variants and dispatch (dispatch.c, matmul_avx2.c, matmul_avx512.c) ========== */
+/* ==== SIMD variants and dispatch (dispatch.c; X_avx2.c, X_avx512.c beside each X.c) ======= */
 
 /* The hot kernels of one code path. Every variant equals the scalar reference above bit for
  * bit (the same accumulation orders; tests/unit/kernels/test_simd.c), so the choice changes
