@@ -22,7 +22,7 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "kernels/kernels.h"
+#include "kernels/tile_int.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define B_ROWS 2  /* batched: 2 x 3 outputs, 6 ymm accumulators per half */
@@ -30,7 +30,6 @@
 #define ROWS1 4   /* one token: 4 rows */
 #define MAXR 4
 #define MAXT 3
-#define PANEL_BYTES (256 * 1024)
 #define CSR_DAZ_FTZ 0x8040u
 
 static unsigned csr_enter(void)
@@ -124,24 +123,14 @@ void kern_bf16_matmul_avx2(float *y, int64_t y_ld, const void *wp, const uint16_
     const uint8_t *w = wp;
     unsigned csr = csr_enter();
     int64_t r = r0;
+#define TILE(r, t, nr, nt) tile(y, y_ld, w, xb, k, r, t, nr, nt)
     if (n_tok == 1) {
-        for (; r + ROWS1 <= r1; r += ROWS1) tile(y, y_ld, w, xb, k, r, 0, ROWS1, 1);
-        for (; r < r1; r++) tile(y, y_ld, w, xb, k, r, 0, 1, 1);
+        KERN_TILES_ONE_TOKEN(r, r0, r1, ROWS1, TILE);
         csr_leave(csr);
         return;
     }
-    int64_t panel = HS_MAX((int64_t)(PANEL_BYTES / (k * 2)) / B_ROWS * B_ROWS, B_ROWS);
-    for (int64_t p0 = r0; p0 < r1; p0 += panel) {
-        int64_t p1 = HS_MIN(p0 + panel, r1), t = 0;
-        for (; t + B_TOKS <= n_tok; t += B_TOKS) {
-            for (r = p0; r + B_ROWS <= p1; r += B_ROWS) tile(y, y_ld, w, xb, k, r, t, B_ROWS, B_TOKS);
-            for (; r < p1; r++) tile(y, y_ld, w, xb, k, r, t, 1, B_TOKS);
-        }
-        for (; t < n_tok; t++) {
-            for (r = p0; r + B_ROWS <= p1; r += B_ROWS) tile(y, y_ld, w, xb, k, r, t, B_ROWS, 1);
-            for (; r < p1; r++) tile(y, y_ld, w, xb, k, r, t, 1, 1);
-        }
-    }
+    KERN_TILES_PANELS(r, r0, r1, n_tok, k * 2, B_ROWS, B_TOKS, TILE);
+#undef TILE
     csr_leave(csr);
 }
 
@@ -172,4 +161,6 @@ void kern_bf16_round_avx2(uint16_t *xb, const float *x, int64_t n)
     if (i < n) kern_bf16_round(xb + i, x + i, n - i);
 }
 
+#else
+typedef int kern_bf16_avx2_unused; /* not x86: the variant does not exist */
 #endif

@@ -18,7 +18,7 @@
  *   4. A tail chunk (k % 32 != 0) loads with zero masks: the contract pads with +0, so a
  *      step on the padding is an ordinary fma(0, 0, acc) (it turns an acc of -0 into +0,
  *      as the scalar reference does).
- *   5. Tiles (rows x tokens per block of accumulators, row panels of PANEL_BYTES so a token
+ *   5. Tiles (rows x tokens per block of accumulators, row panels of KERN_PANEL_BYTES so a token
  *      tile stays in L1 while the panel passes from L2) only reuse loads: each output has
  *      its own accumulator and sees the chunks in ascending order, so the bits do not
  *      depend on n_tok, r0, r1 or the tile shapes.
@@ -27,7 +27,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
-#include "kernels/kernels.h"
+#include "kernels/tile_int.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define N_ROWS 4   /* batched, vdpbf16ps: 4 x 6 outputs, 24 zmm accumulators */
@@ -37,7 +37,6 @@
 #define ROWS1 8    /* one token: 8 rows */
 #define MAXR 8
 #define MAXT 6
-#define PANEL_BYTES (256 * 1024)
 #define CSR_DAZ_FTZ 0x8040u
 
 static unsigned csr_enter(void)
@@ -136,25 +135,18 @@ INLINE void matmul_t(float *y, int64_t y_ld, const void *wp, const uint16_t *xb,
     const int rows = native ? N_ROWS : E_ROWS, toks = native ? N_TOKS : E_TOKS;
     unsigned csr = csr_enter();
     int64_t r = r0;
+    /* decode prefetches the next tile's rows (a full tile's worth ahead); the last single
+     * rows and the batched tiles do not */
+#define TILE1(r, t, nr, nt) tile(y, y_ld, w, xb, k, r, t, nr, nt, native, (nr) == ROWS1 ? ROWS1 * k * 2 : 0)
+#define TILE(r, t, nr, nt) tile(y, y_ld, w, xb, k, r, t, nr, nt, native, 0)
     if (n_tok == 1) {
-        for (; r + ROWS1 <= r1; r += ROWS1) tile(y, y_ld, w, xb, k, r, 0, ROWS1, 1, native, ROWS1 * k * 2);
-        for (; r < r1; r++) tile(y, y_ld, w, xb, k, r, 0, 1, 1, native, 0);
+        KERN_TILES_ONE_TOKEN(r, r0, r1, ROWS1, TILE1);
         csr_leave(csr);
         return;
     }
-    int64_t rb = k * 2;
-    int64_t panel = HS_MAX((int64_t)(PANEL_BYTES / rb) / rows * rows, rows);
-    for (int64_t p0 = r0; p0 < r1; p0 += panel) {
-        int64_t p1 = HS_MIN(p0 + panel, r1), t = 0;
-        for (; t + toks <= n_tok; t += toks) {
-            for (r = p0; r + rows <= p1; r += rows) tile(y, y_ld, w, xb, k, r, t, rows, toks, native, 0);
-            for (; r < p1; r++) tile(y, y_ld, w, xb, k, r, t, 1, toks, native, 0);
-        }
-        for (; t < n_tok; t++) {
-            for (r = p0; r + rows <= p1; r += rows) tile(y, y_ld, w, xb, k, r, t, rows, 1, native, 0);
-            for (; r < p1; r++) tile(y, y_ld, w, xb, k, r, t, 1, 1, native, 0);
-        }
-    }
+    KERN_TILES_PANELS(r, r0, r1, n_tok, k * 2, rows, toks, TILE);
+#undef TILE
+#undef TILE1
     csr_leave(csr);
 }
 
@@ -184,4 +176,6 @@ void kern_bf16_round_avx512(uint16_t *xb, const float *x, int64_t n)
     }
 }
 
+#else
+typedef int kern_bf16_avx512_unused; /* not x86: the variant does not exist */
 #endif

@@ -21,25 +21,77 @@
 #define KERN_HAVE_X86 0
 #endif
 
-/* In rank order (kern_variant_rank): each row's instructions are a superset of the rows above. */
+/* In rank order (kern_variant_rank): each row's instructions are a superset of the rows above.
+ * Designated initializers: a member added to struct kern_ops and forgotten here is NULL,
+ * which test_simd.c's every_member_set catches, never a shifted pointer. */
 static const struct kern_ops ops_table[] = {
-    {"scalar", kern_matmul, kern_q8_quantize, kern_dot, kern_attn, kern_gdn_step, kern_matmul_k,
-     kern_bf16_round, kern_bf16_matmul, kern_swiglu, kern_sigmoid_mul, kern_gated_scale, kern_conv1d_step,
-     kern_attn_tokens},
+    {
+        .name = "scalar",
+        .matmul = kern_matmul,
+        .q8_quantize = kern_q8_quantize,
+        .dot = kern_dot,
+        .attn = kern_attn,
+        .gdn_step = kern_gdn_step,
+        .matmul_k = kern_matmul_k,
+        .bf16_round = kern_bf16_round,
+        .bf16_matmul = kern_bf16_matmul,
+        .swiglu = kern_swiglu,
+        .sigmoid_mul = kern_sigmoid_mul,
+        .gated_scale = kern_gated_scale,
+        .conv1d_step = kern_conv1d_step,
+        .attn_tokens = kern_attn_tokens,
+    },
 #if KERN_HAVE_X86
-    {"avx2", kern_matmul_avx2, kern_q8_quantize_avx2, kern_dot_avx2, kern_attn_avx2, kern_gdn_step_avx2,
-     kern_matmul_k_avx2, kern_bf16_round_avx2, kern_bf16_matmul_avx2, kern_swiglu_avx2, kern_sigmoid_mul_avx2,
-     kern_gated_scale_avx2, kern_conv1d_step_avx2, kern_attn_tokens_avx2},
+    {
+        .name = "avx2",
+        .matmul = kern_matmul_avx2,
+        .q8_quantize = kern_q8_quantize_avx2,
+        .dot = kern_dot_avx2,
+        .attn = kern_attn_avx2,
+        .gdn_step = kern_gdn_step_avx2,
+        .matmul_k = kern_matmul_k_avx2,
+        .bf16_round = kern_bf16_round_avx2,
+        .bf16_matmul = kern_bf16_matmul_avx2,
+        .swiglu = kern_swiglu_avx2,
+        .sigmoid_mul = kern_sigmoid_mul_avx2,
+        .gated_scale = kern_gated_scale_avx2,
+        .conv1d_step = kern_conv1d_step_avx2,
+        .attn_tokens = kern_attn_tokens_avx2,
+    },
     /* AVX-512 without AVX512_BF16: everything of "avx512" but the two bf16 entries, which
      * take the FMA forms of the same contract (bf16_avx512.c note 2, bf16_avx2.c) */
-    {"avx512vnni", kern_matmul_avx512, kern_q8_quantize_avx512, kern_dot_avx512, kern_attn_avx512,
-     kern_gdn_step_avx512, kern_matmul_k_avx512, kern_bf16_round_avx2, kern_bf16_matmul_avx512f,
-     kern_swiglu_avx512, kern_sigmoid_mul_avx512, kern_gated_scale_avx512, kern_conv1d_step_avx512,
-     kern_attn_tokens_avx512},
-    {"avx512", kern_matmul_avx512, kern_q8_quantize_avx512, kern_dot_avx512, kern_attn_avx512,
-     kern_gdn_step_avx512, kern_matmul_k_avx512, kern_bf16_round_avx512, kern_bf16_matmul_avx512,
-     kern_swiglu_avx512, kern_sigmoid_mul_avx512, kern_gated_scale_avx512, kern_conv1d_step_avx512,
-     kern_attn_tokens_avx512},
+    {
+        .name = "avx512vnni",
+        .matmul = kern_matmul_avx512,
+        .q8_quantize = kern_q8_quantize_avx512,
+        .dot = kern_dot_avx512,
+        .attn = kern_attn_avx512,
+        .gdn_step = kern_gdn_step_avx512,
+        .matmul_k = kern_matmul_k_avx512,
+        .bf16_round = kern_bf16_round_avx2,
+        .bf16_matmul = kern_bf16_matmul_avx512f,
+        .swiglu = kern_swiglu_avx512,
+        .sigmoid_mul = kern_sigmoid_mul_avx512,
+        .gated_scale = kern_gated_scale_avx512,
+        .conv1d_step = kern_conv1d_step_avx512,
+        .attn_tokens = kern_attn_tokens_avx512,
+    },
+    {
+        .name = "avx512",
+        .matmul = kern_matmul_avx512,
+        .q8_quantize = kern_q8_quantize_avx512,
+        .dot = kern_dot_avx512,
+        .attn = kern_attn_avx512,
+        .gdn_step = kern_gdn_step_avx512,
+        .matmul_k = kern_matmul_k_avx512,
+        .bf16_round = kern_bf16_round_avx512,
+        .bf16_matmul = kern_bf16_matmul_avx512,
+        .swiglu = kern_swiglu_avx512,
+        .sigmoid_mul = kern_sigmoid_mul_avx512,
+        .gated_scale = kern_gated_scale_avx512,
+        .conv1d_step = kern_conv1d_step_avx512,
+        .attn_tokens = kern_attn_tokens_avx512,
+    },
 #endif
 };
 

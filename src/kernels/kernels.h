@@ -5,8 +5,9 @@
  *
  * Design note (the contract the implementation must keep; see DESIGN.md §4):
  *   1. A scalar reference defines every kernel (this header + matmul.c, norm.c, rope.c,
- *      attn.c, gdn.c, ffn.c); SIMD variants (files *_avx2.c, *_avx512.c, chosen at
- *      start-up from sys CPU detection by the engine) equal it bit for bit, or are a
+ *      attn.c, gdn.c, ffn.c, bf16.c, q4k.c, q5k.c, q6k.c); the SIMD variants of reference
+ *      X.c are X_avx2.c and X_avx512.c (chosen at start-up from sys CPU detection by the
+ *      engine, through dispatch.c's tables). They equal it bit for bit, or are a
  *      documented numerics variant that the bank fingerprint tells apart. To make "bit for
  *      bit" reachable, every reduction below has ONE written order, stated here. A NaN
  *      output is NaN in every variant, but its sign and payload are not part of the
@@ -54,9 +55,9 @@
  * for h = 4, 2, 1. (float)isum_b is exact: |isum| <= 32 * 127 * 127 < 2^24.
  *
  * K-quant weights, Q4_K, Q5_K and Q6_K (llama.cpp's super-blocks of 256 values; layouts in
- * q4k.c and q5k.c;
- * K % 256 == 0). The activations are quantized once per call site with kern_q8k_quantize,
- * per block of 256 values of one token, as llama.cpp's quantize_row_q8_K_ref does:
+ * q4k.c, q5k.c and q6k.c; K % 256 == 0). The activations are quantized once per call site
+ * with kern_q8k_quantize, per block of 256 values of one token, as llama.cpp's
+ * quantize_row_q8_K_ref does:
  *     amax = max_i |x_i|, mx = the first x_i (ascending i) with |x_i| == amax;
  *     amax == 0 (or NaN): d = 0, all q and bsum 0; else
  *     iscale = -127.0f / mx;  q_i = nearbyintf(iscale * x_i) (clamped to [-127, 127]);
@@ -147,10 +148,10 @@ struct kern_q8_block {
     int8_t q[KERN_Q8_BLOCK];
 };
 
-/* K-quant weight types (q4k.c, q5k.c). Not members of enum kern_wtype, so switches over
- * that enum stay complete; the values equal format's DTYPE_Q4_K, DTYPE_Q5_K and DTYPE_Q6_K
- * (asserted in engine_int.h), so the engine may cast a dtype to int and test it with
- * kern_wtype_is_k. kern_row_bytes and
+/* K-quant weight types (q4k.c, q5k.c, q6k.c). Not members of enum kern_wtype, so switches
+ * over that enum stay complete; the values equal format's DTYPE_Q4_K, DTYPE_Q5_K and
+ * DTYPE_Q6_K (asserted in engine_int.h), so the engine may cast a dtype to int and test it
+ * with kern_wtype_is_k. kern_row_bytes and
  * kern_row_to_f32 accept them (cast to enum kern_wtype); kern_matmul does not: use
  * kern_ops.matmul_k. */
 #define KERN_K_Q4_K 17
@@ -205,6 +206,16 @@ void kern_matmul_q5k_avx512(float *y, int64_t y_ld, const void *w,
                             int64_t r1);
 void kern_q5k_row_to_f32(float *out, const void *w, int64_t k, int64_t row);
 void kern_q5k_row_from_f32(void *w, const float *x, int64_t k);
+/* Q6_K (q6k.c): kern_matmul_k and kern_k_row_to_f32 for wt == KERN_K_Q6_K, forwarded as Q5_K's. */
+void kern_matmul_q6k(float *y, int64_t y_ld, const void *w, const struct kern_q8k_block *xq,
+                     int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+void kern_matmul_q6k_avx2(float *y, int64_t y_ld, const void *w, const struct kern_q8k_block *xq,
+                          int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+void kern_matmul_q6k_avx512(float *y, int64_t y_ld, const void *w,
+                            const struct kern_q8k_block *xq, int64_t n_tok, int64_t k, int64_t r0,
+                            int64_t r1);
+void kern_q6k_row_to_f32(float *out, const void *w, int64_t k, int64_t row);
+void kern_q6k_row_from_f32(void *w, const float *x, int64_t k);
 
 /* ---- matmul and embeddings (matmul.c) -------------------------------------------- */
 
@@ -420,7 +431,7 @@ void kern_gdn_step(float *o, float *S, const float *q, const float *k, const flo
                    const float *alpha, const float *beta, int64_t n_kh, int64_t n_vh,
                    int64_t dk, int64_t dv, int64_t h0, int64_t h1);
 
-/* ==== SIMD variants and dispatch (dispatch.c, matmul_avx2.c, matmul_avx512.c) ========== */
+/* ==== SIMD variants and dispatch (dispatch.c; X_avx2.c, X_avx512.c beside each X.c) ======= */
 
 /* The hot kernels of one code path. Every variant equals the scalar reference above bit for
  * bit (the same accumulation orders; tests/unit/kernels/test_simd.c), so the choice changes
@@ -434,14 +445,15 @@ struct kern_ops {
                    int64_t r1);
     void (*q8_quantize)(struct kern_q8_block *xq, const float *x, int64_t n_tok, int64_t k);
     float (*dot)(const float *a, const float *b, int64_t n);
-    /* appended ([F7]): kern_attn and kern_gdn_step of the variant (recur_*.c) */
+    /* appended ([F7]): kern_attn and kern_gdn_step of the variant (attn_*.c, gdn_*.c) */
     void (*attn)(float *out, const float *q, const float *kc, const float *vc, int64_t kv_ld,
                  int64_t n_pos, int64_t hd, int64_t n_head, int64_t n_kv_head, float scale,
                  float *scratch, int64_t h0, int64_t h1);
     void (*gdn_step)(float *o, float *S, const float *q, const float *k, const float *v,
                      const float *alpha, const float *beta, int64_t n_kh, int64_t n_vh,
                      int64_t dk, int64_t dv, int64_t h0, int64_t h1);
-    /* appended ([F7], K-quants): kern_matmul_k of the variant (q4k*.c) */
+    /* appended ([F7], K-quants): kern_matmul_k of the variant (q4k_*.c, forwarding Q5_K and
+     * Q6_K to q5k_*.c and q6k_*.c) */
     void (*matmul_k)(float *y, int64_t y_ld, const void *w, int wt, const struct kern_q8k_block *xq,
                      int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
     /* appended ([F7], bf16): kern_bf16_round and kern_bf16_matmul of the variant (bf16*.c) */
@@ -449,7 +461,7 @@ struct kern_ops {
     void (*bf16_matmul)(float *y, int64_t y_ld, const void *w, const uint16_t *xb, int64_t n_tok,
                         int64_t k, int64_t r0, int64_t r1);
     /* appended ([F7], elementwise): kern_swiglu, kern_sigmoid_mul, kern_gated_scale and
-     * kern_conv1d_step of the variant (act_*.c) */
+     * kern_conv1d_step of the variant (ffn_*.c; the conv step gdn_*.c) */
     void (*swiglu)(float *y, const float *gate, const float *up, int64_t i0, int64_t i1);
     void (*sigmoid_mul)(float *y, const float *x, const float *g, int64_t n);
     void (*gated_scale)(float *y, const float *z, const float *w, float r, int64_t n);
@@ -503,7 +515,7 @@ void kern_matmul_avx512(float *y, int64_t y_ld, const void *w, enum kern_wtype w
 void kern_q8_quantize_avx512(struct kern_q8_block *xq, const float *x, int64_t n_tok, int64_t k);
 float kern_dot_avx512(const float *a, const float *b, int64_t n);
 
-/* ---- SIMD sequence kernels ([F7]; recur_avx2.c, recur_avx512.c) ----------------------
+/* ---- SIMD sequence kernels ([F7]; attn_avx2.c, attn_avx512.c, gdn_avx2.c, gdn_avx512.c)
  * Variants of kern_attn and kern_gdn_step, same contracts and bits: vectors hold
  * independent outputs (GDN state columns, attention output dims), never partial sums of one
  * reduction, and attention scores use the variant's kern_dot. Use them through kern_ops. */

@@ -5,6 +5,15 @@
 
 #include "kernels/kernels.h"
 
+static inline float kern_clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* A little-endian u16 into p[0..2) (block headers). */
+static inline void kern_put_u16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
 /* The scales Q4_K and Q5_K share (q4k.c): writes d, dmin and the 12 packed scale bytes to
  * blk[0..16) and the quants of the 256 values of x, in [0, qmax], to q. */
 void kern_kq_scales_from_f32(const float *x, float qmax, uint8_t *blk, uint8_t q[KERN_QK]);

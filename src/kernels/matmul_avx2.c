@@ -22,7 +22,7 @@
  *   5. The quantizer computes max |x| with NaN lanes dropped (as the scalar `a > amax`),
  *      d and id by the same scalar divisions, rounds to nearest even with vroundps (as
  *      nearbyintf in the default rounding mode) and clamps so that NaN becomes -127.
- *   6. Tiling (several rows or tokens per register block, row panels of PANEL_BYTES so a
+ *   6. Tiling (several rows or tokens per register block, row panels of KERN_PANEL_BYTES so a
  *      token tile stays in L1) only reuses loads; every output keeps its own accumulators
  *      and sees k in ascending order, so results do not depend on n_tok, r0, r1 or the
  *      tile shapes.
@@ -31,7 +31,7 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "kernels/kernels.h"
+#include "kernels/tile_int.h"
 
 #define INLINE static inline __attribute__((always_inline))
 /* Register tiles (rows x tokens per block of accumulators); measured, any shape gives the
@@ -44,7 +44,6 @@
 #define Q_TOKS 2
 #define Q_ROWS1 2  /* single-token Q8_0 */
 #define Q_MAXR 2
-#define PANEL_BYTES (256 * 1024) /* weights per row panel of the batched paths (L2) */
 
 /* ---- float weights ------------------------------------------------------------------ */
 
@@ -165,25 +164,13 @@ INLINE void matmul_float_t(float *y, int64_t y_ld, const uint8_t *w, enum kern_w
 {
     size_t rb = kern_row_bytes(wt, k);
     int64_t r = r0;
+#define TILE(r, t, nr, nt) tile_f(y, y_ld, w, rb, wt, x, k, r, t, nr, nt)
     if (n_tok == 1) {
-        for (; r + F_ROWS1 <= r1; r += F_ROWS1) tile_f(y, y_ld, w, rb, wt, x, k, r, 0, F_ROWS1, 1);
-        for (; r < r1; r++) tile_f(y, y_ld, w, rb, wt, x, k, r, 0, 1, 1);
+        KERN_TILES_ONE_TOKEN(r, r0, r1, F_ROWS1, TILE);
         return;
     }
-    /* rows in panels of about PANEL_BYTES of weights: one token tile's x stays in L1
-     * while the panel's rows (in L2) pass by */
-    int64_t panel = HS_MAX((int64_t)(PANEL_BYTES / rb) / F_ROWS * F_ROWS, F_ROWS);
-    for (int64_t p0 = r0; p0 < r1; p0 += panel) {
-        int64_t p1 = HS_MIN(p0 + panel, r1), t = 0;
-        for (; t + F_TOKS <= n_tok; t += F_TOKS) {
-            for (r = p0; r + F_ROWS <= p1; r += F_ROWS) tile_f(y, y_ld, w, rb, wt, x, k, r, t, F_ROWS, F_TOKS);
-            for (; r < p1; r++) tile_f(y, y_ld, w, rb, wt, x, k, r, t, 1, F_TOKS);
-        }
-        for (; t < n_tok; t++) {
-            for (r = p0; r + F_ROWS <= p1; r += F_ROWS) tile_f(y, y_ld, w, rb, wt, x, k, r, t, F_ROWS, 1);
-            for (; r < p1; r++) tile_f(y, y_ld, w, rb, wt, x, k, r, t, 1, 1);
-        }
-    }
+    KERN_TILES_PANELS(r, r0, r1, n_tok, rb, F_ROWS, F_TOKS, TILE);
+#undef TILE
 }
 
 static void matmul_f32(float *y, int64_t y_ld, const uint8_t *w, const float *x, int64_t n_tok,
@@ -387,23 +374,13 @@ static void matmul_q8_0(float *y, int64_t y_ld, const uint8_t *w, const struct k
     int64_t nb = k / KERN_Q8_BLOCK;
     size_t rb = (size_t)nb * KERN_Q8_BLOCK_BYTES;
     int64_t r = r0;
+#define TILE(r, t, nr, nt) tile_q(y, y_ld, w, rb, xq, nb, r, t, nr, nt)
     if (n_tok == 1) {
-        for (; r + Q_ROWS1 <= r1; r += Q_ROWS1) tile_q(y, y_ld, w, rb, xq, nb, r, 0, Q_ROWS1, 1);
-        for (; r < r1; r++) tile_q(y, y_ld, w, rb, xq, nb, r, 0, 1, 1);
+        KERN_TILES_ONE_TOKEN(r, r0, r1, Q_ROWS1, TILE);
         return;
     }
-    int64_t panel = HS_MAX((int64_t)(PANEL_BYTES / rb) / Q_ROWS * Q_ROWS, Q_ROWS);
-    for (int64_t p0 = r0; p0 < r1; p0 += panel) {
-        int64_t p1 = HS_MIN(p0 + panel, r1), t = 0;
-        for (; t + Q_TOKS <= n_tok; t += Q_TOKS) {
-            for (r = p0; r + Q_ROWS <= p1; r += Q_ROWS) tile_q(y, y_ld, w, rb, xq, nb, r, t, Q_ROWS, Q_TOKS);
-            for (; r < p1; r++) tile_q(y, y_ld, w, rb, xq, nb, r, t, 1, Q_TOKS);
-        }
-        for (; t < n_tok; t++) {
-            for (r = p0; r + Q_ROWS <= p1; r += Q_ROWS) tile_q(y, y_ld, w, rb, xq, nb, r, t, Q_ROWS, 1);
-            for (; r < p1; r++) tile_q(y, y_ld, w, rb, xq, nb, r, t, 1, 1);
-        }
-    }
+    KERN_TILES_PANELS(r, r0, r1, n_tok, rb, Q_ROWS, Q_TOKS, TILE);
+#undef TILE
 }
 
 void kern_matmul_avx2(float *y, int64_t y_ld, const void *w, enum kern_wtype wt, const float *x,

@@ -24,7 +24,7 @@
  *   5. The quantizer computes max |x| with NaN lanes dropped (as the scalar `a > amax`),
  *      d and id by the same scalar divisions, rounds with roundscale to nearest even (as
  *      nearbyintf in the default rounding mode) and clamps so that NaN becomes -127.
- *   6. Tiling (several rows and tokens per register block, row panels of PANEL_BYTES so a
+ *   6. Tiling (several rows and tokens per register block, row panels of KERN_PANEL_BYTES so a
  *      token tile stays in L1) only reuses loads; every output keeps its own accumulators
  *      and sees k in ascending order, so results do not depend on n_tok, r0, r1 or the
  *      tile shapes.
@@ -50,7 +50,8 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "kernels/kernels.h"
+#include "kernels/tile_int.h"
+#include "kernels/vec_avx512_int.h"
 
 #define INLINE static inline __attribute__((always_inline))
 /* Register tiles (rows x tokens per block of accumulators); measured, any shape gives the
@@ -63,7 +64,6 @@
 #define Q_TOKS 4
 #define Q_ROWS1 4  /* single-token Q8_0 */
 #define Q_MAXR 4
-#define PANEL_BYTES (256 * 1024) /* weights per row panel of the batched paths (L2) */
 
 /* ---- float weights ------------------------------------------------------------------ */
 
@@ -79,18 +79,6 @@ INLINE __m512 load_w16(const uint8_t *row, enum kern_wtype wt, int64_t k0, __mma
     default:
         return _mm512_maskz_loadu_ps(m, row + k0 * 4);
     }
-}
-
-/* The halving tree of kernels.h over lanes 0..15 of a and 16..31 of b. */
-INLINE float tree32(__m512 a, __m512 b)
-{
-    __m512 s16 = _mm512_add_ps(a, b);
-    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(s16),
-                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s16), 1)));
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
-    return _mm_cvtss_f32(s1);
 }
 
 /* Outputs y[t][r] for rows r .. r+nr-1 and tokens t .. t+nt-1 (nr, nt constants after
@@ -149,7 +137,7 @@ INLINE void tile_f(float *y, int64_t y_ld, const uint8_t *w, size_t rb, enum ker
 #pragma GCC unroll 8
     for (int j = 0; j < nt; j++)
 #pragma GCC unroll 8
-        for (int i = 0; i < nr; i++) y[(t + j) * y_ld + r + i] = tree32(acc[i][j][0], acc[i][j][1]);
+        for (int i = 0; i < nr; i++) y[(t + j) * y_ld + r + i] = v16_tree32(acc[i][j][0], acc[i][j][1]);
 }
 
 /* One weight type, with wt a constant inside so load_w16's switch folds away. */
@@ -158,25 +146,13 @@ INLINE void matmul_float_t(float *y, int64_t y_ld, const uint8_t *w, enum kern_w
 {
     size_t rb = kern_row_bytes(wt, k);
     int64_t r = r0;
+#define TILE(r, t, nr, nt) tile_f(y, y_ld, w, rb, wt, x, k, r, t, nr, nt)
     if (n_tok == 1) {
-        for (; r + F_ROWS1 <= r1; r += F_ROWS1) tile_f(y, y_ld, w, rb, wt, x, k, r, 0, F_ROWS1, 1);
-        for (; r < r1; r++) tile_f(y, y_ld, w, rb, wt, x, k, r, 0, 1, 1);
+        KERN_TILES_ONE_TOKEN(r, r0, r1, F_ROWS1, TILE);
         return;
     }
-    /* rows in panels of about PANEL_BYTES of weights: one token tile's x stays in L1
-     * while the panel's rows (in L2) pass by */
-    int64_t panel = HS_MAX((int64_t)(PANEL_BYTES / rb) / F_ROWS * F_ROWS, F_ROWS);
-    for (int64_t p0 = r0; p0 < r1; p0 += panel) {
-        int64_t p1 = HS_MIN(p0 + panel, r1), t = 0;
-        for (; t + F_TOKS <= n_tok; t += F_TOKS) {
-            for (r = p0; r + F_ROWS <= p1; r += F_ROWS) tile_f(y, y_ld, w, rb, wt, x, k, r, t, F_ROWS, F_TOKS);
-            for (; r < p1; r++) tile_f(y, y_ld, w, rb, wt, x, k, r, t, 1, F_TOKS);
-        }
-        for (; t < n_tok; t++) {
-            for (r = p0; r + F_ROWS <= p1; r += F_ROWS) tile_f(y, y_ld, w, rb, wt, x, k, r, t, F_ROWS, 1);
-            for (; r < p1; r++) tile_f(y, y_ld, w, rb, wt, x, k, r, t, 1, 1);
-        }
-    }
+    KERN_TILES_PANELS(r, r0, r1, n_tok, rb, F_ROWS, F_TOKS, TILE);
+#undef TILE
 }
 
 static void matmul_f32(float *y, int64_t y_ld, const uint8_t *w, const float *x, int64_t n_tok,
@@ -213,7 +189,7 @@ float kern_dot_avx512(const float *a, const float *b, int64_t n)
         acc1 = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(m1, a + kf + 16),
                                      _mm512_maskz_loadu_ps(m1, b + kf + 16), acc1, m1);
     }
-    return tree32(acc0, acc1);
+    return v16_tree32(acc0, acc1);
 }
 
 /* ---- Q8_0 ----------------------------------------------------------------------------- */
@@ -356,23 +332,13 @@ static void matmul_q8_0(float *y, int64_t y_ld, const uint8_t *w, const struct k
     int64_t nb = k / KERN_Q8_BLOCK;
     size_t rb = (size_t)nb * KERN_Q8_BLOCK_BYTES;
     int64_t r = r0;
+#define TILE(r, t, nr, nt) tile_q(y, y_ld, w, rb, xq, nb, r, t, nr, nt)
     if (n_tok == 1) {
-        for (; r + Q_ROWS1 <= r1; r += Q_ROWS1) tile_q(y, y_ld, w, rb, xq, nb, r, 0, Q_ROWS1, 1);
-        for (; r < r1; r++) tile_q(y, y_ld, w, rb, xq, nb, r, 0, 1, 1);
+        KERN_TILES_ONE_TOKEN(r, r0, r1, Q_ROWS1, TILE);
         return;
     }
-    int64_t panel = HS_MAX((int64_t)(PANEL_BYTES / rb) / Q_ROWS * Q_ROWS, Q_ROWS);
-    for (int64_t p0 = r0; p0 < r1; p0 += panel) {
-        int64_t p1 = HS_MIN(p0 + panel, r1), t = 0;
-        for (; t + Q_TOKS <= n_tok; t += Q_TOKS) {
-            for (r = p0; r + Q_ROWS <= p1; r += Q_ROWS) tile_q(y, y_ld, w, rb, xq, nb, r, t, Q_ROWS, Q_TOKS);
-            for (; r < p1; r++) tile_q(y, y_ld, w, rb, xq, nb, r, t, 1, Q_TOKS);
-        }
-        for (; t < n_tok; t++) {
-            for (r = p0; r + Q_ROWS <= p1; r += Q_ROWS) tile_q(y, y_ld, w, rb, xq, nb, r, t, Q_ROWS, 1);
-            for (; r < p1; r++) tile_q(y, y_ld, w, rb, xq, nb, r, t, 1, 1);
-        }
-    }
+    KERN_TILES_PANELS(r, r0, r1, n_tok, rb, Q_ROWS, Q_TOKS, TILE);
+#undef TILE
 }
 
 /* ---- Q8_0 with VNNI (vpdpbusd) ------------------------------------------------------------

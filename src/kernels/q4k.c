@@ -1,19 +1,20 @@
 /*
- * q4k.c — scalar reference of the K-quant weight types llama.cpp's Q4_K_M files are made of
- * (Q4_K and Q6_K; Q5_K is q5k.c's, forwarded from here): row sizes, the Q8_K-like activation
- * quantizer, the batched matmul, the row dequantizer and its inverse, the row quantizer
- * (round to nearest; what mkmodel writes). The accumulation order is the
- * contract written in kernels.h ("K-quant weights"); this file is its definition and
+ * q4k.c — scalar reference of the Q4_K weight type (llama.cpp's block_q4_K, the bulk of Q4_K_M
+ * files) and of what the K-quant types share: row sizes, the Q8_K-like activation quantizer,
+ * the 6-bit scale unpacking (Q5_K's too), and kern_matmul_k / kern_k_row_to_f32 /
+ * kern_k_row_from_f32 (the row quantizer: round to nearest, what mkmodel writes), which run
+ * Q4_K here and forward Q5_K to q5k.c and Q6_K to q6k.c. The accumulation order is the
+ * contract written in kernels.h ("K-quant weights"); this file is its definition for Q4_K and
  * q4k_avx2.c / q4k_avx512.c equal it bit for bit.
  *
- * Block layouts (llama.cpp's ggml-common.h; little-endian, 256 values per super-block):
+ * Block layout (llama.cpp's ggml-common.h; little-endian, 256 values per super-block):
  *
- *   Q4_K, 144 bytes                          Q6_K, 210 bytes
- *   OFFSET SIZE  FIELD                       OFFSET SIZE  FIELD
- *        0    2  d     f16 scale of scales        0  128  ql  low 4 bits of the 6-bit quants
- *        2    2  dmin  f16 scale of mins        128   64  qh  high 2 bits, four per byte
- *        4   12  packed 6-bit sc[8], m[8]       192   16  sc  int8 scale of each 16 values
- *       16  128  qs: two 4-bit quants a byte    208    2  d   f16 super-block scale
+ *   Q4_K, 144 bytes
+ *   OFFSET SIZE  FIELD
+ *        0    2  d     f16 scale of scales
+ *        2    2  dmin  f16 scale of mins
+ *        4   12  packed 6-bit sc[8], m[8]
+ *       16  128  qs: two 4-bit quants a byte
  *
  *   Q4_K value i (sub-block s = i / 32 of 32 values; chunk j = i / 64, l = i % 32):
  *       q = s even ? qs[32 j + l] & 15 : qs[32 j + l] >> 4
@@ -21,10 +22,6 @@
  *                             else:  sc = (S[s + 4] & 15) | (S[s - 4] >> 6) << 4,
  *                                    m  = (S[s + 4] >> 4) | (S[s] >> 6) << 4     (S = bytes 4..15)
  *       value = (d * sc) * q - dmin * m
- *   Q6_K value i (half h = i / 128, k = (i % 128) / 32, l = i % 32; group g = i / 16):
- *       b = ql[64 h + 32 (k & 1) + l];  lo = k < 2 ? b & 15 : b >> 4
- *       hi = (qh[32 h + l] >> 2 k) & 3;  q = (lo | hi << 4) - 32 in [-32, 31]
- *       value = (d * sc[g]) * q
  */
 #include <math.h>
 #include <string.h>
@@ -59,16 +56,6 @@ static int q4k_quant(const uint8_t *qs, int i)
 {
     uint8_t b = qs[32 * (i / 64) + i % 32];
     return (i / 32) % 2 ? b >> 4 : b & 15;
-}
-
-/* The 6-bit quant of value i of a Q6_K block, as stored (0..63; the value uses q - 32). */
-static int q6k_quant(const uint8_t *blk, int i)
-{
-    int h = i / 128, k = (i % 128) / 32, l = i % 32;
-    uint8_t b = blk[64 * h + 32 * (k & 1) + l];
-    int lo = k < 2 ? b & 15 : b >> 4;
-    int hi = (blk[128 + 32 * h + l] >> (2 * k)) & 3;
-    return lo | hi << 4;
 }
 
 void kern_q8k_quantize(struct kern_q8k_block *xq, const float *x, int64_t n_tok, int64_t k)
@@ -126,33 +113,18 @@ static float q4k_block(const uint8_t *blk, const struct kern_q8k_block *xb, floa
     return fmaf(-dm, (float)msum, acc);
 }
 
-static float q6k_block(const uint8_t *blk, const struct kern_q8k_block *xb, float acc)
-{
-    const int8_t *sc = (const int8_t *)(blk + 192);
-    int32_t isum = 0;
-    for (int g = 0; g < 16; g++) {
-        int32_t dot = 0;
-        for (int i = 16 * g; i < 16 * g + 16; i++) dot += q6k_quant(blk, i) * (int32_t)xb->q[i];
-        isum += (int32_t)sc[g] * (dot - 32 * (int32_t)xb->bsum[g]);
-    }
-    float dw = hs_f16_to_f32(hs_rd_u16(blk + 208)) * xb->d;
-    return fmaf(dw, (float)isum, acc);
-}
-
 void kern_matmul_k(float *y, int64_t y_ld, const void *w, int wt, const struct kern_q8k_block *xq,
                    int64_t n_tok, int64_t k, int64_t r0, int64_t r1)
 {
     if (wt == KERN_K_Q5_K) { kern_matmul_q5k(y, y_ld, w, xq, n_tok, k, r0, r1); return; }
+    if (wt != KERN_K_Q4_K) { kern_matmul_q6k(y, y_ld, w, xq, n_tok, k, r0, r1); return; } /* Q6_K */
     int64_t nb = k / KERN_QK;
-    size_t bb = wt == KERN_K_Q4_K ? KERN_Q4K_BYTES : KERN_Q6K_BYTES;
     for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *row = (const uint8_t *)w + (size_t)r * (size_t)nb * bb;
+        const uint8_t *row = (const uint8_t *)w + (size_t)r * (size_t)nb * KERN_Q4K_BYTES;
         for (int64_t t = 0; t < n_tok; t++) {
             const struct kern_q8k_block *xt = xq + t * nb;
             float acc = 0.0f;
-            for (int64_t b = 0; b < nb; b++)
-                acc = wt == KERN_K_Q4_K ? q4k_block(row + b * bb, xt + b, acc)
-                                        : q6k_block(row + b * bb, xt + b, acc);
+            for (int64_t b = 0; b < nb; b++) acc = q4k_block(row + b * KERN_Q4K_BYTES, xt + b, acc);
             y[t * y_ld + r] = acc;
         }
     }
@@ -161,38 +133,25 @@ void kern_matmul_k(float *y, int64_t y_ld, const void *w, int wt, const struct k
 void kern_k_row_to_f32(float *out, const void *w, int wt, int64_t k, int64_t row)
 {
     if (wt == KERN_K_Q5_K) { kern_q5k_row_to_f32(out, w, k, row); return; }
+    if (wt != KERN_K_Q4_K) { kern_q6k_row_to_f32(out, w, k, row); return; } /* Q6_K */
     int64_t nb = k / KERN_QK;
     const uint8_t *p = (const uint8_t *)w + (size_t)row * kern_k_row_bytes(wt, k);
     for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = p + b * KERN_Q4K_BYTES;
         float *o = out + b * KERN_QK;
-        if (wt == KERN_K_Q4_K) {
-            const uint8_t *blk = p + b * KERN_Q4K_BYTES;
-            uint8_t sc[8], m[8];
-            kern_q4k_scales(blk + 4, sc, m);
-            float d = hs_f16_to_f32(hs_rd_u16(blk)), dmin = hs_f16_to_f32(hs_rd_u16(blk + 2));
-            for (int i = 0; i < KERN_QK; i++) {
-                float d1 = d * (float)sc[i / 32], m1 = dmin * (float)m[i / 32];
-                o[i] = d1 * (float)q4k_quant(blk + 16, i) - m1;
-            }
-        } else {
-            const uint8_t *blk = p + b * KERN_Q6K_BYTES;
-            const int8_t *sc = (const int8_t *)(blk + 192);
-            float d = hs_f16_to_f32(hs_rd_u16(blk + 208));
-            for (int i = 0; i < KERN_QK; i++)
-                o[i] = (d * (float)sc[i / 16]) * (float)(q6k_quant(blk, i) - 32);
+        uint8_t sc[8], m[8];
+        kern_q4k_scales(blk + 4, sc, m);
+        float d = hs_f16_to_f32(hs_rd_u16(blk)), dmin = hs_f16_to_f32(hs_rd_u16(blk + 2));
+        for (int i = 0; i < KERN_QK; i++) {
+            float d1 = d * (float)sc[i / 32], m1 = dmin * (float)m[i / 32];
+            o[i] = d1 * (float)q4k_quant(blk + 16, i) - m1;
         }
     }
 }
 
 /* ---- quantizers (f32 -> blocks), round to nearest ------------------------------------ */
 
-static float clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-static void put_u16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
 
 /* Per sub-block of 32 the range [min(0, lo), hi] in qmax steps (x = s * q - o, o = -min >=
  * 0); d = max s / 63 and dmin = max o / 63 as f16; 6-bit sc = round(s / d), m = round(o /
@@ -216,11 +175,11 @@ void kern_kq_scales_from_f32(const float *x, float qmax, uint8_t *blk, uint8_t q
     float d = hs_f16_to_f32(dh), dmin = hs_f16_to_f32(mh);
     uint8_t sc[8], m[8];
     for (int j = 0; j < 8; j++) {
-        sc[j] = (uint8_t)(d > 0.0f ? clampf(roundf(s[j] / d), 0.0f, 63.0f) : 0.0f);
-        m[j] = (uint8_t)(dmin > 0.0f ? clampf(roundf(o[j] / dmin), 0.0f, 63.0f) : 0.0f);
+        sc[j] = (uint8_t)(d > 0.0f ? kern_clampf(roundf(s[j] / d), 0.0f, 63.0f) : 0.0f);
+        m[j] = (uint8_t)(dmin > 0.0f ? kern_clampf(roundf(o[j] / dmin), 0.0f, 63.0f) : 0.0f);
     }
-    put_u16(blk, dh);
-    put_u16(blk + 2, mh);
+    kern_put_u16(blk, dh);
+    kern_put_u16(blk + 2, mh);
     uint8_t *s12 = blk + 4;
     for (int j = 0; j < 4; j++) {
         s12[j] = (uint8_t)(sc[j] | (sc[j + 4] >> 4) << 6);
@@ -229,7 +188,7 @@ void kern_kq_scales_from_f32(const float *x, float qmax, uint8_t *blk, uint8_t q
     }
     for (int i = 0; i < KERN_QK; i++) {
         float step = d * (float)sc[i / 32], off = dmin * (float)m[i / 32];
-        q[i] = (uint8_t)(step > 0.0f ? clampf(roundf((x[i] + off) / step), 0.0f, qmax) : 0.0f);
+        q[i] = (uint8_t)(step > 0.0f ? kern_clampf(roundf((x[i] + off) / step), 0.0f, qmax) : 0.0f);
     }
 }
 
@@ -242,39 +201,10 @@ static void q4k_block_from_f32(const float *x, uint8_t *blk)
         for (int l = 0; l < 32; l++) blk[16 + 32 * j + l] = (uint8_t)(q[64 * j + l] | q[64 * j + 32 + l] << 4);
 }
 
-/* One Q6_K super-block: per group of 16 the step s = max|x| / 31; d = max s / 127 as f16;
- * int8 sc = round(s / d); q = round(x / (d * sc)) in [-32, 31], stored + 32. */
-static void q6k_block_from_f32(const float *x, uint8_t *blk)
-{
-    float s[16], smax = 0.0f;
-    for (int g = 0; g < 16; g++) {
-        float a = 0.0f;
-        for (int i = 0; i < 16; i++) a = HS_MAX(a, fabsf(x[16 * g + i]));
-        s[g] = a / 31.0f;
-        smax = HS_MAX(smax, s[g]);
-    }
-    uint16_t dh = hs_f32_to_f16(smax / 127.0f);
-    float d = hs_f16_to_f32(dh);
-    memset(blk, 0, KERN_Q6K_BYTES);
-    int8_t *sc = (int8_t *)(blk + 192);
-    for (int g = 0; g < 16; g++) sc[g] = (int8_t)(d > 0.0f ? clampf(roundf(s[g] / d), 0.0f, 127.0f) : 0.0f);
-    for (int i = 0; i < KERN_QK; i++) {
-        float step = d * (float)sc[i / 16];
-        int q = (int)(step > 0.0f ? clampf(roundf(x[i] / step), -32.0f, 31.0f) : 0.0f) + 32;
-        int h = i / 128, k = (i % 128) / 32, l = i % 32;
-        uint8_t *lo = blk + 64 * h + 32 * (k & 1) + l;
-        *lo = (uint8_t)(*lo | (k < 2 ? (q & 15) : (q & 15) << 4));
-        blk[128 + 32 * h + l] = (uint8_t)(blk[128 + 32 * h + l] | (q >> 4) << (2 * k));
-    }
-    put_u16(blk + 208, dh);
-}
-
 void kern_k_row_from_f32(void *w, int wt, const float *x, int64_t k)
 {
     if (wt == KERN_K_Q5_K) { kern_q5k_row_from_f32(w, x, k); return; }
+    if (wt != KERN_K_Q4_K) { kern_q6k_row_from_f32(w, x, k); return; } /* Q6_K */
     uint8_t *p = w;
-    for (int64_t b = 0; b < k / KERN_QK; b++) {
-        if (wt == KERN_K_Q4_K) q4k_block_from_f32(x + b * KERN_QK, p + b * KERN_Q4K_BYTES);
-        else q6k_block_from_f32(x + b * KERN_QK, p + b * KERN_Q6K_BYTES);
-    }
+    for (int64_t b = 0; b < k / KERN_QK; b++) q4k_block_from_f32(x + b * KERN_QK, p + b * KERN_Q4K_BYTES);
 }

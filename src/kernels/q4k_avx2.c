@@ -1,15 +1,16 @@
 /*
- * q4k_avx2.c — AVX2 variant of the K-quant matmul (Q4_K and Q6_K weights x kern_q8k_quantize
- * activations). Bit-identical to the scalar reference in q4k.c; selected through
- * kern_ops_for("avx2")->matmul_k (dispatch.c). Compiled with the Makefile's AVX2 flags.
+ * q4k_avx2.c — AVX2 variant of the K-quant matmul kern_matmul_k: Q4_K weights here, Q5_K and
+ * Q6_K forwarded to q5k_avx2.c and q6k_avx2.c. Bit-identical to the scalar reference in q4k.c;
+ * selected through kern_ops_for("avx2")->matmul_k (dispatch.c). Compiled with the Makefile's
+ * AVX2 flags.
  *
- * The mapping is q4k_avx512.c's on 256-bit vectors: 32 weights of one sub-block (Q4_K) or
- * of two 16-groups (Q6_K) per ymm as unsigned bytes, vpmaddubsw with the int8 activations
- * (pair sums at most 2 * 63 * 128: no saturation), vpmaddwd with the scale of each pair's
- * sub-block, int32 lanes summed once per block (exact, so the order is free), then the
- * scalar's float steps: dw * dx, dmin * dx rounded once each and one or two fmaf per block
- * into the output's own accumulator, blocks ascending. A row's block is decoded once per
- * tile of up to TOKS tokens; each token keeps its own accumulator.
+ * The mapping is q4k_avx512.c's on 256-bit vectors: 32 weights of one sub-block per ymm as
+ * unsigned bytes, vpmaddubsw with the int8 activations (pair sums at most 2 * 15 * 128: no
+ * saturation), vpmaddwd with the scale of each pair's sub-block, int32 lanes summed once per
+ * block (exact, so the order is free), then the scalar's float steps: dw * dx, dmin * dx
+ * rounded once each and two fmaf per block into the output's own accumulator, blocks
+ * ascending. A row's block is decoded once per tile of up to TOKS tokens; each token keeps
+ * its own accumulator.
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -17,19 +18,11 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
-#include "kernels/kquant_x86.h"
+#include "kernels/kquant_x86_int.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define TOKS 4
 #define PF_BYTES 2048 /* software prefetch distance along the weight rows (measured) */
-
-INLINE int32_t hsum256(__m256i v)
-{
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    return _mm_cvtsi128_si32(s);
-}
 
 static void q4k_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8k_block *xq,
                      int64_t n_tok, int64_t nb, int64_t r0, int64_t r1)
@@ -92,63 +85,13 @@ static void q4k_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern
     }
 }
 
-static void q6k_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8k_block *xq,
-                     int64_t n_tok, int64_t nb, int64_t r0, int64_t r1)
-{
-    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *row = w + (size_t)r * (size_t)nb * KERN_Q6K_BYTES;
-        for (int64_t t0 = 0; t0 < n_tok; t0 += TOKS) {
-            int nt = (int)(n_tok - t0 < TOKS ? n_tok - t0 : TOKS);
-            float acc[TOKS] = {0};
-            for (int64_t b = 0; b < nb; b++) {
-                const uint8_t *blk = row + b * KERN_Q6K_BYTES;
-                _mm_prefetch((const char *)blk + PF_BYTES, _MM_HINT_T0);
-                _mm_prefetch((const char *)blk + PF_BYTES + 64, _MM_HINT_T0);
-                _mm_prefetch((const char *)blk + PF_BYTES + 128, _MM_HINT_T0);
-                _mm_prefetch((const char *)blk + PF_BYTES + 192, _MM_HINT_T0);
-                const int8_t *sc = (const int8_t *)(blk + 192);
-                __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
-                __m256i wq[8], ws[8];
-                _Pragma("GCC unroll 8")
-                for (int h = 0; h < 2; h++) {
-                    __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
-                    _Pragma("GCC unroll 8")
-                    for (int k = 0; k < 4; k++) {
-                        __m256i ql = _mm256_loadu_si256((const __m256i *)(blk + 64 * h + 32 * (k & 1)));
-                        __m256i lo = k < 2 ? _mm256_and_si256(ql, m4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
-                        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m2);
-                        wq[4 * h + k] = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
-                        int g = 8 * h + 2 * k; /* the chunk's two 16-groups */
-                        ws[4 * h + k] = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
-                    }
-                }
-                float dw = kq_f16_at(blk + 208);
-                for (int t = 0; t < nt; t++) {
-                    const struct kern_q8k_block *xb = xq + (t0 + t) * nb + b;
-                    __m256i s = _mm256_setzero_si256();
-                    _Pragma("GCC unroll 8")
-                    for (int c = 0; c < 8; c++) {
-                        __m256i x = _mm256_loadu_si256((const __m256i *)(xb->q + 32 * c));
-                        s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(wq[c], x), ws[c]));
-                    }
-                    int32_t s1 = hsum256(s);
-                    int32_t s2 = hsum256(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsum), sc16));
-                    acc[t] = fmaf(dw * xb->d, (float)(s1 - 32 * s2), acc[t]);
-                }
-            }
-            for (int t = 0; t < nt; t++) y[(t0 + t) * y_ld + r] = acc[t];
-        }
-    }
-}
-
 void kern_matmul_k_avx2(float *y, int64_t y_ld, const void *w, int wt,
                         const struct kern_q8k_block *xq, int64_t n_tok, int64_t k, int64_t r0,
                         int64_t r1)
 {
     if (wt == KERN_K_Q5_K) { kern_matmul_q5k_avx2(y, y_ld, w, xq, n_tok, k, r0, r1); return; }
     if (wt == KERN_K_Q4_K) q4k_rows(y, y_ld, w, xq, n_tok, k / KERN_QK, r0, r1);
-    else q6k_rows(y, y_ld, w, xq, n_tok, k / KERN_QK, r0, r1);
+    else kern_matmul_q6k_avx2(y, y_ld, w, xq, n_tok, k, r0, r1); /* q6k_avx2.c */
 }
 
 #else

@@ -1,52 +1,45 @@
 /*
- * q4k_avx512.c — AVX-512 (F, BW, VL, DQ, VNNI) variant of the K-quant matmul (Q4_K and Q6_K
- * weights x kern_q8k_quantize activations). Bit-identical to the scalar reference in q4k.c;
- * selected through kern_ops_for("avx512" / "avx512vnni")->matmul_k (dispatch.c; both
- * require VNNI), which also forwards Q5_K weights to q5k_avx512.c. Compiled with the
- * Makefile's AVX-512 flags.
+ * q4k_avx512.c — AVX-512 (F, BW, VL, DQ, VNNI) variant of the K-quant matmul kern_matmul_k:
+ * Q4_K weights here, Q5_K and Q6_K forwarded to q5k_avx512.c and q6k_avx512.c. Bit-identical
+ * to the scalar reference in q4k.c; selected through kern_ops_for("avx512" /
+ * "avx512vnni")->matmul_k (dispatch.c; both require VNNI). Compiled with the Makefile's
+ * AVX-512 flags.
  *
  * How the scalar order maps onto registers (kernels.h, "K-quant weights"):
  *   1. All the per-block work is integer and exact, so its order is free; only the float
- *      part is fixed: dw * dx and dmin * dx rounded once each, then one or two fmaf per block
- *      into the output's own accumulator, blocks ascending. Both paths below do exactly that
- *      (Q4_K's fmaf(-(dmin * dx), msum, a) is vfnmadd(dmin * dx, msum, a): negating a factor
- *      is exact, and both round -(p * m) + a once).
- *   2. Per-row path (one token, and rows past the last full group of 16): 64 weights of one
- *      chunk sit in one zmm as unsigned bytes (Q4_K: the low nibbles of 32 qs bytes, then
- *      their high nibbles = sub-blocks 2j and 2j+1, which are activations 64j..64j+63 in
- *      order; Q6_K: low nibbles of 64 ql bytes (or high nibbles) with the qh bit pairs
- *      shifted in). vpmaddubsw with the int8 activations gives pair sums (at most
- *      2 * 63 * 128, no int16 saturation), vpdpwssd with the scales of each pair's sub-block
- *      (or 16-group) widens to int32 and applies the scale in one step; the lanes are summed
- *      with one reduction per block. Q4_K's mins and Q6_K's -32 offset use the activation
- *      bsums (vpmaddwd of 16 bsums with 16 scales), as the scalar formula writes them. A
- *      row's super-block is decoded once and applied to up to TOKS tokens.
+ *      part is fixed: dw * dx and dmin * dx rounded once each, then two fmaf per block into
+ *      the output's own accumulator, blocks ascending. Both paths below do exactly that
+ *      (fmaf(-(dmin * dx), msum, a) is vfnmadd(dmin * dx, msum, a): negating a factor is
+ *      exact, and both round -(p * m) + a once).
+ *   2. Per-row path (fewer than P_MIN_TOKS tokens, and rows past the last full group of 16):
+ *      64 weights of one chunk sit in one zmm as unsigned bytes (the low nibbles of 32 qs
+ *      bytes, then their high nibbles = sub-blocks 2j and 2j+1, which are activations
+ *      64j..64j+63 in order). vpmaddubsw with the int8 activations gives pair sums (at most
+ *      2 * 15 * 128, no int16 saturation), vpdpwssd with the scales of each pair's sub-block
+ *      widens to int32 and applies the scale in one step; the lanes are summed with one
+ *      reduction per block. The mins use the activation bsums (vpmaddwd of 16 bsums with 16
+ *      mins), as the scalar formula writes them. A row's super-block is decoded once and
+ *      applied to up to TOKS tokens.
  *   3. Panel path (n_tok >= P_MIN_TOKS, the prefill): a panel of 16-row groups is repacked
- *      once per call (P_PANEL_BYTES on the stack, so K <= P_NB4 / P_NB6 super-blocks; longer
- *      rows take note 2) so that lane i of a zmm belongs to row i: per group and super-block
- *      the weights as bytes (0..15 or 0..63), the scales and mins as int16 lanes and dw,
- *      dmin as f32 lanes. A tile of P_NG groups x P_TOKS tokens then runs independent
- *      vpdpbusd chains (weights unsigned, activations signed: vpdpbusd's operand order) with
- *      the token's quants broadcast from kern_q8k_block.q in place, and every float step is
- *      lane-wise: no horizontal sums. Shapes measured (bench/profile.md, round 4).
- *   4. Q4_K scales without an int32 multiply: a sub-block's 32 products are split in two
- *      halves of 16, each |sum| <= 16 * 15 * 127 = 30480 < 2^15, so the two halves of a row
- *      fit the two int16 of one dword and vpdpwssd with (sc, sc) applies the scale and adds
- *      into the int32 isum in one step. The halves are interleaved by 4: step u (0..3) of
- *      sub-block s broadcasts the 8 activations 32s + 8u .. +7 as one qword, the even dword
- *      lanes (half 0) take the first 4 and the odd lanes (half 1) the last 4. Two
- *      accumulators A (rows 4l, 4l+1) and B (rows 4l+2, 4l+3), dword lane L = row
- *      4(L/4) + (L/2)%2 (+2 for B), half L%2, are chosen so that vpackssdw(A, B), which works
- *      per 128-bit lane, puts both halves of row i in dword i (no saturation: both fit).
+ *      once per call (P_PANEL_BYTES on the stack, so K <= P_NB4 super-blocks; longer rows take
+ *      note 2) so that lane i of a zmm belongs to row i: per group and super-block the weights
+ *      as bytes (0..15), the scales and mins as int16 lanes and dw, dmin as f32 lanes. A tile
+ *      of P_NG groups x P_TOKS tokens then runs independent vpdpbusd chains (weights
+ *      unsigned, activations signed: vpdpbusd's operand order) with the token's quants
+ *      broadcast from kern_q8k_block.q in place, and every float step is lane-wise: no
+ *      horizontal sums. Shapes measured (bench/profile.md, round 4). q6k_avx512.c runs the
+ *      same panel scheme on Q6_K.
+ *   4. Scales without an int32 multiply: a sub-block's 32 products are split in two halves
+ *      of 16, each |sum| <= 16 * 15 * 127 = 30480 < 2^15, so the two halves of a row fit the
+ *      two int16 of one dword and vpdpwssd with (sc, sc) applies the scale and adds into the
+ *      int32 isum in one step. The halves are interleaved by 4: step u (0..3) of sub-block s
+ *      broadcasts the 8 activations 32s + 8u .. +7 as one qword, the even dword lanes
+ *      (half 0) take the first 4 and the odd lanes (half 1) the last 4. Two accumulators A
+ *      (rows 4l, 4l+1) and B (rows 4l+2, 4l+3), dword lane L = row 4(L/4) + (L/2)%2 (+2 for
+ *      B), half L%2, are chosen so that vpackssdw(A, B), which works per 128-bit lane, puts
+ *      both halves of row i in dword i (no saturation: both fit).
  *      msum = sum_p m_p * (bsum_2p + bsum_2p+1) is vpdpwssd of (m_p, m_p) with bsum dword p.
- *   5. Q6_K, the same layout on 16-value groups: a group's sum (<= 16 * 63 * 127) does not
- *      fit int16, but with the -32 offset applied first a half of 8 values does:
- *      |sum (q - 32) x| <= 8 * 32 * 127 = 32512. So each accumulator starts at -32 times its
- *      half's activation sum (q6p_corr: one broadcast qword per token and group, from a
- *      vpdpbusd-with-ones prepass per token tile), steps u = 0, 1 add the 8 activations
- *      16g + 8u .. +7 (halves interleaved by 4 as in note 4), and vpackssdw + vpdpwssd with
- *      (sc_g, sc_g) scale and add: isum = sum_g sc_g (dot_g - 32 bsum_g), the scalar's terms.
- *   6. Every output keeps its own accumulator and sees the blocks in ascending order in both
+ *   5. Every output keeps its own accumulator and sees the blocks in ascending order in both
  *      paths, so tile shapes, panels, n_tok, r0 and r1 cannot change a bit.
  */
 #if defined(__x86_64__) || defined(__i386__)
@@ -55,7 +48,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
-#include "kernels/kquant_x86.h"
+#include "kernels/kquant_x86_int.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define TOKS 4
@@ -70,34 +63,13 @@
 #define PF_BYTES 2048
 #endif
 
-INLINE int32_t hsum256(__m256i v)
-{
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    return _mm_cvtsi128_si32(s);
-}
-
-INLINE int32_t hsum512(__m512i v)
-{
-    return hsum256(_mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)));
-}
-
-/* Lane i (of 32 int16) takes entry base + i / per of a 16-entry table. */
-INLINE __m512i spread_idx(int base, int per)
-{
-    int16_t ix[32];
-    for (int i = 0; i < 32; i++) ix[i] = (int16_t)(base + i / per);
-    return _mm512_loadu_si512(ix);
-}
-
 static void q4k_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8k_block *xq,
                      int64_t n_tok, int64_t nb, int64_t r0, int64_t r1)
 {
     const __m512i m4 = _mm512_set1_epi8(15);
     __m512i sidx[4];
     _Pragma("GCC unroll 8")
-    for (int j = 0; j < 4; j++) sidx[j] = spread_idx(2 * j, 16);
+    for (int j = 0; j < 4; j++) sidx[j] = kq_spread_idx(2 * j, 16);
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = w + (size_t)r * (size_t)nb * KERN_Q4K_BYTES;
         for (int64_t t0 = 0; t0 < n_tok; t0 += TOKS) {
@@ -150,63 +122,6 @@ static void q4k_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern
     }
 }
 
-static void q6k_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8k_block *xq,
-                     int64_t n_tok, int64_t nb, int64_t r0, int64_t r1)
-{
-    const __m512i m4 = _mm512_set1_epi8(15), m2 = _mm512_set1_epi8(3);
-    /* qh shifts: chunk 2h takes bit pairs 0 (first 32 values) and 2, chunk 2h+1 pairs 4, 6 */
-    int16_t sh[2][32];
-    for (int i = 0; i < 32; i++) {
-        sh[0][i] = (int16_t)(i < 16 ? 0 : 2);
-        sh[1][i] = (int16_t)(i < 16 ? 4 : 6);
-    }
-    const __m512i sh01 = _mm512_loadu_si512(sh[0]), sh23 = _mm512_loadu_si512(sh[1]);
-    __m512i sidx[4];
-    _Pragma("GCC unroll 8")
-    for (int c = 0; c < 4; c++) sidx[c] = spread_idx(4 * c, 8);
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *row = w + (size_t)r * (size_t)nb * KERN_Q6K_BYTES;
-        for (int64_t t0 = 0; t0 < n_tok; t0 += TOKS) {
-            int nt = (int)(n_tok - t0 < TOKS ? n_tok - t0 : TOKS);
-            float acc[TOKS] = {0};
-            for (int64_t b = 0; b < nb; b++) {
-                const uint8_t *blk = row + b * KERN_Q6K_BYTES;
-                _mm_prefetch((const char *)blk + PF_BYTES, _MM_HINT_T0);
-                _mm_prefetch((const char *)blk + PF_BYTES + 64, _MM_HINT_T0);
-                _mm_prefetch((const char *)blk + PF_BYTES + 128, _MM_HINT_T0);
-                _mm_prefetch((const char *)blk + PF_BYTES + 192, _MM_HINT_T0);
-                __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
-                __m512i wq[4], ws[4];
-                _Pragma("GCC unroll 8")
-                for (int h = 0; h < 2; h++) {
-                    __m512i ql = _mm512_loadu_si512(blk + 64 * h);
-                    __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h)));
-                    __m512i h01 = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh01), m2), 4);
-                    __m512i h23 = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh23), m2), 4);
-                    wq[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4), h01);
-                    wq[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), h23);
-                }
-                _Pragma("GCC unroll 8")
-                for (int c = 0; c < 4; c++) ws[c] = _mm512_permutexvar_epi16(sidx[c], _mm512_castsi256_si512(sc16));
-                float dw = kq_f16_at(blk + 208);
-                for (int t = 0; t < nt; t++) {
-                    const struct kern_q8k_block *xb = xq + (t0 + t) * nb + b;
-                    __m512i s = _mm512_setzero_si512();
-                    _Pragma("GCC unroll 8")
-                    for (int c = 0; c < 4; c++) {
-                        __m512i x = _mm512_loadu_si512(xb->q + 64 * c);
-                        s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(wq[c], x), ws[c]);
-                    }
-                    int32_t s1 = hsum512(s);
-                    int32_t s2 = hsum256(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsum), sc16));
-                    acc[t] = fmaf(dw * xb->d, (float)(s1 - 32 * s2), acc[t]);
-                }
-            }
-            for (int t = 0; t < nt; t++) y[(t0 + t) * y_ld + r] = acc[t];
-        }
-    }
-}
-
 /* ---- several tokens: 16-row panels and VNNI ------------------------------------------------
  * Notes 3-5. Panel blocks are per (16-row group, super-block); the token side is read in place.
  */
@@ -222,25 +137,11 @@ struct q4p_blk {
     __m512i mn[8];   /* lane i: (m_p, m_p) as int16, paired with the bsum dword p */
     __m512 dw, dmin; /* lane i: row i's f16 scales as f32 */
 };
-struct q6p_blk {
-    __m512i w[16][4]; /* [g][2 * ab + u]: lane L = row 4(L/4) + (L/2)%2 + 2ab, values
-                       * 16g + 8u + 4(L%2) .. +3 (0..63; note 5) */
-    __m512i sc[16];   /* lane i: (sc_g, sc_g) as int16 of row i */
-    __m512 dw;
-};
-/* The activation side of note 5 for one token and block: qword g = (-32 S(g, 0), -32 S(g, 1)),
- * S(g, h) = the sum of q over 16g + 8u + 4h .. +3 for u = 0, 1 (the half that dword parity h
- * of the A / B accumulators sums). */
-struct q6p_corr {
-    int32_t c[16][2];
-};
-/* Super-blocks per row that fit one group in a panel (49 and 50: K <= 12544 / 12800). */
+/* Super-blocks per row that fit one group in a panel (49: K <= 12544). */
 #define P_NB4 ((int64_t)(P_PANEL_BYTES / sizeof(struct q4p_blk)))
-#define P_NB6 ((int64_t)(P_PANEL_BYTES / sizeof(struct q6p_blk)))
 
-/* Packing: Q4_K's qs qwords and every scale are moved with plain loads, Q6_K's weight dwords
- * with vpgatherdd; each measured the faster of the two there (vpgatherdq and vpgatherdd for
- * Q4_K made packing the larger part of a call at 6 tokens). */
+/* Packing: Q4_K's qs qwords and every scale are moved with plain loads (measured faster
+ * than vpgatherdq / vpgatherdd, which made packing the larger part of a call at 6 tokens). */
 
 /* The qword at byte off of the interleaved rows of note 4: qword 2l + m = row 4l + m + 2ab
  * (its two dwords are the lanes 4l + 2m + h, h = 0, 1). */
@@ -249,40 +150,6 @@ INLINE __m512i col_q64(const uint8_t *p, size_t rb, int ab)
     long long q[8];
     for (int j = 0; j < 8; j++) memcpy(&q[j], p + (size_t)(4 * (j / 2) + j % 2 + 2 * ab) * rb, 8);
     return _mm512_set_epi64(q[7], q[6], q[5], q[4], q[3], q[2], q[1], q[0]);
-}
-
-/* Gather offsets of the same interleave by dword lane: lane 4l + 2m + h reads row
- * 4l + m + 2ab at + 4h (15 rb < 2^31: nb <= P_NB6). */
-INLINE __m512i rows_idx(size_t rb, int ab)
-{
-    int32_t ix[16];
-    for (int L = 0; L < 16; L++) ix[L] = (int32_t)((size_t)(4 * (L / 4) + (L / 2) % 2 + 2 * ab) * rb) + 4 * (L % 2);
-    return _mm512_loadu_si512(ix);
-}
-
-/* The dword at p of rows 0..15 (lane i = row i). */
-INLINE __m512i col_u32(const uint8_t *p, size_t rb)
-{
-    int32_t v[16];
-    for (int i = 0; i < 16; i++) memcpy(&v[i], p + (size_t)i * rb, 4);
-    return _mm512_loadu_si512(v);
-}
-
-/* Byte j (0..3) of each dword lane, zero-extended (sx: sign-extended) to int16 and doubled
- * into both halves of the lane: the (v, v) pairs vpdpwssd takes. */
-INLINE __m512i byte_pair(__m512i v, int j, bool sx)
-{
-    __m512i x = _mm512_slli_epi32(v, 24 - 8 * j);
-    x = sx ? _mm512_srai_epi32(x, 24) : _mm512_srli_epi32(x, 24);
-    return _mm512_or_si512(_mm512_and_si512(x, _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(x, 16));
-}
-
-/* The f16 at p of rows 0..15 as f32 lanes (reads 2 bytes per row: Q6_K's d ends the block). */
-INLINE __m512 rows_f16(const uint8_t *p, size_t rb)
-{
-    uint16_t v[16];
-    for (int i = 0; i < 16; i++) v[i] = hs_rd_u16(p + (size_t)i * rb);
-    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)v));
 }
 
 static void q4p_pack_group(struct q4p_blk *dst, const uint8_t *w, size_t rb, int64_t r, int64_t nb)
@@ -303,7 +170,7 @@ static void q4p_pack_group(struct q4p_blk *dst, const uint8_t *w, size_t rb, int
                     _mm512_store_si512(&d->w[2 * c + 1][4 * ab + u], _mm512_and_si512(_mm512_srli_epi32(q, 4), m4));
                 }
         /* kern_q4k_scales lane-wise (kq_scales_u32's bit moves on 16 rows) */
-        __m512i u0 = col_u32(blk + 4, rb), u1 = col_u32(blk + 8, rb), u2 = col_u32(blk + 12, rb);
+        __m512i u0 = kq_col_u32(blk + 4, rb), u1 = kq_col_u32(blk + 8, rb), u2 = kq_col_u32(blk + 12, rb);
         __m512i w4[4];
         w4[0] = _mm512_and_si512(u0, k3f);
         w4[1] = _mm512_or_si512(_mm512_and_si512(u2, k0f), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), k03), 4));
@@ -311,77 +178,12 @@ static void q4p_pack_group(struct q4p_blk *dst, const uint8_t *w, size_t rb, int
         w4[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), k0f),
                                 _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), k03), 4));
         for (int s = 0; s < 8; s++) {
-            _mm512_store_si512(&d->sc[s], byte_pair(w4[s / 4], s % 4, false));
-            _mm512_store_si512(&d->mn[s], byte_pair(w4[2 + s / 4], s % 4, false));
+            _mm512_store_si512(&d->sc[s], kq_byte_pair(w4[s / 4], s % 4, false));
+            _mm512_store_si512(&d->mn[s], kq_byte_pair(w4[2 + s / 4], s % 4, false));
         }
-        d->dw = rows_f16(blk, rb);
-        d->dmin = rows_f16(blk + 2, rb);
+        d->dw = kq_rows_f16(blk, rb);
+        d->dmin = kq_rows_f16(blk + 2, rb);
     }
-}
-
-static void q6p_pack_group(struct q6p_blk *dst, const uint8_t *w, size_t rb, int64_t r, int64_t nb)
-{
-    const __m512i m4 = _mm512_set1_epi8(15), m2 = _mm512_set1_epi8(3);
-    const __m512i idx0 = rows_idx(rb, 0), idx1 = rows_idx(rb, 1);
-    const uint8_t *base = w + (size_t)r * rb;
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = base + b * KERN_Q6K_BYTES;
-        struct q6p_blk *d = dst + b;
-        /* value 128h + 32k + l: low nibble (k < 2) or high nibble of ql[64h + 32(k%2) + l],
-         * bits 2k, 2k+1 of qh[32h + l] as bits 4, 5 */
-        for (int h = 0; h < 2; h++)
-            for (int l = 0; l < 32; l += 8)
-                for (int ab = 0; ab < 2; ab++) {
-                    __m512i ix = ab ? idx1 : idx0;
-                    __m512i ql0 = _mm512_i32gather_epi32(ix, blk + 64 * h + l, 1);
-                    __m512i ql1 = _mm512_i32gather_epi32(ix, blk + 64 * h + 32 + l, 1);
-                    __m512i qh = _mm512_i32gather_epi32(ix, blk + 128 + 32 * h + l, 1);
-                    for (int k = 0; k < 4; k++) {
-                        __m512i ql = k % 2 ? ql1 : ql0;
-                        __m512i lo = _mm512_and_si512(k < 2 ? ql : _mm512_srli_epi32(ql, 4), m4);
-                        __m512i hi = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(qh, 2 * k), m2), 4);
-                        int v = 128 * h + 32 * k + l;
-                        _mm512_store_si512(&d->w[v / 16][2 * ab + (v % 16) / 8], _mm512_or_si512(lo, hi));
-                    }
-                }
-        for (int j = 0; j < 4; j++) {
-            __m512i s4 = col_u32(blk + 192 + 4 * j, rb);
-            for (int g = 0; g < 4; g++) _mm512_store_si512(&d->sc[4 * j + g], byte_pair(s4, g, true));
-        }
-        d->dw = rows_f16(blk + 208, rb);
-    }
-}
-
-/* q6p_corr of nb blocks of one token: the sums of 4 quants by vpdpbusd with ones, then per
- * 16-group (one 128-bit lane: dwords 2u + h) dword h + dword 2 + h. */
-static void q6p_prep(struct q6p_corr *dst, const struct kern_q8k_block *xb, int64_t nb)
-{
-    const __m512i ones = _mm512_set1_epi8(1);
-    const __m512i pick = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
-    for (int64_t b = 0; b < nb; b++) {
-        __m512i s[4];
-        for (int c = 0; c < 4; c++) {
-            __m512i d4 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, _mm512_loadu_si512(xb[b].q + 64 * c));
-            __m512i pair = _mm512_add_epi32(d4, _mm512_shuffle_epi32(d4, _MM_PERM_BADC));
-            s[c] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(pair, 5));
-        }
-        _mm512_storeu_si512(&dst[b].c[0][0], _mm512_permutex2var_epi64(s[0], pick, s[1]));
-        _mm512_storeu_si512(&dst[b].c[8][0], _mm512_permutex2var_epi64(s[2], pick, s[3]));
-    }
-}
-
-INLINE __m512i bcast32(const void *p)
-{
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-
-INLINE __m512i bcast64(const void *p)
-{
-    long long v;
-    memcpy(&v, p, 8);
-    return _mm512_set1_epi64(v);
 }
 
 /* NG groups (16 rows each, panel blocks pk[g * nb + b]) x NT tokens from t0. */
@@ -413,7 +215,7 @@ INLINE void q4p_tile(float *y, int64_t y_ld, const struct q4p_blk *pk, int64_t n
             for (int u = 0; u < 4; u++) {
                 __m512i xv[P_TMAX];
                 _Pragma("GCC unroll 16")
-                for (int t = 0; t < NT; t++) xv[t] = bcast64(xb[t]->q + 32 * s + 8 * u);
+                for (int t = 0; t < NT; t++) xv[t] = kq_bcast64(xb[t]->q + 32 * s + 8 * u);
                 _Pragma("GCC unroll 16")
                 for (int g = 0; g < NG; g++) {
                     __m512i wa = _mm512_load_si512(&pk[g * nb + b].w[s][u]);
@@ -440,7 +242,7 @@ INLINE void q4p_tile(float *y, int64_t y_ld, const struct q4p_blk *pk, int64_t n
             for (int t = 0; t < NT; t++) {
                 _Pragma("GCC unroll 16")
                 for (int p = 0; p < 8; p++)
-                    ms[g][t] = _mm512_dpwssd_epi32(ms[g][t], pb->mn[p], bcast32(xb[t]->bsum + 2 * p));
+                    ms[g][t] = _mm512_dpwssd_epi32(ms[g][t], pb->mn[p], kq_bcast32(xb[t]->bsum + 2 * p));
                 __m512 dx = _mm512_set1_ps(xb[t]->d);
                 __m512 a = _mm512_fmadd_ps(_mm512_mul_ps(pb->dw, dx), _mm512_cvtepi32_ps(is[g][t]), acc[g][t]);
                 acc[g][t] = _mm512_fnmadd_ps(_mm512_mul_ps(pb->dmin, dx), _mm512_cvtepi32_ps(ms[g][t]), a);
@@ -453,92 +255,10 @@ INLINE void q4p_tile(float *y, int64_t y_ld, const struct q4p_blk *pk, int64_t n
         for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (t0 + t) * y_ld + r + 16 * g, acc[g][t]);
 }
 
-INLINE void q6p_tile(float *y, int64_t y_ld, const struct q6p_blk *pk, int64_t nb, int64_t r,
-                     const struct kern_q8k_block *xq, const struct q6p_corr *cr, int64_t t0, int NG, int NT)
-{
-    __m512 acc[2][P_TMAX];
-    _Pragma("GCC unroll 16")
-    for (int g = 0; g < NG; g++)
-        _Pragma("GCC unroll 16")
-        for (int t = 0; t < NT; t++) acc[g][t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const struct kern_q8k_block *xb[P_TMAX];
-        _Pragma("GCC unroll 16")
-        for (int t = 0; t < NT; t++) xb[t] = xq + (t0 + t) * nb + b;
-        __m512i is[2][P_TMAX];
-        _Pragma("GCC unroll 16")
-        for (int g = 0; g < NG; g++)
-            _Pragma("GCC unroll 16")
-            for (int t = 0; t < NT; t++) is[g][t] = _mm512_setzero_si512();
-        _Pragma("GCC unroll 16")
-        for (int q = 0; q < 16; q++) {
-            __m512i A[2][P_TMAX], B[2][P_TMAX];
-            _Pragma("GCC unroll 16")
-            for (int t = 0; t < NT; t++) {
-                __m512i c = bcast64(cr[t * nb + b].c[q]); /* -32 times the half's quant sum */
-                _Pragma("GCC unroll 16")
-                for (int g = 0; g < NG; g++) A[g][t] = B[g][t] = c;
-            }
-            _Pragma("GCC unroll 16")
-            for (int u = 0; u < 2; u++) {
-                __m512i xv[P_TMAX];
-                _Pragma("GCC unroll 16")
-                for (int t = 0; t < NT; t++) xv[t] = bcast64(xb[t]->q + 16 * q + 8 * u);
-                _Pragma("GCC unroll 16")
-                for (int g = 0; g < NG; g++) {
-                    __m512i wa = _mm512_load_si512(&pk[g * nb + b].w[q][u]);
-                    __m512i wb = _mm512_load_si512(&pk[g * nb + b].w[q][2 + u]);
-                    _Pragma("GCC unroll 16")
-                    for (int t = 0; t < NT; t++) {
-                        A[g][t] = _mm512_dpbusd_epi32(A[g][t], wa, xv[t]);
-                        B[g][t] = _mm512_dpbusd_epi32(B[g][t], wb, xv[t]);
-                    }
-                }
-            }
-            _Pragma("GCC unroll 16")
-            for (int g = 0; g < NG; g++) {
-                __m512i sc = _mm512_load_si512(&pk[g * nb + b].sc[q]);
-                _Pragma("GCC unroll 16")
-                for (int t = 0; t < NT; t++)
-                    is[g][t] = _mm512_dpwssd_epi32(is[g][t], _mm512_packs_epi32(A[g][t], B[g][t]), sc);
-            }
-        }
-        _Pragma("GCC unroll 16")
-        for (int g = 0; g < NG; g++) {
-            const struct q6p_blk *pb = &pk[g * nb + b];
-            _Pragma("GCC unroll 16")
-            for (int t = 0; t < NT; t++) {
-                __m512 dx = _mm512_set1_ps(xb[t]->d);
-                acc[g][t] = _mm512_fmadd_ps(_mm512_mul_ps(pb->dw, dx), _mm512_cvtepi32_ps(is[g][t]), acc[g][t]);
-            }
-        }
-    }
-    _Pragma("GCC unroll 16")
-    for (int g = 0; g < NG; g++)
-        _Pragma("GCC unroll 16")
-        for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (t0 + t) * y_ld + r + 16 * g, acc[g][t]);
-}
-
-#define TILE_CASES(fn, ng, ...)                                                 \
-    switch (nt) {                                                               \
-    case 6: fn(y, y_ld, pk, nb, r, __VA_ARGS__, t0, ng, 6); break;              \
-    case 5: fn(y, y_ld, pk, nb, r, __VA_ARGS__, t0, ng, 5); break;              \
-    case 4: fn(y, y_ld, pk, nb, r, __VA_ARGS__, t0, ng, 4); break;              \
-    case 3: fn(y, y_ld, pk, nb, r, __VA_ARGS__, t0, ng, 3); break;              \
-    case 2: fn(y, y_ld, pk, nb, r, __VA_ARGS__, t0, ng, 2); break;              \
-    default: fn(y, y_ld, pk, nb, r, __VA_ARGS__, t0, ng, 1); break;             \
-    }
-
 static void q4p_tiles(float *y, int64_t y_ld, const struct q4p_blk *pk, int64_t nb, int64_t r,
                       const struct kern_q8k_block *xq, int64_t t0, int ng, int nt)
 {
-    if (ng == 2) { TILE_CASES(q4p_tile, 2, xq) } else { TILE_CASES(q4p_tile, 1, xq) }
-}
-
-static void q6p_tiles(float *y, int64_t y_ld, const struct q6p_blk *pk, int64_t nb, int64_t r,
-                      const struct kern_q8k_block *xq, const struct q6p_corr *cr, int64_t t0, int ng, int nt)
-{
-    if (ng == 2) { TILE_CASES(q6p_tile, 2, xq, cr) } else { TILE_CASES(q6p_tile, 1, xq, cr) }
+    if (ng == 2) { KQ_TILE_CASES(q4p_tile, 2, xq) } else { KQ_TILE_CASES(q4p_tile, 1, xq) }
 }
 
 /* Rows [r0, r1g) in panels of whole 16-row groups; each panel is packed once and every token
@@ -561,26 +281,6 @@ static void q4p_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern
     }
 }
 
-static void q6p_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8k_block *xq,
-                     int64_t n_tok, int64_t nb, int64_t r0, int64_t r1g)
-{
-    struct q6p_blk pk[P_NB6];
-    struct q6p_corr cr[P_TMAX * P_NB6];
-    const int64_t gmax = (int64_t)(sizeof pk / sizeof pk[0]) / nb;
-    const size_t rb = (size_t)nb * KERN_Q6K_BYTES;
-    for (int64_t p0 = r0; p0 < r1g; p0 += gmax * 16) {
-        int64_t groups = HS_MIN(gmax, (r1g - p0) / 16);
-        for (int64_t g = 0; g < groups; g++) q6p_pack_group(pk + g * nb, w, rb, p0 + 16 * g, nb);
-        for (int64_t t = 0; t < n_tok; t += P_TOKS) {
-            int nt = (int)HS_MIN((int64_t)P_TOKS, n_tok - t);
-            for (int j = 0; j < nt; j++) q6p_prep(cr + j * nb, xq + (t + j) * nb, nb);
-            int64_t g = 0;
-            for (; g + P_NG <= groups; g += P_NG) q6p_tiles(y, y_ld, pk + g * nb, nb, p0 + 16 * g, xq, cr, t, P_NG, nt);
-            for (; g < groups; g++) q6p_tiles(y, y_ld, pk + g * nb, nb, p0 + 16 * g, xq, cr, t, 1, nt);
-        }
-    }
-}
-
 void kern_matmul_k_avx512(float *y, int64_t y_ld, const void *w, int wt,
                           const struct kern_q8k_block *xq, int64_t n_tok, int64_t k, int64_t r0,
                           int64_t r1)
@@ -589,16 +289,17 @@ void kern_matmul_k_avx512(float *y, int64_t y_ld, const void *w, int wt,
         kern_matmul_q5k_avx512(y, y_ld, w, xq, n_tok, k, r0, r1);
         return;
     }
-    int64_t nb = k / KERN_QK;
-    bool q4 = wt == KERN_K_Q4_K;
-    int64_t r1g = r0;
-    if (n_tok >= P_MIN_TOKS && nb <= (q4 ? P_NB4 : P_NB6)) {
-        r1g = r0 + (r1 - r0) / 16 * 16;
-        if (q4) q4p_rows(y, y_ld, w, xq, n_tok, nb, r0, r1g);
-        else q6p_rows(y, y_ld, w, xq, n_tok, nb, r0, r1g);
+    if (wt != KERN_K_Q4_K) { /* Q6_K: q6k_avx512.c */
+        kern_matmul_q6k_avx512(y, y_ld, w, xq, n_tok, k, r0, r1);
+        return;
     }
-    if (q4) q4k_rows(y, y_ld, w, xq, n_tok, nb, r1g, r1);
-    else q6k_rows(y, y_ld, w, xq, n_tok, nb, r1g, r1);
+    int64_t nb = k / KERN_QK;
+    int64_t r1g = r0;
+    if (n_tok >= P_MIN_TOKS && nb <= P_NB4) {
+        r1g = r0 + (r1 - r0) / 16 * 16;
+        q4p_rows(y, y_ld, w, xq, n_tok, nb, r0, r1g);
+    }
+    q4k_rows(y, y_ld, w, xq, n_tok, nb, r1g, r1);
 }
 
 #else

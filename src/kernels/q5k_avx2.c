@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
-#include "kernels/kquant_x86.h"
+#include "kernels/kquant_x86_int.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define TOKS 4

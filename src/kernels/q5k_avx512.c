@@ -40,7 +40,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
-#include "kernels/kquant_x86.h"
+#include "kernels/kquant_x86_int.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define TOKS 8 /* tokens per decoded block: one ymm of accumulators */
@@ -258,13 +258,6 @@ static void q5p_pack(struct q5_panel *pk, const uint8_t *w, size_t rb, int64_t r
     }
 }
 
-INLINE __m512i bcast32(const void *p)
-{
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-
 /* Tokens t0 .. t0 + nt - 1 (nt <= P_TOKS) of one packed block: each weight vector is
  * loaded once for the tile; every token keeps its own int32 sums and float accumulator. */
 INLINE void q5p_tile(float *y, int64_t y_ld, const struct q5_panel *pk, __m512 dw, __m512 dmin,
@@ -286,9 +279,9 @@ INLINE void q5p_tile(float *y, int64_t y_ld, const struct q5_panel *pk, __m512 d
         for (int t = 0; t < P_TOKS; t++) {
             __m512i a = _mm512_setzero_si512();
             _Pragma("GCC unroll 8")
-            for (int u = 0; u < 8; u++) a = _mm512_dpbusd_epi32(a, wv[u], bcast32(x[t]->q + 32 * s + 4 * u));
+            for (int u = 0; u < 8; u++) a = _mm512_dpbusd_epi32(a, wv[u], kq_bcast32(x[t]->q + 32 * s + 4 * u));
             isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(a, sc));
-            msum[t] = _mm512_dpwssd_epi32(msum[t], mp, bcast32(x[t]->bsum + 2 * s));
+            msum[t] = _mm512_dpwssd_epi32(msum[t], mp, kq_bcast32(x[t]->bsum + 2 * s));
         }
     }
     for (int t = 0; t < nt; t++) {

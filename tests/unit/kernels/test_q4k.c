@@ -1,7 +1,7 @@
-/* Tests of the K-quant kernels (q4k.c, q4k_avx2.c, q4k_avx512.c): the Q4_K / Q6_K row
- * dequantizer on hand-packed blocks of known values, the Q8_K activation quantizer on known
- * inputs, the integer matmul against the dequantized float dot, every SIMD variant equal to
- * the scalar reference bit for bit (random blocks, shapes, row ranges, strides), and batch /
+/* Tests of the K-quant kernels (q4k.c, q6k.c and their _avx2 / _avx512 variants): the Q4_K /
+ * Q6_K row dequantizer on hand-packed blocks of known values, the Q8_K activation quantizer on
+ * known inputs, the integer matmul against the dequantized float dot, every SIMD variant equal
+ * to the scalar reference bit for bit (random blocks, shapes, row ranges, strides), and batch /
  * row-range invariance. A variant the CPU lacks is skipped, with a message saying so. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -22,7 +22,7 @@ static uint64_t qk_next(void)
 static float qk_uniform(void) { return (float)((double)(qk_next() >> 11) / 9007199254740992.0) * 2.0f - 1.0f; }
 static void qk_put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
 
-/* ---- packing (the test's own inverse of the layouts in q4k.c) ----------------------------- */
+/* ---- packing (the test's own inverse of the layouts in q4k.c and q6k.c) -------------------- */
 
 /* Pack 6-bit sc[8], m[8] into the 12 scale bytes of a Q4_K block. */
 static void pack_q4k_scales(uint8_t *s12, const uint8_t *sc, const uint8_t *m)
@@ -270,9 +270,9 @@ Test(kernels_q4k, batch_and_range_invariance)
 }
 
 /* ---- the AVX-512 panel path (several tokens, 16-row groups, VNNI) ---------------------------
- * q4k_avx512.c repacks whole 16-row groups when n_tok >= 4 and leaves the rows past the last
- * full group, single tokens and very long K to the per-row code: these tests cross every one
- * of those borders and compare with the scalar reference bit for bit. */
+ * q4k_avx512.c and q6k_avx512.c repack whole 16-row groups when n_tok >= 4 and leave the rows
+ * past the last full group, single tokens and very long K to the per-row code: these tests
+ * cross every one of those borders and compare with the scalar reference bit for bit. */
 
 enum qk_fill { QK_RANDOM, QK_MAX, QK_MAX_ALT, QK_ZERO, QK_QMIN };
 

@@ -189,6 +189,25 @@ Test(kern_simd_dispatch, table_names)
 #endif
 }
 
+/* dispatch.c fills the tables with designated initializers: a member added to struct kern_ops
+ * and not to a table would be NULL there, so every member of every table must be set. */
+Test(kern_simd_dispatch, every_member_set)
+{
+    static const char *const names[] = {"scalar", "avx2", "avx512vnni", "avx512"};
+    int n_tables = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const struct kern_ops *o = kern_ops_for(names[i]);
+        if (!o) continue; /* an x86 table in a build for another CPU family */
+        n_tables++;
+        cr_assert_str_eq(o->name, names[i]);
+        cr_assert(o->matmul && o->q8_quantize && o->dot && o->attn && o->gdn_step && o->matmul_k &&
+                      o->bf16_round && o->bf16_matmul && o->swiglu && o->sigmoid_mul && o->gated_scale &&
+                      o->conv1d_step && o->attn_tokens,
+                  "table %s has a NULL member", names[i]);
+    }
+    cr_assert_geq(n_tables, 1);
+}
+
 Test(kern_simd_dispatch, best_variant)
 {
 #if defined(__x86_64__) || defined(__i386__)

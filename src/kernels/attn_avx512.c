@@ -1,24 +1,20 @@
 /*
- * recur_avx512.c — AVX-512 variants of the per-token sequence kernels: the gated delta rule
- * step (kern_gdn_step) and causal attention (kern_attn). Bit-identical to gdn.c / attn.c;
- * selected through kern_ops_for("avx512") (dispatch.c).
+ * attn_avx512.c — AVX-512 variants of attn.c: causal attention (kern_attn, kern_attn_tokens)
+ * and the exp pass of its softmax (kern_expsub). Bit-identical to attn.c; selected through
+ * kern_ops_for("avx512") (dispatch.c).
  *
  * Why the bits cannot move:
- *   1. GDN: every operation of kern_gdn_step on S[i][j], u[j], o[j] involves column j and
- *      per-row scalars only. The vectors here hold 16 neighbouring COLUMNS, never partial
- *      sums of one reduction, so each element sees exactly the scalar sequence of roundings
- *      (mul, then vfmadd = fmaf; the reductions over i stay sequential, i ascending).
- *   2. Attention: scores use kern_dot_avx512 (the 32-lane order, equal to kern_dot); max,
- *      the sum stay scalar and ascending, kern_expf runs lane-wise (act_*.c); the output o[d] = fmaf(e_t, v_t[d], o[d])
- *      runs over t ascending with 16 neighbouring d per vector (independent outputs), then
- *      one IEEE division per element, as the scalar o[d] / sum. Query heads that share a kv
- *      head (up to KERN_ATTN_HEADS in one call) are scored together (each key row loaded
- *      once, each head's dot the 32-lane one) and their outputs accumulated together 64
- *      dims at a time (each value row chunk loaded once); every head keeps its own
- *      accumulators, max, sum and t order, so the bits are the per-head ones.
- *   3. Tails use masked loads and stores; the lanes outside the mask compute on zeros that
+ *   1. Scores use kern_dot_avx512 (the 32-lane order, equal to kern_dot); the max and the sum
+ *      stay scalar and ascending, kern_expf runs lane-wise (vec_avx512_int.h); the output
+ *      o[d] = fmaf(e_t, v_t[d], o[d]) runs over t ascending with 16 neighbouring d per vector
+ *      (independent outputs), then one IEEE division per element, as the scalar o[d] / sum.
+ *      Query heads that share a kv head (up to KERN_ATTN_HEADS in one call) are scored
+ *      together (each key row loaded once, each head's dot the 32-lane one) and their outputs
+ *      accumulated together 64 dims at a time (each value row chunk loaded once); every head
+ *      keeps its own accumulators, max, sum and t order, so the bits are the per-head ones.
+ *   2. Tails use masked loads and stores; the lanes outside the mask compute on zeros that
  *      are never stored.
- *   4. kern_attn_tokens: two or three consecutive queries (each up to 4 heads of one kv
+ *   3. kern_attn_tokens: two or three consecutive queries (each up to 4 heads of one kv
  *      head) share every key and value row load, which long prompts need (the KV rows of
  *      thousands of positions come from L3 or memory, once per query otherwise). Each
  *      (query, head) keeps its own accumulators, dot order, max/exp/sum and key order, so
@@ -29,77 +25,18 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "kernels/kernels_int.h"
+#include "kernels/vec_avx512_int.h"
 
 #define INLINE static inline __attribute__((always_inline))
-#define NV 8 /* column vectors per chunk: 128 columns, u / dl / o in 24 zmm */
+#define NV 8 /* output vectors per chunk: 128 dims in 8 zmm */
 
-static __mmask16 tail_mask(int64_t n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1); }
-
-/* One chunk of nv vectors of columns j0 .. j0 + 16 nv - 1 (the last one masked by ml) of
- * head state Sh [dk, dv]. nv is a constant after inlining. */
-INLINE void gdn_chunk(float *oh, float *Sh, const float *kk, const float *qq, const float *vv,
-                      float al, float be, float sc, int64_t dk, int64_t dv, int64_t j0, int nv,
-                      __mmask16 ml)
+/* kern_expsub: the lane-wise exp pass of kern_attn_scores. */
+void kern_expsub_avx512(float *x, int64_t n, float m)
 {
-    __m512 u[NV], o[NV];
-    __mmask16 m[NV];
-#pragma GCC unroll 8
-    for (int c = 0; c < nv; c++) {
-        u[c] = _mm512_setzero_ps();
-        m[c] = c == nv - 1 ? ml : (__mmask16)0xffff;
-    }
-    const __m512 alv = _mm512_set1_ps(al);
-    for (int64_t i = 0; i < dk; i++) {
-        float *Si = Sh + i * dv + j0;
-        __m512 ki = _mm512_set1_ps(kk[i]);
-#pragma GCC unroll 8
-        for (int c = 0; c < nv; c++) {
-            /* S * alpha is not stored here: the second pass forms the same product again
-             * (same bits), which halves the stores of a store-bound step */
-            __m512 s = _mm512_mul_ps(_mm512_maskz_loadu_ps(m[c], Si + 16 * c), alv);
-            u[c] = _mm512_fmadd_ps(s, ki, u[c]);
-        }
-    }
-    const __m512 bev = _mm512_set1_ps(be);
-#pragma GCC unroll 8
-    for (int c = 0; c < nv; c++) {
-        u[c] = _mm512_mul_ps(bev, _mm512_sub_ps(_mm512_maskz_loadu_ps(m[c], vv + j0 + 16 * c), u[c]));
-        o[c] = _mm512_setzero_ps();
-    }
-    for (int64_t i = 0; i < dk; i++) {
-        float *Si = Sh + i * dv + j0;
-        __m512 ki = _mm512_set1_ps(kk[i]);
-        __m512 qi = _mm512_set1_ps(qq[i] * sc);
-#pragma GCC unroll 8
-        for (int c = 0; c < nv; c++) {
-            __m512 sa = _mm512_mul_ps(_mm512_maskz_loadu_ps(m[c], Si + 16 * c), alv);
-            __m512 s = _mm512_fmadd_ps(ki, u[c], sa);
-            _mm512_mask_storeu_ps(Si + 16 * c, m[c], s);
-            o[c] = _mm512_fmadd_ps(s, qi, o[c]);
-        }
-    }
-#pragma GCC unroll 8
-    for (int c = 0; c < nv; c++) _mm512_mask_storeu_ps(oh + j0 + 16 * c, m[c], o[c]);
-}
-
-void kern_gdn_step_avx512(float *o, float *S, const float *q, const float *k, const float *v,
-                          const float *alpha, const float *beta, int64_t n_kh, int64_t n_vh,
-                          int64_t dk, int64_t dv, int64_t h0, int64_t h1)
-{
-    float sc = 1.0f / sqrtf((float)dk);
-    (void)n_vh;
-    for (int64_t h = h0; h < h1; h++) {
-        int64_t kh = h % n_kh;
-        const float *kk = k + kh * dk, *qq = q + kh * dk, *vv = v + h * dv;
-        float *Sh = S + h * dk * dv, *oh = o + h * dv;
-        float al = alpha[h], be = beta[h];
-        int64_t j0 = 0;
-        for (; j0 + 16 * NV <= dv; j0 += 16 * NV)
-            gdn_chunk(oh, Sh, kk, qq, vv, al, be, sc, dk, dv, j0, NV, 0xffff);
-        for (; j0 < dv; j0 += 16)
-            gdn_chunk(oh, Sh, kk, qq, vv, al, be, sc, dk, dv, j0, 1, tail_mask(dv - j0));
-    }
+    int64_t i = 0;
+    const __m512 mv = _mm512_set1_ps(m);
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv)));
+    if (i < n) kern_expsub(x + i, n - i, m);
 }
 
 /* o[d0 .. d0 + 16 nv) of one head: sum over t of e_t * v_t, then / sum. */
@@ -155,17 +92,6 @@ INLINE void attn_out_chunk_heads(float *out, int64_t hd, const float *vc, int64_
     }
 }
 
-/* kern_dot_avx512's final tree (matmul_avx512.c), for the batched scores below. */
-INLINE float attn_tree32(__m512 a, __m512 b)
-{
-    __m512 s16 = _mm512_add_ps(a, b);
-    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(s16),
-                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s16), 1)));
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-}
-
 /* kern_attn_scores for ng heads of one kv head at once (hd % 32 == 0): each key row is
  * loaded once for all heads; per head the dot is kern_dot_avx512's (two 16-lane
  * accumulators over k ascending, then its tree), the max, exp and sum as kern_attn_scores. */
@@ -188,7 +114,7 @@ INLINE void attn_scores_heads(float *scratch, float *sum, const float *q, const 
         }
 #pragma GCC unroll 4
         for (int i = 0; i < ng; i++) {
-            float st = attn_tree32(a0[i], a1[i]) * scale;
+            float st = v16_tree32(a0[i], a1[i]) * scale;
             scratch[i * n_pos + t] = st;
             if (t == 0 || st > mx[i]) mx[i] = st;
         }
@@ -240,7 +166,7 @@ void kern_attn_avx512(float *out, const float *q, const float *kc, const float *
             const float *ei = scratch + i * n_pos;
             int64_t d = d0;
             for (; d + 16 * NV <= hd; d += 16 * NV) attn_out_chunk(oj, vm, kv_ld, ei, n_pos, sum[i], d, NV, 0xffff);
-            for (; d < hd; d += 16) attn_out_chunk(oj, vm, kv_ld, ei, n_pos, sum[i], d, 1, tail_mask(hd - d));
+            for (; d < hd; d += 16) attn_out_chunk(oj, vm, kv_ld, ei, n_pos, sum[i], d, 1, v16_tail_mask(hd - d));
         }
         j = jr;
     }
@@ -276,7 +202,7 @@ INLINE void tok_scores(float *e, int64_t ld, const float *q, int64_t q_ld, const
 #pragma GCC unroll 4
         for (int i = 0; i < nt; i++)
 #pragma GCC unroll 4
-            for (int h = 0; h < ng; h++) e[(i * ng + h) * ld + t] = attn_tree32(a0[i][h], a1[i][h]) * scale;
+            for (int h = 0; h < ng; h++) e[(i * ng + h) * ld + t] = v16_tree32(a0[i][h], a1[i][h]) * scale;
     }
 }
 
@@ -388,5 +314,5 @@ void kern_attn_tokens_avx512(float *out, int64_t out_ld, const float *q, int64_t
 }
 
 #else
-typedef int kern_recur_avx512_unused; /* not x86: the variant does not exist */
+typedef int kern_attn_avx512_unused; /* not x86: the variant does not exist */
 #endif

@@ -1,4 +1,5 @@
-/* Tests of kern_expf (kernels.h) and the elementwise variants of act_avx2.c / act_avx512.c:
+/* Tests of kern_expf (kernels.h) and the lane-wise activation variants: swiglu / sigmoid_mul /
+ * gated_scale of ffn_avx2.c / ffn_avx512.c and conv1d_step of gdn_avx2.c / gdn_avx512.c:
  *   - kern_expf is within one ulp of exp computed in double and correctly rounded on all
  *     but a tiny fraction of a sweep over every 61st float in [-104, 89], and its special
  *     cases (NaN, +-inf, overflow, underflow, -0) are as written;
@@ -147,10 +148,10 @@ static void act_check(const char *variant)
     cr_assert_eq(bad, 0, "%s: %d elementwise kernels differ from scalar", variant, bad);
 }
 
-Test(kern_act, avx2_equals_scalar) { act_check("avx2"); }
-Test(kern_act, avx512_equals_scalar) { act_check("avx512"); }
+Test(kern_simd_ffn, avx2_equals_scalar) { act_check("avx2"); }
+Test(kern_simd_ffn, avx512_equals_scalar) { act_check("avx512"); }
 
-Test(kern_act, scalar_table_uses_the_references)
+Test(kern_simd_ffn, scalar_table_uses_the_references)
 {
     const struct kern_ops *s = kern_ops_for("scalar");
     cr_assert(s->swiglu == kern_swiglu && s->sigmoid_mul == kern_sigmoid_mul && s->gated_scale == kern_gated_scale &&

@@ -1,8 +1,9 @@
-/* Tests of the SIMD sequence kernels (recur_avx2.c, recur_avx512.c) through kern_ops: the
- * attn and gdn_step of every variant equal the scalar kern_attn / kern_gdn_step bit for bit
- * (memcmp of the whole output and state buffers, untouched heads and cache gaps included),
- * for head sizes with and without a vector tail, several steps in a row, head subranges and
- * signed zeros. A variant the CPU lacks is skipped, with a message saying so. */
+/* Tests of the SIMD sequence kernels (attn_avx2.c, attn_avx512.c, gdn_avx2.c, gdn_avx512.c)
+ * through kern_ops: the attn and gdn_step of every variant equal the scalar kern_attn /
+ * kern_gdn_step bit for bit (memcmp of the whole output and state buffers, untouched heads
+ * and cache gaps included), for head sizes with and without a vector tail, several steps in
+ * a row, head subranges and signed zeros. A variant the CPU lacks is skipped, with a message
+ * saying so. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
@@ -137,7 +138,7 @@ static void rec_attn_heads(const char *variant, int64_t nh, int64_t nkv)
 
 /* The data can tell orders apart: summing the GDN read-out in another order changes bits,
  * so equality above is not an accident of benign data. */
-Test(kern_simd_recur, order_sensitive)
+Test(kern_simd_attn_gdn, order_sensitive)
 {
     rec_seed(3);
     float x[128], y[128];
@@ -149,10 +150,10 @@ Test(kern_simd_recur, order_sensitive)
     cr_assert_neq(fw, bw);
 }
 
-Test(kern_simd_recur, gdn_avx2) { rec_gdn("avx2"); }
-Test(kern_simd_recur, gdn_avx512) { rec_gdn("avx512"); }
-Test(kern_simd_recur, attn_avx2) { rec_attn("avx2"); }
-Test(kern_simd_recur, attn_avx512) { rec_attn("avx512"); }
+Test(kern_simd_attn_gdn, gdn_avx2) { rec_gdn("avx2"); }
+Test(kern_simd_attn_gdn, gdn_avx512) { rec_gdn("avx512"); }
+Test(kern_simd_attn_gdn, attn_avx2) { rec_attn("avx2"); }
+Test(kern_simd_attn_gdn, attn_avx512) { rec_attn("avx512"); }
 
 /* kern_attn_tokens of every variant (and the scalar one) equals one scalar kern_attn call
  * per query, bit for bit: n_tok 1..KERN_ATTN_TOKS consecutive queries, head sizes with and
@@ -209,6 +210,6 @@ static void rec_attn_tokens_all(const char *variant)
     rec_attn_tokens(variant, 2, 1);  /* a group of 2 */
 }
 
-Test(kern_simd_recur, attn_tokens_scalar) { rec_attn_tokens_all("scalar"); }
-Test(kern_simd_recur, attn_tokens_avx2) { rec_attn_tokens_all("avx2"); }
-Test(kern_simd_recur, attn_tokens_avx512) { rec_attn_tokens_all("avx512"); }
+Test(kern_simd_attn_gdn, attn_tokens_scalar) { rec_attn_tokens_all("scalar"); }
+Test(kern_simd_attn_gdn, attn_tokens_avx2) { rec_attn_tokens_all("avx2"); }
+Test(kern_simd_attn_gdn, attn_tokens_avx512) { rec_attn_tokens_all("avx512"); }
