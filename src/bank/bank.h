@@ -12,8 +12,8 @@
  *   3. A blob that fails verification (checksum, identity, token prefix) is discarded
  *      and counted, never restored.
  *
- * The in-RAM core (tree.c, plan.c, retain.c; the disk tier is disk.c)
- * -------------------------------------------------------------------------------
+ * The in-RAM core (tree.c, plan.c, retain.c; the disk tier: disk.c and its layers)
+ * ---------------------------------------------------------------------------------
  * A bank holds independent key spaces, one per 64-bit fingerprint (model identity +
  * numerics, computed by the caller). Each space declares kv_row_bytes (attention KV of
  * one token, all layers) and snapshot_bytes (one GDN snapshot, all layers). Nothing is
@@ -237,7 +237,7 @@ const char *bank_evict_reason_name(enum bank_evict_reason r);
  * positions kept under cap. Exposed for tests and for the disk tier. */
 void bank_thin_positions(const int64_t *pos, int n, int cap, bool *keep);
 
-/* ---- the disk tier (disk.c; its design note states the format and the invariants) ---- */
+/* ---- the disk tier (disk.c states its invariants and layers; blob.c the format) ---- */
 
 struct bank_disk;
 
