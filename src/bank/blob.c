@@ -132,6 +132,8 @@ void blob_keys_free(struct blob_keys *h)
 
 /* ---- the header ---------------------------------------------------------------------- */
 
+uint64_t blob_hdr_sum(const uint8_t *b) { return XXH3_64bits(b, 152); }
+
 void blob_hdr_encode(const struct blob_hdr *h, uint8_t *b)
 {
     memset(b, 0, HDR_SIZE);
@@ -148,13 +150,13 @@ void blob_hdr_encode(const struct blob_hdr *h, uint8_t *b)
     memcpy(b + 96, h->parent, 32);
     put_u64(b + 128, h->kv_sum);
     put_u64(b + 136, h->snap_sum);
-    put_u64(b + 152, XXH3_64bits(b, 152));
+    put_u64(b + 152, blob_hdr_sum(b));
 }
 
 bool blob_hdr_decode(const uint8_t *b, struct blob_hdr *h)
 {
     if (memcmp(b, k_magic, 8) != 0) return false;
-    if (get_u64(b + 152) != XXH3_64bits(b, 152)) return false;
+    if (get_u64(b + 152) != blob_hdr_sum(b)) return false;
     h->version = get_u32(b + 8);
     h->kind = get_u32(b + 12);
     h->fp = get_u64(b + 16);

@@ -65,6 +65,8 @@ void blob_keys_init(struct blob_keys *h, uint64_t fp, const int32_t *ids);
 bool blob_keys_at(struct blob_keys *h, int64_t pos, uint8_t out[32]);
 void blob_keys_free(struct blob_keys *h);
 
+/* The header checksum: XXH3-64 of b[0, 152). */
+uint64_t blob_hdr_sum(const uint8_t *b);
 /* Encode h (version, kind, identity, sums) into b[HDR_SIZE], header checksum included. */
 void blob_hdr_encode(const struct blob_hdr *h, uint8_t *b);
 /* Decode and check self-consistency; false when the header cannot be trusted. */
