@@ -229,6 +229,10 @@ uint64_t bank_shrink_to(struct bank *b, uint64_t target);
 void bank_set_budget(struct bank *b, uint64_t ram_budget);
 
 void bank_stats_get(const struct bank *b, struct bank_stats *out);
+/* Walk every tree and test the invariants above (check.c lists them): HS_OK, or
+ * HS_ERR_INVALID with err naming the invariant and where it broke. Reads only; O(size).
+ * For tests and debugging (tests call it after every insert and eviction). */
+int bank_check(const struct bank *b, struct hs_err *err);
 const char *bank_snap_kind_name(enum bank_snap_kind k);
 const char *bank_reason_name(enum bank_reason r);
 const char *bank_evict_reason_name(enum bank_evict_reason r);
