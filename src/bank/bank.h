@@ -392,6 +392,11 @@ int bank_disk_verify(struct bank_disk *d, struct bank_disk_verify_result *out,
  * nothing). */
 uint64_t bank_disk_gc(struct bank_disk *d, uint64_t target_bytes);
 const char *bank_disk_put_result_name(enum bank_disk_put_result r);
+/* The disk tier's cap, the one policy every caller uses: requested when > 0; else 20% of
+ * the free space where dir lives (its nearest existing parent while it does not exist
+ * yet), at most 64 GiB; unknown free space: 64 GiB. */
+#define BANK_DISK_CAP_MAX (64ull << 30)
+uint64_t bank_disk_cap_for(const char *dir, int64_t requested);
 /* The default --bank-dir: $XDG_CACHE_HOME/headstart/bank, else ~/.cache/headstart/bank;
  * NULL when neither variable is set. Owned string. */
 char *bank_disk_default_dir(void);

@@ -37,7 +37,8 @@
  *   writer.c     the write queue, the writer thread, the writer lock and the retry
  *   tools.c      the offline views: ls, verify, gc (`headstart bank`)
  *   disk.c       this file: open / close, lookup (restoring a chain), reading blob files,
- *                the disabled state and the counters, the default directory and cap
+ *                the disabled state and the counters, the default directory and the cap
+ *                policy (bank_disk_cap_for: serve and replay size the tier the same way)
  *
  * Invariants:
  *   1. A lookup hands out bytes only after, for every blob of the chain: header checksum,
@@ -428,6 +429,31 @@ char *bank_disk_default_dir(void)
     char *dir = sys_path_join(base, "headstart/bank");
     hs_free(base);
     return dir;
+}
+
+/* Free space where dir lives (its nearest existing ancestor while it does not exist yet);
+ * 0 when unknown. */
+static uint64_t free_bytes_at(const char *path)
+{
+    char *p = hs_strdup(path);
+    uint64_t free_b = sys_disk_free_bytes(p);
+    while (!free_b) {
+        char *slash = strrchr(p, '/');
+        if (!slash) { free_b = sys_disk_free_bytes("."); break; }
+        if (slash == p) { free_b = sys_disk_free_bytes("/"); break; }
+        *slash = '\0';
+        free_b = sys_disk_free_bytes(p);
+    }
+    hs_free(p);
+    return free_b;
+}
+
+uint64_t bank_disk_cap_for(const char *dir, int64_t requested)
+{
+    if (requested > 0)
+        return (uint64_t)requested;
+    uint64_t free_b = free_bytes_at(dir);
+    return free_b ? HS_MIN(free_b / 5, BANK_DISK_CAP_MAX) : BANK_DISK_CAP_MAX;
 }
 
 const char *bank_disk_put_result_name(enum bank_disk_put_result r)
