@@ -12,7 +12,8 @@
  *   3. A blob that fails verification (checksum, identity, token prefix) is discarded
  *      and counted, never restored.
  *
- * The in-RAM core (tree.c, plan.c, retain.c; the disk tier: disk.c and its layers)
+ * The in-RAM core (tree.c, plan.c, retain.c; check.c tests its invariants, stats.c
+ * exports the numbers of both tiers; the disk tier: disk.c and its layers)
  * ---------------------------------------------------------------------------------
  * A bank holds independent key spaces, one per 64-bit fingerprint (model identity +
  * numerics, computed by the caller). Each space declares kv_row_bytes (attention KV of
