@@ -4,7 +4,7 @@
  * one process the directory's only writer, and the retry that re-enables the tier after
  * an I/O error (or lets a take_over reader become the writer).
  *
- * Invariants (disk.c's numbering):
+ * Invariants (in parentheses: the number of disk.c's invariant each one serves):
  *   1. put never waits on disk I/O: it consults the mirror under mu, hashes and copies
  *      outside it, and queues (6). The queue is bounded by count and bytes; when full the
  *      least valuable write (highest kind, then oldest) is dropped; a lone write always
@@ -19,11 +19,15 @@
  *
  * Lifecycle of a write:
  *
- *   bank_disk_put ──▶ QUEUED ──(writer picks it)──▶ IN FLIGHT ──▶ temp ─fsync─rename─▶ FILE
- *                       │ └─ dropped (queue full, least valuable)          │          │
- *                       │                                                  ▼          ▼ row inserted
- *                       └── duplicate key: refused            base gone / foreign /   STORED
- *                                                             too big / low disk: skipped
+ *   bank_disk_put ─┬─ bad arguments, tier off, larger than the cap, a queued duplicate: refused
+ *                  ├─ already stored: QUEUED as a touch (its recency only)
+ *                  └─▶ QUEUED ──(queue full, least valuable)──▶ DROPPED
+ *                        │ the writer takes the oldest
+ *                        ▼
+ *                     IN FLIGHT ──(base gone, foreign path, cannot fit, low disk)──▶ SKIPPED
+ *                        │ temp file, fsync, rename
+ *                        ▼
+ *                      FILE ──(row inserted)──▶ STORED ──(LRU leaf evicted, or found bad)──▶ DELETED
  */
 #include "bank/disk_int.h"
 
