@@ -12,8 +12,9 @@
  *   3. A blob that fails verification (checksum, identity, token prefix) is discarded
  *      and counted, never restored.
  *
- * The in-RAM core (tree.c, plan.c, retain.c; the disk tier is disk.c)
- * -------------------------------------------------------------------------------
+ * The in-RAM core (tree.c, plan.c, retain.c; check.c tests its invariants, stats.c
+ * exports the numbers of both tiers; the disk tier: disk.c and its layers)
+ * ---------------------------------------------------------------------------------
  * A bank holds independent key spaces, one per 64-bit fingerprint (model identity +
  * numerics, computed by the caller). Each space declares kv_row_bytes (attention KV of
  * one token, all layers) and snapshot_bytes (one GDN snapshot, all layers). Nothing is
@@ -229,6 +230,10 @@ uint64_t bank_shrink_to(struct bank *b, uint64_t target);
 void bank_set_budget(struct bank *b, uint64_t ram_budget);
 
 void bank_stats_get(const struct bank *b, struct bank_stats *out);
+/* Walk every tree and test the invariants above (check.c lists them): HS_OK, or
+ * HS_ERR_INVALID with err naming the invariant and where it broke. Reads only; O(size).
+ * For tests and debugging (tests call it after every insert and eviction). */
+int bank_check(const struct bank *b, struct hs_err *err);
 const char *bank_snap_kind_name(enum bank_snap_kind k);
 const char *bank_reason_name(enum bank_reason r);
 const char *bank_evict_reason_name(enum bank_evict_reason r);
@@ -237,7 +242,7 @@ const char *bank_evict_reason_name(enum bank_evict_reason r);
  * positions kept under cap. Exposed for tests and for the disk tier. */
 void bank_thin_positions(const int64_t *pos, int n, int cap, bool *keep);
 
-/* ---- the disk tier (disk.c; its design note states the format and the invariants) ---- */
+/* ---- the disk tier (disk.c states its invariants and layers; blob.c the format) ---- */
 
 struct bank_disk;
 
@@ -388,6 +393,11 @@ int bank_disk_verify(struct bank_disk *d, struct bank_disk_verify_result *out,
  * nothing). */
 uint64_t bank_disk_gc(struct bank_disk *d, uint64_t target_bytes);
 const char *bank_disk_put_result_name(enum bank_disk_put_result r);
+/* The disk tier's cap, the one policy every caller uses: requested when > 0; else 20% of
+ * the free space where dir lives (its nearest existing parent while it does not exist
+ * yet), at most 64 GiB; unknown free space: 64 GiB. */
+#define BANK_DISK_CAP_MAX (64ull << 30)
+uint64_t bank_disk_cap_for(const char *dir, int64_t requested);
 /* The default --bank-dir: $XDG_CACHE_HOME/headstart/bank, else ~/.cache/headstart/bank;
  * NULL when neither variable is set. Owned string. */
 char *bank_disk_default_dir(void);
@@ -435,5 +445,75 @@ int bank_store(struct bank *b, struct bank_disk *d, const struct bank_keys *k, c
                int64_t rows_from, const void *kv_rows, const struct bank_snap_in *snaps, int n_snaps,
                int *n_disk_puts, struct hs_err *err);
 const char *bank_source_name(enum bank_source s);
+
+/* ---- statistics as data (stats.c): one field table per stats struct ---- */
+
+enum bank_stat_kind { BANK_STAT_COUNTER = 0, BANK_STAT_GAUGE };
+enum bank_stat_type {
+    BANK_STAT_U64 = 0,   /* uint64_t (or n of them) */
+    BANK_STAT_BOOL,      /* bool: JSON true/false, metrics 1/0 */
+    BANK_STAT_NOT_BOOL,  /* bool, exported negated (disabled -> enabled) */
+    BANK_STAT_LONG,      /* long */
+    BANK_STAT_STR,       /* char[]: JSON only */
+};
+/* Which outputs carry a row (bits). */
+enum {
+    BANK_STAT_REPLAY = 1u << 0,  /* `headstart replay`'s summary line (bank_stats_json ...) */
+    BANK_STAT_CMD = 1u << 1,     /* `headstart bank stats|ls|verify|gc` (cmd_bank.c) */
+    BANK_STAT_METRICS = 1u << 2, /* /metrics (Prometheus text) */
+};
+
+/* One exported quantity of a stats struct. A row that is one label value of a family
+ * (label != NULL) shares metric and help with its siblings, which follow it directly in
+ * the metrics order. */
+struct bank_stat_field {
+    const char *key;          /* JSON key (inside `group` when set) */
+    const char *metric;       /* Prometheus family name; NULL: not a metric */
+    const char *label;        /* this row's value of the family's "reason" label; NULL none */
+    const char *help;         /* Prometheus HELP text */
+    enum bank_stat_kind kind;
+    enum bank_stat_type type;
+    size_t offset;            /* offsetof in the stats struct */
+    int n;                    /* 0: one value; > 0: an array of n uint64_t, indexed by an enum */
+    const char *(*name_of)(int i); /* the enum's names: JSON keys / "reason" label values */
+    const char *group;        /* JSON: the nested object it sits in; NULL: top level */
+    const char *text;         /* the words of `bank stats`' text line; NULL: not in text */
+    size_t only_if;           /* offset of a bool that must be true to show it; (size_t)-1 */
+    unsigned outputs;         /* BANK_STAT_* bits */
+};
+
+/* The tables: rows in the JSON order of every output (each output takes its rows). */
+extern const struct bank_stat_field bank_stats_fields[];      /* struct bank_stats */
+extern const int bank_stats_n_fields;
+extern const struct bank_stat_field bank_disk_stats_fields[]; /* struct bank_disk_stats */
+extern const int bank_disk_stats_n_fields;
+/* /metrics lists the disk rows in another order: indices into bank_disk_stats_fields. */
+extern const int bank_disk_stats_metrics_order[];
+extern const int bank_disk_stats_n_metrics;
+
+struct jsonw;
+struct strbuf;
+/* One row as JSON ("key": value, or "key": {name: value, ...} for an array), opening and
+ * closing its group's object as needed: start with *group = NULL and finish with
+ * bank_stat_json_end. Rows whose only_if is false write nothing. */
+void bank_stat_json(struct jsonw *w, const struct bank_stat_field *f, const void *st,
+                    const char **group);
+void bank_stat_json_end(struct jsonw *w, const char **group);
+/* Every row of table t flagged for `output`, in table order, into the open object of w. */
+void bank_stats_json_fields(const struct bank_stat_field *t, int n, unsigned output,
+                            const void *st, struct jsonw *w);
+/* One row as Prometheus text: "# HELP" and "# TYPE" when prev (the row written before,
+ * or NULL) belongs to another family, then its sample line(s). */
+void bank_stat_metric(struct strbuf *out, const struct bank_stat_field *f, const void *st,
+                      const struct bank_stat_field *prev);
+/* Every metric row of a struct, in its metrics order (what /metrics prints for the bank). */
+void bank_stats_metrics(const struct bank_stats *st, struct strbuf *out);
+void bank_disk_stats_metrics(const struct bank_disk_stats *st, struct strbuf *out);
+/* `headstart replay`'s summary members: "bank_stats": {...} and "bank_disk_stats": {...}. */
+void bank_stats_json(const struct bank_stats *st, struct jsonw *w);
+void bank_disk_stats_json(const struct bank_disk_stats *st, struct jsonw *w);
+/* The rows of `group` with a text name as "words value, words value, ..." (no newline). */
+void bank_stats_text(const struct bank_stat_field *t, int n, const char *group, const void *st,
+                     struct strbuf *out);
 
 #endif

@@ -83,22 +83,18 @@ static bool ls_line(void *ctx, const struct bank_disk_entry *e)
     return true;
 }
 
-static void open_json(struct jsonw *w, const struct bank_disk_stats *st)
+/* The disk stats members of every subcommand's JSON, from the bank's field table (rows
+ * flagged BANK_STAT_CMD, in table order), with unshared_bytes (not a stat) after bytes. */
+static void stats_json(struct jsonw *w, const struct bank_disk_stats *st, uint64_t unshared)
 {
-    jsonw_key(w, "open");
-    jsonw_obj_begin(w);
-    jsonw_key(w, "rows"); jsonw_uint(w, st->open_rows);
-    jsonw_key(w, "adopted"); jsonw_uint(w, st->open_adopted);
-    jsonw_key(w, "orphans_removed"); jsonw_uint(w, st->open_orphans_removed);
-    jsonw_key(w, "tmp_removed"); jsonw_uint(w, st->open_tmp_removed);
-    jsonw_key(w, "rows_dropped"); jsonw_uint(w, st->open_rows_dropped);
-    jsonw_key(w, "old_format_removed"); jsonw_uint(w, st->open_old_removed);
-    jsonw_obj_end(w);
-    jsonw_key(w, "read_only"); jsonw_bool(w, st->read_only);
-    jsonw_key(w, "lock_holder_pid"); jsonw_int(w, st->lock_holder_pid);
-    jsonw_key(w, "old_format"); jsonw_bool(w, st->old_format);
-    jsonw_key(w, "foreign"); jsonw_uint(w, st->foreign);
-    jsonw_key(w, "bad_rows"); jsonw_uint(w, st->bad_rows);
+    const char *group = NULL;
+    for (int i = 0; i < bank_disk_stats_n_fields; i++) {
+        const struct bank_stat_field *f = &bank_disk_stats_fields[i];
+        if (!(f->outputs & BANK_STAT_CMD)) continue;
+        bank_stat_json(w, f, st, &group);
+        if (!f->group && !strcmp(f->key, "bytes")) { jsonw_key(w, "unshared_bytes"); jsonw_uint(w, unshared); }
+    }
+    bank_stat_json_end(w, &group);
 }
 
 static void print_reconcile(const struct bank_disk_stats *st, uint64_t unshared)
@@ -107,11 +103,11 @@ static void print_reconcile(const struct bank_disk_stats *st, uint64_t unshared)
     printf("entries %" PRIu64 ", %s (%" PRIu64 " bytes; %s if no stretch were shared)\n",
            st->entries, hs_format_size(st->bytes, b, sizeof b), st->bytes,
            hs_format_size(unshared, u, sizeof u));
-    printf("at open: index rows %" PRIu64 ", adopted %" PRIu64 ", orphans removed %" PRIu64
-           ", temp files removed %" PRIu64 ", rows dropped %" PRIu64 ", old-format files removed %"
-           PRIu64 "\n",
-           st->open_rows, st->open_adopted, st->open_orphans_removed, st->open_tmp_removed,
-           st->open_rows_dropped, st->open_old_removed);
+    struct strbuf open;
+    strbuf_init(&open);
+    bank_stats_text(bank_disk_stats_fields, bank_disk_stats_n_fields, "open", st, &open);
+    printf("at open: %.*s\n", (int)open.len, open.buf ? open.buf : "");
+    strbuf_free(&open);
     if (st->lock_holder_pid)
         printf("in use by process %ld (its writer lock): this is a read-only view\n", st->lock_holder_pid);
     if (st->old_format)
@@ -213,10 +209,7 @@ int cmd_bank(int argc, char **argv)
     if (json) {
         jsonw_obj_begin(&w);
         jsonw_key(&w, "dir"); jsonw_str(&w, dir);
-        jsonw_key(&w, "entries"); jsonw_uint(&w, st.entries);
-        jsonw_key(&w, "bytes"); jsonw_uint(&w, st.bytes);
-        jsonw_key(&w, "unshared_bytes"); jsonw_uint(&w, lc.unshared);
-        open_json(&w, &st);
+        stats_json(&w, &st, lc.unshared);
     } else {
         printf("bank %s\n", dir);
         print_reconcile(&st, lc.unshared);

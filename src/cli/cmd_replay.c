@@ -105,22 +105,6 @@ static void stats_json(const struct bank_stats *st, const struct bank_disk_stats
     jsonw_obj_end(&w);
 }
 
-/* Free bytes on the file system of path, or of its nearest existing parent; 0 unknown. */
-static uint64_t free_bytes_at(const char *path)
-{
-    char *p = hs_strdup(path);
-    uint64_t free_b = sys_disk_free_bytes(p);
-    while (!free_b) {
-        char *slash = strrchr(p, '/');
-        if (!slash) { free_b = sys_disk_free_bytes("."); break; }
-        if (slash == p) { free_b = sys_disk_free_bytes("/"); break; }
-        *slash = '\0';
-        free_b = sys_disk_free_bytes(p);
-    }
-    hs_free(p);
-    return free_b;
-}
-
 /* The engine's model identity, for the disk tier's key space (engine.h): hashed here, at
  * start (a replay is short; the server hashes big models in the background), with the
  * per-file digest cache in DIR/model-ids. A failure only keeps the disk tier unused. */
@@ -149,14 +133,7 @@ static struct bank_disk *open_disk(const char *dir_arg, int64_t cap, struct engi
     }
     struct bank_disk_opts o;
     bank_disk_opts_default(&o);
-    if (cap > 0) {
-        o.cap_bytes = (uint64_t)cap;
-    } else {
-        /* 20% of the free space where the bank lives (its parent while it does not exist
-         * yet), at most 64 GiB; unknown free space: the 64 GiB ceiling */
-        uint64_t free_b = free_bytes_at(dir);
-        o.cap_bytes = free_b ? HS_MIN(free_b / 5, 64ull << 30) : 64ull << 30;
-    }
+    o.cap_bytes = bank_disk_cap_for(dir, cap);
     struct hs_err err;
     hs_err_clear(&err);
     struct bank_disk *d = bank_disk_open(dir, &o, &err);

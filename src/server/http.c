@@ -1057,23 +1057,6 @@ void server_opts_default(struct server_opts *o)
     o->max_tokens_default = SERVER_DEFAULT_MAX_TOKENS;
 }
 
-/* Free space where the disk tier lives (its nearest existing ancestor while it does not
- * exist yet); 0 when unknown. */
-static uint64_t free_bytes_at(const char *path)
-{
-    char *p = hs_strdup(path);
-    uint64_t free_b = sys_disk_free_bytes(p);
-    while (!free_b) {
-        char *slash = strrchr(p, '/');
-        if (!slash) { free_b = sys_disk_free_bytes("."); break; }
-        if (slash == p) { free_b = sys_disk_free_bytes("/"); break; }
-        *slash = '\0';
-        free_b = sys_disk_free_bytes(p);
-    }
-    hs_free(p);
-    return free_b;
-}
-
 /* The session bank (RAM) and its disk tier, owned by the engine thread from here on. A disk
  * tier that cannot be opened is only turned off (warned). Describes both in `desc` for the
  * start line. */
@@ -1106,12 +1089,7 @@ static void bank_start(struct server *srv, char *desc, size_t desc_len)
     bank_disk_opts_default(&dopts);
     dopts.access = BANK_DISK_WRITER_OR_READER; /* a second server on the dir reads it */
     dopts.take_over = true;                    /* and writes once the first lets go */
-    if (o->bank_disk > 0) {
-        dopts.cap_bytes = (uint64_t)o->bank_disk;
-    } else {
-        uint64_t free_b = free_bytes_at(dir);
-        dopts.cap_bytes = free_b ? HS_MIN(free_b / 5, 64ull << 30) : 64ull << 30;
-    }
+    dopts.cap_bytes = bank_disk_cap_for(dir, o->bank_disk);
     struct hs_err err;
     hs_err_clear(&err);
     srv->disk = bank_disk_open(dir, &dopts, &err);

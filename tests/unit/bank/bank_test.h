@@ -7,7 +7,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <criterion/criterion.h>
+
 #include "bank/bank.h"
+
+/* The tree's invariants hold (bank_check); called after every insert and eviction. */
+static inline void bt_check(const struct bank *b)
+{
+    struct hs_err err;
+    hs_err_clear(&err);
+    int rc = bank_check(b, &err);
+    cr_assert_eq(rc, HS_OK, "%s", err.msg);
+}
+
+/* bank_shrink_to, then bank_check. */
+static inline uint64_t bt_shrink_to(struct bank *b, uint64_t target)
+{
+    uint64_t freed = bank_shrink_to(b, target);
+    bt_check(b);
+    return freed;
+}
 
 static inline uint64_t bt_mix(uint64_t x)
 {
@@ -99,6 +118,7 @@ static inline int bt_insert(struct bank *b, uint64_t fp, const int32_t *ids, int
     struct hs_err err;
     hs_err_clear(&err);
     int rc = bank_insert(b, fp, ids, n, from, kv, sn, n_pos, &err);
+    bt_check(b);
     free(kv);
     free(sn);
     free(bytes);

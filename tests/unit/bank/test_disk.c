@@ -523,3 +523,14 @@ Test(bank_disk_cap, reconcile_orphans_and_missing_files)
     free(abdir);
     dt_rmrf(dir);
 }
+
+Test(bank_disk, cap_policy)
+{
+    cr_assert_eq(bank_disk_cap_for("/nonexistent/x", 12345), 12345);
+    /* a directory that does not exist yet: its nearest parent's free space decides */
+    uint64_t free_b = sys_disk_free_bytes("/tmp");
+    uint64_t cap = bank_disk_cap_for("/tmp/hs-no-such-dir/a/b", 0);
+    uint64_t want = free_b ? HS_MIN(free_b / 5, BANK_DISK_CAP_MAX) : BANK_DISK_CAP_MAX;
+    cr_assert_eq(cap, want, "cap %llu want %llu", (unsigned long long)cap, (unsigned long long)want);
+    cr_assert_eq(bank_disk_cap_for("/tmp", -1), want);
+}

@@ -261,7 +261,7 @@ Test(bank_thin, branch_points_are_protected_until_the_branch_goes)
     bool kw[65];
     int before = kept_positions(b, path_a, with, n_all + 1, kw);
     cr_assert_eq(before, 5);
-    bank_shrink_to(b, bt_total(b) - 1);
+    bt_shrink_to(b, bt_total(b) - 1);
     struct bank_stats st;
     bank_stats_get(b, &st);
     cr_assert_eq(st.evictions[BANK_EVICT_DEAD_KV], 1);
@@ -281,7 +281,7 @@ Test(bank_evict, dead_kv_goes_before_any_snapshot)
     path_b[0] = 7; /* an unrelated path */
     cr_assert_eq(bt_insert(b, FP, path_b, 200, &p2, NULL, 1, ROW, SNAP, FP), HS_OK);
     uint64_t t = bt_total(b);
-    uint64_t freed = bank_shrink_to(b, t - 10);
+    uint64_t freed = bt_shrink_to(b, t - 10);
     cr_assert_eq(freed, 900 * (ROW + 4)); /* rows 100..999 of path a and their ids */
     struct bank_stats st;
     bank_stats_get(b, &st);
@@ -313,7 +313,7 @@ Test(bank_evict, least_recently_used_then_least_shared_and_anchors_last)
     bank_lookup(b, FP, path_a, 301, &hit);
     cr_assert_eq(hit.restore_pos, 300);
     bank_hit_release(b, &hit);
-    bank_shrink_to(b, bt_total(b) - 1);
+    bt_shrink_to(b, bt_total(b) - 1);
     struct bank_stats st;
     bank_stats_get(b, &st);
     cr_assert_eq(st.evictions[BANK_EVICT_SNAP], 1);
@@ -323,12 +323,12 @@ Test(bank_evict, least_recently_used_then_least_shared_and_anchors_last)
     cr_assert_eq(hit.reason, BANK_REASON_EVICTED);
     /* next: b's KV is dead (goes first), then a's ordinary end snapshot, though the
      * anchor at 50 was used less recently */
-    bank_shrink_to(b, bt_total(b) - 1);
+    bt_shrink_to(b, bt_total(b) - 1);
     bank_stats_get(b, &st);
     cr_assert_eq(st.evictions[BANK_EVICT_DEAD_KV], 1);
     cr_assert_eq(st.evictions[BANK_EVICT_SNAP], 1);
     cr_assert_eq(st.n_tokens, 300);
-    bank_shrink_to(b, bt_total(b) - 1);
+    bt_shrink_to(b, bt_total(b) - 1);
     bank_stats_get(b, &st);
     cr_assert_eq(st.evictions[BANK_EVICT_SNAP], 2);
     cr_assert_eq(st.evictions[BANK_EVICT_PROTECTED], 0);
@@ -336,7 +336,7 @@ Test(bank_evict, least_recently_used_then_least_shared_and_anchors_last)
     cr_assert_eq(hit.restore_pos, 50);
     cr_assert_eq(hit.kind, BANK_SNAP_HEAD);
     bank_hit_release(b, &hit);
-    bank_shrink_to(b, 0);
+    bt_shrink_to(b, 0);
     bank_stats_get(b, &st);
     cr_assert_eq(st.evictions[BANK_EVICT_PROTECTED], 1);
     cr_assert_eq(st.total_bytes, 0);
@@ -357,7 +357,7 @@ Test(bank_evict, shared_state_outlives_unshared_state_of_the_same_age)
     bank_lookup(b, FP, path_b, 201, &hit); /* b's snapshot is the most recent now */
     cr_assert_eq(hit.restore_pos, 200);
     bank_hit_release(b, &hit);
-    bank_shrink_to(b, bt_total(b) - 1);
+    bt_shrink_to(b, bt_total(b) - 1);
     struct bank_stats st;
     bank_stats_get(b, &st);
     cr_assert_eq(st.evictions[BANK_EVICT_SNAP], 1);

@@ -184,7 +184,7 @@ Test(bank_tree, a_pinned_hit_survives_splits_and_shrinking)
     cr_assert_eq(bt_insert(b, FP1, c, 40, NULL, NULL, 0, ROW, SNAP, FP1), HS_OK);
     cr_assert_eq(bt_check_hit(b, &hit, a, ROW, SNAP, FP1), 0);
     /* everything unpinned goes; the pinned snapshot and its KV rows stay */
-    bank_shrink_to(b, 0);
+    bt_shrink_to(b, 0);
     struct bank_stats st;
     bank_stats_get(b, &st);
     cr_assert_eq(st.n_snaps, 1);
@@ -192,7 +192,7 @@ Test(bank_tree, a_pinned_hit_survives_splits_and_shrinking)
     cr_assert_eq(bt_check_hit(b, &hit, a, ROW, SNAP, FP1), 0);
     bank_hit_release(b, &hit);
     bank_hit_release(b, &hit); /* second release is a no-op */
-    bank_shrink_to(b, 0);
+    bt_shrink_to(b, 0);
     bank_stats_get(b, &st);
     cr_assert_eq(st.total_bytes, 0);
     cr_assert_eq(st.n_nodes, 0);
@@ -240,6 +240,7 @@ Test(bank_tree, a_space_without_attention_kv)
     bt_snap_fill(sb, SNAP, a, 3, FP2);
     struct bank_snap_in sn = {.pos = 3, .kind = BANK_SNAP_END, .bytes = sb};
     cr_assert_eq(bank_insert(b, FP2, a, 4, 0, NULL, &sn, 1, NULL), HS_OK);
+    bt_check(b);
     struct bank_hit hit;
     bank_lookup(b, FP2, a, 5, &hit);
     cr_assert_eq(hit.restore_pos, 3);
@@ -343,6 +344,7 @@ Test(bank_tree, random_paths_match_brute_force)
         if (M < n)
             cr_assert_eq(bank_insert(b, FP1, q, n, M + 1, kv, sn, np, NULL), HS_ERR_INVALID);
         cr_assert_eq(bank_insert(b, FP1, q, n, from, kv, sn, np, NULL), HS_OK);
+        bt_check(b);
         free(kv);
         memcpy(m.ids[m.n], q, (size_t)n * sizeof *q);
         m.len[m.n] = n;
