@@ -20,44 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void disk_stats_json(struct jsonw *w, const struct bank_disk_stats *d)
-{
-    jsonw_key(w, "bank_disk_stats");
-    jsonw_obj_begin(w);
-    jsonw_key(w, "entries"); jsonw_uint(w, d->entries);
-    jsonw_key(w, "bytes"); jsonw_uint(w, d->bytes);
-    jsonw_key(w, "cap_bytes"); jsonw_uint(w, d->cap_bytes);
-    jsonw_key(w, "free_floor_bytes"); jsonw_uint(w, d->free_floor_bytes);
-    jsonw_key(w, "pending"); jsonw_uint(w, d->pending);
-    jsonw_key(w, "puts"); jsonw_uint(w, d->puts);
-    jsonw_key(w, "written"); jsonw_uint(w, d->written);
-    jsonw_key(w, "written_bytes"); jsonw_uint(w, d->written_bytes);
-    jsonw_key(w, "already_stored"); jsonw_uint(w, d->already_stored);
-    jsonw_key(w, "dropped_queue_full"); jsonw_uint(w, d->dropped_queue_full);
-    jsonw_key(w, "skipped_too_big"); jsonw_uint(w, d->skipped_too_big);
-    jsonw_key(w, "skipped_low_disk"); jsonw_uint(w, d->skipped_low_disk);
-    jsonw_key(w, "skipped_off"); jsonw_uint(w, d->skipped_off);
-    jsonw_key(w, "lookups"); jsonw_uint(w, d->lookups);
-    jsonw_key(w, "hits"); jsonw_uint(w, d->hits);
-    jsonw_key(w, "hit_tokens"); jsonw_uint(w, d->hit_tokens);
-    jsonw_key(w, "misses"); jsonw_uint(w, d->misses);
-    jsonw_key(w, "discarded");
-    jsonw_obj_begin(w);
-    jsonw_key(w, "bad_checksum"); jsonw_uint(w, d->bad_checksum);
-    jsonw_key(w, "bad_header"); jsonw_uint(w, d->bad_header);
-    jsonw_key(w, "bad_identity"); jsonw_uint(w, d->bad_identity);
-    jsonw_key(w, "bad_tokens"); jsonw_uint(w, d->bad_tokens);
-    jsonw_key(w, "bad_size"); jsonw_uint(w, d->bad_size);
-    jsonw_key(w, "missing_files"); jsonw_uint(w, d->missing_files);
-    jsonw_obj_end(w);
-    jsonw_key(w, "evicted"); jsonw_uint(w, d->evicted);
-    jsonw_key(w, "evicted_bytes"); jsonw_uint(w, d->evicted_bytes);
-    jsonw_key(w, "io_errors"); jsonw_uint(w, d->io_errors);
-    jsonw_key(w, "disabled"); jsonw_bool(w, d->disabled);
-    if (d->disabled) { jsonw_key(w, "disabled_reason"); jsonw_str(w, d->disabled_reason); }
-    jsonw_obj_end(w);
-}
-
 /* One line: {"bank_stats":{...}} plus "bank_disk_stats" when the disk tier was open (one
  * line, so `tail -1` of stderr is always the whole summary). */
 static void stats_json(const struct bank_stats *st, const struct bank_disk_stats *dst, struct strbuf *sb)
@@ -65,43 +27,8 @@ static void stats_json(const struct bank_stats *st, const struct bank_disk_stats
     struct jsonw w;
     jsonw_init(&w, sb, 0);
     jsonw_obj_begin(&w);
-    jsonw_key(&w, "bank_stats");
-    jsonw_obj_begin(&w);
-    jsonw_key(&w, "nodes"); jsonw_uint(&w, st->n_nodes);
-    jsonw_key(&w, "tokens"); jsonw_uint(&w, st->n_tokens);
-    jsonw_key(&w, "snapshots"); jsonw_uint(&w, st->n_snaps);
-    jsonw_key(&w, "snapshots_by_kind");
-    jsonw_obj_begin(&w);
-    for (int k = 0; k < BANK_SNAP_KIND_COUNT; k++) {
-        jsonw_key(&w, bank_snap_kind_name((enum bank_snap_kind)k));
-        jsonw_uint(&w, st->snaps_by_kind[k]);
-    }
-    jsonw_obj_end(&w);
-    jsonw_key(&w, "kv_bytes"); jsonw_uint(&w, st->kv_bytes);
-    jsonw_key(&w, "snapshot_bytes"); jsonw_uint(&w, st->snap_bytes);
-    jsonw_key(&w, "token_bytes"); jsonw_uint(&w, st->token_bytes);
-    jsonw_key(&w, "total_bytes"); jsonw_uint(&w, st->total_bytes);
-    jsonw_key(&w, "budget"); jsonw_uint(&w, st->budget);
-    jsonw_key(&w, "lookups"); jsonw_uint(&w, st->lookups);
-    jsonw_key(&w, "hits"); jsonw_uint(&w, st->hits);
-    jsonw_key(&w, "restored_tokens"); jsonw_uint(&w, st->restored_tokens);
-    jsonw_key(&w, "misses");
-    jsonw_obj_begin(&w);
-    for (int r = 0; r < BANK_REASON_COUNT; r++) {
-        jsonw_key(&w, bank_reason_name((enum bank_reason)r));
-        jsonw_uint(&w, st->misses[r]);
-    }
-    jsonw_obj_end(&w);
-    jsonw_key(&w, "evictions");
-    jsonw_obj_begin(&w);
-    for (int r = 0; r < BANK_EVICT_COUNT; r++) {
-        jsonw_key(&w, bank_evict_reason_name((enum bank_evict_reason)r));
-        jsonw_uint(&w, st->evictions[r]);
-    }
-    jsonw_obj_end(&w);
-    jsonw_key(&w, "inserts"); jsonw_uint(&w, st->inserts);
-    jsonw_obj_end(&w);
-    if (dst) disk_stats_json(&w, dst);
+    bank_stats_json(st, &w);
+    if (dst) bank_disk_stats_json(dst, &w);
     jsonw_obj_end(&w);
 }
 

@@ -17,8 +17,6 @@
 
 #include <string.h>
 
-/* ---- metrics ----------------------------------------------------------------------- */
-
 /* TTFT bucket bounds in seconds (Prometheus `le`); the last bucket is +Inf. */
 static const double ttft_bounds[METRICS_TTFT_BUCKETS] = { 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60 };
 
@@ -76,89 +74,6 @@ void metrics_cancel(struct metrics *m, const struct session_report *r)
     m->cancelled[stage]++;
     m->cancelled_prefill_tokens += left;
     pthread_mutex_unlock(&m->mu);
-}
-
-/* The bank's numbers as of the last request (the engine thread copies them after each). */
-static void metrics_write_bank(const struct bank_stats *b, struct strbuf *out)
-{
-    strbuf_printf(out,
-                  "# HELP headstart_bank_entries Snapshots held by the session bank.\n"
-                  "# TYPE headstart_bank_entries gauge\nheadstart_bank_entries %llu\n"
-                  "# HELP headstart_bank_bytes Bytes held by the session bank (KV, snapshots, tokens).\n"
-                  "# TYPE headstart_bank_bytes gauge\nheadstart_bank_bytes %llu\n"
-                  "# HELP headstart_bank_budget_bytes The bank's RAM budget (0: unlimited).\n"
-                  "# TYPE headstart_bank_budget_bytes gauge\nheadstart_bank_budget_bytes %llu\n"
-                  "# HELP headstart_bank_lookups_total Bank lookups.\n"
-                  "# TYPE headstart_bank_lookups_total counter\nheadstart_bank_lookups_total %llu\n"
-                  "# HELP headstart_bank_hits_total Lookups that restored state.\n"
-                  "# TYPE headstart_bank_hits_total counter\nheadstart_bank_hits_total %llu\n"
-                  "# HELP headstart_bank_restored_tokens_total Prompt tokens restored from the bank.\n"
-                  "# TYPE headstart_bank_restored_tokens_total counter\nheadstart_bank_restored_tokens_total %llu\n"
-                  "# HELP headstart_bank_misses_total Lookups that restored nothing, by reason.\n"
-                  "# TYPE headstart_bank_misses_total counter\n",
-                  (unsigned long long)b->n_snaps, (unsigned long long)b->total_bytes, (unsigned long long)b->budget,
-                  (unsigned long long)b->lookups, (unsigned long long)b->hits,
-                  (unsigned long long)b->restored_tokens);
-    for (int r = 0; r < BANK_REASON_COUNT; r++)
-        strbuf_printf(out, "headstart_bank_misses_total{reason=\"%s\"} %llu\n", bank_reason_name((enum bank_reason)r),
-                      (unsigned long long)b->misses[r]);
-    strbuf_puts(out, "# HELP headstart_bank_evictions_total Bank evictions, by reason.\n"
-                     "# TYPE headstart_bank_evictions_total counter\n");
-    for (int r = 0; r < BANK_EVICT_COUNT; r++)
-        strbuf_printf(out, "headstart_bank_evictions_total{reason=\"%s\"} %llu\n",
-                      bank_evict_reason_name((enum bank_evict_reason)r), (unsigned long long)b->evictions[r]);
-    strbuf_puts(out, "# HELP headstart_bank_evicted_bytes_total Bytes evicted from the bank, by reason.\n"
-                     "# TYPE headstart_bank_evicted_bytes_total counter\n");
-    for (int r = 0; r < BANK_EVICT_COUNT; r++)
-        strbuf_printf(out, "headstart_bank_evicted_bytes_total{reason=\"%s\"} %llu\n",
-                      bank_evict_reason_name((enum bank_evict_reason)r), (unsigned long long)b->evicted_bytes[r]);
-}
-
-static void metrics_write_disk(const struct bank_disk_stats *d, struct strbuf *out)
-{
-    strbuf_printf(out,
-                  "# HELP headstart_bank_disk_enabled 1 while the disk tier works, 0 while an I/O error has it off (it retries and comes back by itself).\n"
-                  "# TYPE headstart_bank_disk_enabled gauge\nheadstart_bank_disk_enabled %d\n"
-                  "# HELP headstart_bank_disk_entries Entries in the disk tier.\n"
-                  "# TYPE headstart_bank_disk_entries gauge\nheadstart_bank_disk_entries %llu\n"
-                  "# HELP headstart_bank_disk_bytes Bytes in the disk tier.\n"
-                  "# TYPE headstart_bank_disk_bytes gauge\nheadstart_bank_disk_bytes %llu\n"
-                  "# HELP headstart_bank_disk_pending Writes queued for the disk tier.\n"
-                  "# TYPE headstart_bank_disk_pending gauge\nheadstart_bank_disk_pending %llu\n"
-                  "# HELP headstart_bank_disk_hits_total Disk lookups that restored state.\n"
-                  "# TYPE headstart_bank_disk_hits_total counter\nheadstart_bank_disk_hits_total %llu\n"
-                  "# HELP headstart_bank_disk_misses_total Disk lookups that found nothing deeper.\n"
-                  "# TYPE headstart_bank_disk_misses_total counter\nheadstart_bank_disk_misses_total %llu\n"
-                  "# HELP headstart_bank_disk_written_total Entries written to the disk tier.\n"
-                  "# TYPE headstart_bank_disk_written_total counter\nheadstart_bank_disk_written_total %llu\n"
-                  "# HELP headstart_bank_disk_evictions_total Entries evicted from the disk tier.\n"
-                  "# TYPE headstart_bank_disk_evictions_total counter\nheadstart_bank_disk_evictions_total %llu\n",
-                  d->disabled ? 0 : 1, (unsigned long long)d->entries, (unsigned long long)d->bytes,
-                  (unsigned long long)d->pending, (unsigned long long)d->hits, (unsigned long long)d->misses,
-                  (unsigned long long)d->written, (unsigned long long)d->evicted);
-    strbuf_printf(out,
-                  "# HELP headstart_bank_disk_read_only 1 while another process holds the bank directory's writer lock (this one only reads).\n"
-                  "# TYPE headstart_bank_disk_read_only gauge\nheadstart_bank_disk_read_only %d\n"
-                  "# HELP headstart_bank_disk_lock_holder_pid The pid holding the writer lock while read-only (0 none or unknown).\n"
-                  "# TYPE headstart_bank_disk_lock_holder_pid gauge\nheadstart_bank_disk_lock_holder_pid %ld\n"
-                  "# HELP headstart_bank_disk_io_errors_total I/O errors met by the disk tier.\n"
-                  "# TYPE headstart_bank_disk_io_errors_total counter\nheadstart_bank_disk_io_errors_total %llu\n"
-                  "# HELP headstart_bank_disk_reenabled_total Times the disk tier re-enabled itself after an I/O error.\n"
-                  "# TYPE headstart_bank_disk_reenabled_total counter\nheadstart_bank_disk_reenabled_total %llu\n"
-                  "# HELP headstart_bank_disk_foreign_files Things under the bank's blobs/ that it did not make (left alone).\n"
-                  "# TYPE headstart_bank_disk_foreign_files gauge\nheadstart_bank_disk_foreign_files %llu\n"
-                  "# HELP headstart_bank_disk_discarded_total Disk entries found bad, by cause (dropped; a read-only server skips them).\n"
-                  "# TYPE headstart_bank_disk_discarded_total counter\n",
-                  d->read_only ? 1 : 0, d->lock_holder_pid, (unsigned long long)d->io_errors,
-                  (unsigned long long)d->reenabled, (unsigned long long)d->foreign);
-    const struct { const char *name; uint64_t v; } bad[] = {
-        { "checksum", d->bad_checksum }, { "header", d->bad_header }, { "identity", d->bad_identity },
-        { "tokens", d->bad_tokens }, { "size", d->bad_size }, { "missing_file", d->missing_files },
-        { "not_regular", d->bad_not_regular }, { "bad_index_row", d->bad_rows },
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        strbuf_printf(out, "headstart_bank_disk_discarded_total{reason=\"%s\"} %llu\n", bad[i].name,
-                      (unsigned long long)bad[i].v);
 }
 
 void metrics_write(struct metrics *m, const char *const *route_names, int n_routes,
@@ -238,11 +153,9 @@ void metrics_write(struct metrics *m, const char *const *route_names, int n_rout
                   "headstart_requests_bank_off_total{reason=\"model_identity_unknown\"} %lld\n",
                   m->model_changed ? 1 : 0, (unsigned long long)sys_file_map_faults(), (long long)m->bank_off[0],
                   (long long)m->bank_off[1]);
-    if (m->have_bank) metrics_write_bank(&m->bank, out);
+    if (m->have_bank) bank_stats_metrics(&m->bank, out);
     if (m->have_disk && m->disk_live) bank_disk_stats_get(m->disk_live, &m->disk); /* the state now */
-    if (m->have_disk) metrics_write_disk(&m->disk, out);
+    if (m->have_disk) bank_disk_stats_metrics(&m->disk, out);
     pthread_mutex_unlock(&m->mu);
 }
-
-/* ---- count_tokens ------------------------------------------------------------------- */
 
