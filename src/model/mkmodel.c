@@ -13,7 +13,7 @@
  *     HF source row ──generate──▶ f32 row ──(column tiling)──▶ (+1 | -exp) ──▶ dtype ──▶ output row
  *
  * The HF plan is the identity. The GGUF plan applies llama.cpp's conversion conventions
- * (reference/qwen35-architecture.md §8.3): zero-centred norms folded (+1), ssm_a = -exp(A_log),
+ * (docs/MODELS.md §8.3): zero-centred norms folded (+1), ssm_a = -exp(A_log),
  * value heads tiled for qwen35/qwen35moe when Hk != Hv (new head j*Hk + g <- old head g*r + j;
  * rows of the V part of qkv, z, a, b and conv channels, columns of ssm_out, entries of ssm_a
  * and dt_bias), conv1d squeezed to [C, K], Qwen3-Next in_proj_qkvz split into attn_qkv
@@ -103,7 +103,7 @@ static const struct mk_arch mk_archs[MODEL_ARCH_COUNT] = {
 };
 
 /* Trunk geometry of each preset. The real sizes are the dense Qwen3.5 checkpoints
- * (reference §1.3); MoE architectures get E experts of width n_ff/4 on that trunk. */
+ * (docs/MODELS.md §1.3); MoE architectures get E experts of width n_ff/4 on that trunk. */
 struct mk_preset {
     const char *name;
     int64_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff;
@@ -463,7 +463,7 @@ static int mk_put(struct mk_builder *b, enum mk_role role, int il, int e, enum m
     do { int rc_ = mk_put(b, role, il, e, init, quant, (int)(sizeof(dims) / sizeof(int64_t)), dims, err, __VA_ARGS__); \
          if (rc_) return rc_; } while (0)
 
-/* The model's tensors in HF layout (reference §7.1), in file order. */
+/* The model's tensors in HF layout (docs/MODELS.md §7.1), in file order. */
 static int mk_walk(struct mk_builder *b, struct hs_err *err)
 {
     const struct mk_arch *a = b->arch;

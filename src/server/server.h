@@ -5,7 +5,7 @@
  * the one module that may see every other one, so the glue that joins a model's files to
  * the tokenizer and the chat template lives here (model_text.c).
  *
- * Design note (contract; DESIGN.md §6):
+ * Design note (contract; docs/DESIGN.md §6):
  *   1. Nothing HTTP does ever blocks the engine thread: each connection thread waits only
  *      on its own request's byte queue (thread-per-connection; see http.c for why), and the
  *      engine thread only appends to those queues.
@@ -157,7 +157,7 @@ struct session_opts {
     session_prefill_fn on_prefill; /* NULL = the prefill is one engine_forward; otherwise it
                                       runs in chunks of about SESSION_PREFILL_CHUNK_S
                                       seconds each (sized from the measured rate; the
-                                      logits are the same, DESIGN.md §4), the hook called
+                                      logits are the same, docs/DESIGN.md §4), the hook called
                                       after each but the last */
 };
 

@@ -28,7 +28,7 @@
  *      bank's state was made with (nor what the identity says): no restore, no insert, in
  *      either tier (bank_off "model_changed"); the answer itself is still computed.
  *   3. A restore changes no logits: with or without the bank, the same request gives the
- *      same first logits row and the same tokens (the engine's exactness, DESIGN.md §4).
+ *      same first logits row and the same tokens (the engine's exactness, docs/DESIGN.md §4).
  *   4. The sequence fed to the bank after generation is at position prompt + generated
  *      (the last sampled token is fed once more without logits), so the END snapshot and
  *      the KV rows describe exactly the inserted path.
