@@ -32,7 +32,7 @@ lib_rules=$(table library-rules)
 [ -n "$lib_rules" ] || { echo "check-includes: no library-rules table in $design"; exit 1; }
 all_modules=$(echo "$rules" | cut -d: -f1 | tr '\n' ' ')
 
-nl='
+ifs=$IFS nl='
 '
 # The lookups set a variable instead of printing: they run once per #include line, and a
 # command substitution would fork for each.
@@ -42,7 +42,7 @@ allowed() { # module -> $ok: the modules it may include (itself implied); "?" wi
     for r in $rules; do
         case $r in "$1":*) ok=${r#*:}; break ;; esac
     done
-    IFS=' 	'"$nl"
+    IFS=$ifs
     [ "$ok" = all ] && ok=$all_modules
     return 0
 }
@@ -52,7 +52,7 @@ lib_allowed() { # library header -> $who: the modules that may include it; "*" i
     for r in $lib_rules; do
         case $1 in ${r%%:*}) who=${r#*:}; break ;; esac
     done
-    IFS=' 	'"$nl"
+    IFS=$ifs
     return 0
 }
 
