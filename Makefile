@@ -1,12 +1,12 @@
 # headstart — GNU Make build. `make help` lists the targets.
 #
-# Layout: every src/<module>/*.c goes into build/libheadstart.a; src/main.c links it into
-# build/headstart. Unit tests: tests/unit/<module>/*.c link into build/tests/unit_<module>
+# Layout: every src/<module>/*.c goes into build/libheadstart.a; the command line, src/cli/*.c,
+# links it into build/headstart. Unit tests: tests/unit/<module>/*.c link into build/tests/unit_<module>
 # (Criterion). Files named *_avx2.c / *_avx512.c get their ISA flags; nothing else does.
 
 CC       ?= cc
 BUILD    ?= build
-MODULES  := base sys kernels format tokenizer model engine bank api server
+MODULES  := base sys kernels format tokenizer model engine bank jinja api text server
 WERROR   ?= 0
 
 CSTD     := -std=c11 -D_GNU_SOURCE
@@ -85,16 +85,21 @@ $(LIB): $(OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-CMD_SRC  := src/main.c $(wildcard src/cmd_*.c)
-$(BIN): $(CMD_SRC) src/cmd.h $(LIB)
+# the cli module is the top of the tree: in the binary, not the library
+CLI_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/cli/*.c))
+$(BIN): $(CLI_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(CMD_SRC) $(LIB) $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) $(CLI_OBJ) $(LIB) $(LDLIBS) -o $@
 
 # ---- tests -----------------------------------------------------------------------------
 .SECONDEXPANSION:
 $(BUILD)/tests/unit_%: $$(wildcard tests/unit/%/*.c) $$(wildcard tests/unit/%/*.h) $(wildcard tests/unit/*.h) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests $(filter %.c,$^) $(LIB) $(LDLIBS) -lcriterion -o $@
+	$(CC) $(CFLAGS) -Itests $(filter %.c %.o,$^) $(LIB) $(LDLIBS) -lcriterion -o $@
+
+# the cli is not in the library: its tests link the option parser's object
+$(BUILD)/tests/unit_cli: $(BUILD)/obj/src/cli/opt.o
+$(BUILD)/asan/tests/unit_cli: $(BUILD)/asan/obj/src/cli/opt.o
 
 $(BUILD)/asan/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -110,7 +115,7 @@ $(ASAN_LIB): $(ASAN_OBJ)
 
 $(BUILD)/asan/tests/unit_%: $$(wildcard tests/unit/%/*.c) $$(wildcard tests/unit/%/*.h) $(wildcard tests/unit/*.h) $(ASAN_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(ASAN_FLAGS) -Itests $(filter %.c,$^) $(ASAN_LIB) $(LDLIBS) -lcriterion -o $@
+	$(CC) $(CFLAGS) $(ASAN_FLAGS) -Itests $(filter %.c %.o,$^) $(ASAN_LIB) $(LDLIBS) -lcriterion -o $@
 
 $(BUILD)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c $(LIB)
 	@mkdir -p $(dir $@)
@@ -131,7 +136,7 @@ $(TSAN_LIB): $(TSAN_OBJ)
 # Criterion cannot start under TSan: these suites get tests/tsan/ (its criterion.h and runner)
 $(BUILD)/tsan/tests/unit_%: $$(wildcard tests/unit/%/*.c) $$(wildcard tests/unit/%/*.h) $(wildcard tests/unit/*.h) $(wildcard tests/tsan/*.c tests/tsan/criterion/*.h) $(TSAN_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -O1 $(TSAN_FLAGS) -Itests/tsan -Itests $(filter %.c,$^) $(TSAN_LIB) $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) -O1 $(TSAN_FLAGS) -Itests/tsan -Itests $(filter %.c %.o,$^) $(TSAN_LIB) $(LDLIBS) -o $@
 
 unit: $(TEST_BINS) $(BIN)
 	@sh tools/run_tests.sh --unit-only $(BUILD)
@@ -183,4 +188,4 @@ bench: deps
 clean:
 	rm -rf $(BUILD)
 
--include $(OBJ:.o=.d) $(ASAN_OBJ:.o=.d) $(TSAN_OBJ:.o=.d)
+-include $(OBJ:.o=.d) $(ASAN_OBJ:.o=.d) $(TSAN_OBJ:.o=.d) $(CLI_OBJ:.o=.d)

@@ -71,16 +71,13 @@ fi
 bad=0
 for f in $(find src -name '*.[ch]' | sort); do
     mod=$(echo "$f" | cut -d/ -f2)
-    case $mod in *.c|*.h) mod=main ;; esac
     grep -n '^[[:space:]]*#[[:space:]]*include' "$f" | while IFS= read -r line; do
         n=${line%%:*}
         inc=$(echo "$line" | sed -n 's/.*#[[:space:]]*include[[:space:]]*[<"]\([^">]*\)[">].*/\1/p')
         case $line in
         *'"'*)
             tmod=$(echo "$inc" | cut -d/ -f1)
-            [ "$mod" = main ] && [ "$inc" = cmd.h ] && continue
             [ "$inc" != "$tmod" ] || { echo "$f:$n: include \"$inc\" must name its module (\"module/file.h\")"; echo x >> /tmp/.hs_inc_bad.$$; continue; }
-            [ "$mod" = main ] && continue
             [ "$tmod" = "$mod" ] && continue
             allowed "$mod"
             if [ "$ok" = "?" ]; then

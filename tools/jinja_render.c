@@ -7,7 +7,7 @@
  * Exit status 1 with the error on stderr when compiling or rendering fails, 2 on bad usage
  * or unreadable files.
  */
-#include "api/api.h"
+#include "jinja/jinja.h"
 
 #include <stdio.h>
 #include <stdlib.h>

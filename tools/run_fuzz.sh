@@ -40,12 +40,12 @@ for c in src/base/*.c src/sys/*.c src/format/*.c; do
 done
 
 # Sources a harness needs beyond base/sys/format (compiled for it alone, every run).
-# request: the whole api module and the template embedded at build time (`make fuzz`
+# request: the jinja and api modules and the template embedded at build time (`make fuzz`
 # generates $build/gen/chat_template.c first).
 extra_srcs() {
     case $1 in
         parse) echo src/api/parse.c ;;
-        request) echo src/api/*.c "$build/gen/chat_template.c" ;;
+        request) echo src/jinja/*.c src/api/*.c "$build/gen/chat_template.c" ;;
         tokenizer) echo src/tokenizer/*.c ;;
     esac
 }

@@ -3,7 +3,8 @@
  * Anthropic (/v1/messages) request codecs, the neutral conversation they become, chat
  * rendering through the model's own Jinja template, head detection on token ids, and the
  * incremental parser that turns generated text into text, reasoning and tool calls.
- * Depends on base and tokenizer; the only module besides format/ that uses jansson.
+ * Depends on base, tokenizer and jinja (the template interpreter, jinja/jinja.h); with
+ * format/ and jinja/, the only modules that use jansson.
  *
  * Design note
  * -----------
@@ -29,9 +30,8 @@
  *   2. Requests from real clients never fail to render; content that cannot be rendered
  *      (images, documents, unknown blocks) is an error naming the message and block, never
  *      a silent drop.
- *   3. The Jinja interpreter renders the Qwen3 / Qwen3.5 / Qwen3.6 templates byte-identically
- *      to Python jinja2 with transformers' settings (trim_blocks, lstrip_blocks,
- *      loopcontrols, tojson = json.dumps(ensure_ascii=False)).
+ *   3. Templates render through the jinja module, byte-identically to Python jinja2 with
+ *      transformers' settings (jinja.h, invariant 1).
  */
 #ifndef HS_API_H
 #define HS_API_H
@@ -67,7 +67,7 @@ struct chat_request {
     json_t *template_kwargs;   /* chat_template_kwargs other than enable_thinking: an object
                                   of extra template variables, or NULL; owned */
     int n_media_placeholders;  /* images / documents / files inside tool results that were
-                                  replaced by a text placeholder (messages.c rule 4) */
+                                  replaced by a text placeholder (conv.c rule 4) */
 };
 
 /* Parse the conversation part of an OpenAI chat-completions request body (messages, tools;
@@ -85,19 +85,45 @@ int chat_from_anthropic(const json_t *body, struct chat_request *out, struct hs_
 int chat_from_responses(const json_t *body, struct chat_request *out, struct hs_err *err);
 void chat_request_free(struct chat_request *c); /* safe on a zeroed struct */
 
-/* ---- Jinja (the subset chat templates use) ---------------------------------------------- */
+/* ---- one complete request (request.c) ------------------------------------------------------
+ * A body becomes a request once, on arrival: the conversation and every field the server acts
+ * on. Nothing downstream reads the body. */
 
-struct jinja_template;
+/* The API a request came in on (its route). */
+enum api_kind {
+    API_KIND_OPENAI_CHAT = 0,    /* POST /v1/chat/completions */
+    API_KIND_ANTHROPIC_MESSAGES, /* POST /v1/messages */
+    API_KIND_OPENAI_RESPONSES,   /* POST /v1/responses (src/api/responses.c) */
+};
 
-/* Compile template source; syntax errors name the line and column. */
-int jinja_compile(const char *source, size_t len, struct jinja_template **out, struct hs_err *err);
-/* Render with `ctx` (a JSON object of top-level variables) appended to out. Runtime errors
- * (raise_exception, undefined operations) name the template line. */
-int jinja_render(const struct jinja_template *t, const json_t *ctx, struct strbuf *out,
-                 struct hs_err *err);
-void jinja_free(struct jinja_template *t);
-/* Python json.dumps(v, ensure_ascii=False) with indent as given (-1: none), appended. */
-void jinja_tojson(const json_t *v, int indent, struct strbuf *out);
+/* Sampling as the request states it; the engine's sampler options are made from it. */
+struct api_sampling {
+    double temperature;          /* [0, 100]; 0 = greedy */
+    double top_p;                /* (0, 1] */
+    int64_t top_k;               /* [0, INT32_MAX]; 0 = off */
+    double min_p;                /* [0, 1] */
+    double presence_penalty;     /* [-2, 2] */
+    double frequency_penalty;    /* [-2, 2] */
+    int64_t seed;                /* any integer, 0 included, when seed_given */
+    bool seed_given;
+};
+
+struct api_request {
+    enum api_kind kind;
+    struct chat_request chat;    /* the conversation, stops, tool_choice; owned */
+    bool stream;
+    bool include_usage;          /* OpenAI chat stream_options.include_usage */
+    bool ignore_eos;             /* extension (as llama.cpp's): generate to the cap */
+    int64_t max_tokens;          /* the request's output cap; 0 = none given */
+    struct api_sampling sampling;
+};
+
+/* Parse and check a whole request body of API `kind` (request.c has the rules). `sampling`
+ * holds the defaults for fields the body leaves out. Errors: HS_ERR_INVALID or
+ * HS_ERR_UNSUPPORTED naming the field; *out then holds nothing to free. */
+int api_request_parse(enum api_kind kind, const json_t *body, const struct api_sampling *sampling,
+                      struct api_request *out, struct hs_err *err);
+void api_request_free(struct api_request *r); /* safe on a zeroed struct */
 
 /* ---- chat rendering ------------------------------------------------------------------- */
 
@@ -110,6 +136,17 @@ int chat_template_new(const char *source, const char *bos, const char *eos,
 int chat_template_render(const struct chat_template *t, const struct chat_request *c,
                          struct strbuf *out, struct hs_err *err);
 void chat_template_free(struct chat_template *t);
+
+/* How the template writes a tool call inside <tool_call>: Qwen3.5's XML (<function=NAME>
+ * with <parameter=...> blocks) or Qwen3's JSON ({"name": ..., "arguments": ...}). Decided
+ * once, when the template is compiled, from what its source writes. */
+enum chat_tool_dialect { CHAT_TOOL_DIALECT_JSON = 0, CHAT_TOOL_DIALECT_XML };
+enum chat_tool_dialect chat_template_tool_dialect(const struct chat_template *t);
+/* The text a forced tool call (tool_choice required / named) appends to the generation
+ * prompt, so the model can only continue a call: an open <think> closed empty first
+ * (thinking), `<tool_call>\n`, then for a named tool the start of its call in the
+ * template's dialect. Appended to out. */
+void chat_forced_call_text(const struct chat_template *t, bool thinking, const char *name, struct strbuf *out);
 
 /* ---- head detection ------------------------------------------------------------------- */
 
@@ -180,17 +217,11 @@ int chat_stop_finish(struct chat_stop *m, struct strbuf *out);
 void chat_stop_free(struct chat_stop *m);
 
 /* ---- responses ------------------------------------------------------------------------ */
-/* What goes back to the client (src/api/respond.c): each API's JSON body or SSE stream
- * built from parser events and usage numbers, the error shapes and the HTTP status table,
+/* What goes back to the client (src/api/response.c, the dialect files): each API's JSON
+ * body or SSE stream built from parser events and usage numbers, the error shapes and the HTTP status table,
  * /v1/models and count_tokens bodies. Pure functions of their inputs: no sockets, no clock,
  * no randomness (ids come from the caller's seed and counter). All output is appended to a
  * caller's strbuf as UTF-8 JSON (compact, keys in a fixed order, non-ASCII raw). */
-
-enum api_kind {
-    API_KIND_OPENAI_CHAT = 0,    /* POST /v1/chat/completions */
-    API_KIND_ANTHROPIC_MESSAGES, /* POST /v1/messages */
-    API_KIND_OPENAI_RESPONSES,   /* POST /v1/responses (src/api/responses.c) */
-};
 
 /* Why generation ended. END with at least one tool call is reported as TOOL_CALLS. */
 enum api_stop {

@@ -1,6 +1,6 @@
 /*
  * chat.c — a model's chat template bound to its special tokens, rendering neutral
- * conversations (api.h) into prompt text through the Jinja interpreter (jinja.c).
+ * conversations (api.h) into prompt text through the Jinja interpreter (jinja/jinja.h).
  *
  * The render context is what transformers' apply_chat_template passes, so templates take
  * the same branches they take in Python:
@@ -13,8 +13,12 @@
  *                          Qwen3.6's preserve_thinking); set before the names above,
  *                          which the parsers keep out of it
  *   bos_token, eos_token   only when the model has them
+ *
+ * The tool-call dialect (XML or JSON inside <tool_call>) is a property of the compiled
+ * template, read once from its source; a forced tool call starts in it.
  */
 #include "api/api.h"
+#include "jinja/jinja.h"
 
 #include <string.h>
 
@@ -22,6 +26,7 @@ struct chat_template {
     struct jinja_template *tpl;
     char *bos;   /* NULL: undefined in the template */
     char *eos;
+    enum chat_tool_dialect dialect;
 };
 
 int chat_template_new(const char *source, const char *bos, const char *eos,
@@ -40,6 +45,8 @@ int chat_template_new(const char *source, const char *bos, const char *eos,
     t->tpl = tpl;
     t->bos = bos ? hs_strdup(bos) : NULL;
     t->eos = eos ? hs_strdup(eos) : NULL;
+    /* Qwen3.5's templates write <function=NAME> blocks; Qwen3's write JSON objects */
+    t->dialect = strstr(source, "<function=") ? CHAT_TOOL_DIALECT_XML : CHAT_TOOL_DIALECT_JSON;
     *out = t;
     return HS_OK;
 }
@@ -76,4 +83,25 @@ void chat_template_free(struct chat_template *t)
     hs_free(t->bos);
     hs_free(t->eos);
     hs_free(t);
+}
+
+enum chat_tool_dialect chat_template_tool_dialect(const struct chat_template *t)
+{
+    return t->dialect;
+}
+
+void chat_forced_call_text(const struct chat_template *t, bool thinking, const char *name, struct strbuf *out)
+{
+    if (thinking) strbuf_puts(out, "\n</think>\n\n");
+    strbuf_puts(out, "<tool_call>\n");
+    if (!name) return;
+    if (t->dialect == CHAT_TOOL_DIALECT_XML) {
+        strbuf_printf(out, "<function=%s>\n", name);
+    } else {
+        json_t *js = json_string(name);
+        strbuf_puts(out, "{\"name\": ");
+        jinja_tojson(js, -1, out);
+        strbuf_puts(out, ", \"arguments\": ");
+        json_decref(js);
+    }
 }

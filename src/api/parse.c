@@ -140,31 +140,6 @@ struct chat_parser {
 
 /* ---- UTF-8 and whitespace --------------------------------------------------------------- */
 
-/* Length of the valid UTF-8 sequence at s (1..4) with its code point in *cp; 0 when the
- * bytes there are not valid UTF-8. *partial is set when they are a proper prefix of a valid
- * sequence that n cut short. */
-static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp, bool *partial)
-{
-    unsigned char c = s[0];
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-    *partial = false;
-    if (c < 0x80) { *cp = c; return 1; }
-    if (c >= 0xC2 && c <= 0xDF) len = 2;
-    else if (c >= 0xE0 && c <= 0xEF) { len = 3; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
-    else if (c >= 0xF0 && c <= 0xF4) { len = 4; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
-    else return 0;
-    uint32_t v = c & (0x3F >> (len - 1));
-    for (size_t k = 1; k < len; k++) {
-        if (k >= n) { *partial = true; return 0; }
-        unsigned char b = s[k];
-        if (k == 1 ? (b < lo || b > hi) : (b & 0xC0) != 0x80) return 0;
-        v = v << 6 | (b & 0x3F);
-    }
-    *cp = v;
-    return len;
-}
-
 /* Python's str.isspace(): the code points with bidi class WS, B or S, or category Zs. */
 static bool is_py_space(uint32_t cp)
 {
@@ -177,25 +152,9 @@ static bool is_py_space(uint32_t cp)
 static size_t unit_at(const char *s, size_t n, bool *space)
 {
     uint32_t cp;
-    bool partial;
-    size_t l = utf8_decode((const unsigned char *)s, n, &cp, &partial);
+    size_t l = hs_utf8_decode(s, n, &cp, NULL);
     *space = l > 0 && is_py_space(cp);
     return l > 0 ? l : 1;
-}
-
-/* Bytes at the end of s[0, n) that start a valid UTF-8 sequence the input has not yet
- * completed (0..3). */
-static size_t utf8_open_tail(const char *s, size_t n)
-{
-    for (size_t k = 1; k <= 3 && k <= n; k++) {
-        unsigned char c = (unsigned char)s[n - k];
-        if ((c & 0xC0) == 0x80) continue; /* a continuation byte: look further back */
-        uint32_t cp;
-        bool partial;
-        utf8_decode((const unsigned char *)s + n - k, k, &cp, &partial);
-        return partial ? k : 0;
-    }
-    return 0;
 }
 
 static bool all_space(const char *s, size_t n)
@@ -204,18 +163,6 @@ static bool all_space(const char *s, size_t n)
         bool space;
         i += unit_at(s + i, n - i, &space);
         if (!space) return false;
-    }
-    return true;
-}
-
-static bool utf8_valid(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n;) {
-        uint32_t cp;
-        bool partial;
-        size_t l = utf8_decode((const unsigned char *)s + i, n - i, &cp, &partial);
-        if (l == 0) return false;
-        i += l;
     }
     return true;
 }
@@ -521,7 +468,7 @@ static bool call_build(const struct chat_parser *p, const char *b, char **name_o
         json_decref(doc);
         return true;
     }
-    if (!utf8_valid(b + sc->name.off, sc->name.len)) return false;
+    if (!hs_utf8_valid(b + sc->name.off, sc->name.len)) return false;
     char *name = hs_strndup(b + sc->name.off, sc->name.len);
     json_t *args = json_object();
     for (int k = 0; k < sc->n_params; k++) {
@@ -532,7 +479,7 @@ static bool call_build(const struct chat_parser *p, const char *b, char **name_o
         if (vlen > 0 && v[vlen - 1] == '\n') vlen--;
         char *key = hs_strndup(b + pr->key.off, pr->key.len);
         json_t *value = NULL;
-        if (utf8_valid(key, pr->key.len))
+        if (hs_utf8_valid(key, pr->key.len))
             value = typed_value(v, vlen, schema_types(param_schema(p->tools, name, key), 0));
         bool ok = value && json_object_set_new(args, key, value) == 0;
         hs_free(key);
@@ -594,7 +541,7 @@ static bool step_text(struct chat_parser *p, bool final)
             return false;
         }
     }
-    size_t keep = final ? 0 : utf8_open_tail(s, n);
+    size_t keep = final ? 0 : hs_utf8_open_tail(s, n);
     stream_put(p, kind, s, n - keep);
     p->pos += n - keep;
     return false;

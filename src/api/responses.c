@@ -1,16 +1,16 @@
 /*
  * responses.c — the OpenAI Responses API (POST /v1/responses, the only API Codex speaks):
  * the request's `instructions`, `input` items and `tools` → the neutral conversation of
- * api.h, and parser events → the response object or its SSE event stream. respond.c
- * forwards the api_response_* lifecycle here for API_KIND_OPENAI_RESPONSES
- * (responses_int.h); docs/API.md states the same rules for users.
+ * api.h (chat_from_responses), and parser events → the response object or its SSE event
+ * stream (the api_responses_writer ops that response.c drives for
+ * API_KIND_OPENAI_RESPONSES); docs/API.md states the same rules for users.
  *
  * Design note
  * -----------
- * Request → conversation (chat_from_responses). The rules of messages.c hold (one merged
+ * Request → conversation (chat_from_responses). The rules of conv.c hold (one merged
  * leading system message; a late system text becomes a user turn at its place; text parts
  * joined with ""; media parts are errors naming the item and part, except in a tool's
- * output, where each becomes messages.c's placeholder):
+ * output, where each becomes conv.c's placeholder):
  *
  *   instructions (string)          the first piece of the system message
  *   input: a string                one user message
@@ -46,7 +46,8 @@
  *   ignored. tool_choice auto / none / required / {type: "function", name} maps to enum
  *   chat_tool_choice as in chat completions; other choice objects leave it auto.
  *
- * Conversation → response. One writer per request, with its own chat_parser. Output items
+ * Conversation → response. The writer keeps its own output items (response.c runs the
+ * parser and the lifecycle). Output items
  * in arrival order: consecutive reasoning deltas make one reasoning item ("rs_…", content
  * [{type: "reasoning_text"}], summary []), consecutive text deltas one message item
  * ("msg_…", content [{type: "output_text", annotations: []}]), each tool call one
@@ -78,13 +79,9 @@
  *   4. Every string written is valid UTF-8 (invalid bytes become U+FFFD when stored).
  *   5. Ids are deterministic: items from the response id and their output index.
  */
-#include "api/responses_int.h"
+#include "api/api_int.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
-
-#define RS_JSON_FLAGS (JSON_COMPACT | JSON_PRESERVE_ORDER)
 
 /* ==== request: input items → the neutral conversation ===================================== */
 
@@ -98,7 +95,7 @@ static const struct {
 };
 
 struct rconv {
-    struct api_conv b;       /* the conversation, as messages.c builds it */
+    struct api_conv b;       /* the conversation, as conv.c builds it */
     struct strbuf reasoning; /* a reasoning item's text waiting for its assistant message */
     bool have_reasoning;
 };
@@ -129,7 +126,7 @@ static void rconv_turn_break(struct rconv *c)
 
 /* Append the text of `content`: a string, null/absent, or text parts joined with "".
  * media: the conversation that counts placeholders for media parts (a tool's output,
- * messages.c rule 4), or NULL (an error). */
+ * conv.c rule 4), or NULL (an error). */
 static int rs_text(const json_t *content, const char *path, struct api_conv *media, struct strbuf *out,
                    struct hs_err *err)
 {
@@ -357,8 +354,9 @@ static int rs_tools(const json_t *tools, json_t **out, struct hs_err *err)
 }
 
 /* tool_choice: "auto" | "none" | "required" | {"type": "function", "name": NAME} (a name in
- * the function tools). Other objects (allowed_tools, a hosted tool type) leave the model to
- * decide: the hosted tools are skipped, so they cannot be forced. */
+ * the function tools). Not conv.c's api_tool_choice_set: its errors say "function tools"
+ * and name tool_choice.name, words clients already see. Other objects (allowed_tools, a
+ * hosted tool type) leave the model to decide: the hosted tools are skipped, so they cannot be forced. */
 static int rs_tool_choice(const json_t *v, const json_t *tools, struct chat_request *out, struct hs_err *err)
 {
     if (!v || json_is_null(v)) return HS_OK;
@@ -398,7 +396,8 @@ static int rs_tool_choice(const json_t *v, const json_t *tools, struct chat_requ
 }
 
 /* Extension (as in chat completions; the Responses API has none): `stop`, a string or an
- * array of 1..CHAT_STOP_MAX non-empty strings of at most CHAT_STOP_LEN_MAX bytes. */
+ * array of 1..CHAT_STOP_MAX non-empty strings of at most CHAT_STOP_LEN_MAX bytes. Its own
+ * parser, not api_stops_parse: the error messages differ ("stop: item N: ..."). */
 static int rs_stop(const json_t *v, json_t **out, struct hs_err *err)
 {
     *out = NULL;
@@ -503,16 +502,9 @@ int chat_from_responses(const json_t *body, struct chat_request *out, struct hs_
 
 /* ==== response: parser events → the response object / its event stream ==================== */
 
-/* A JSON string of a C string that may not be valid UTF-8 (model names). */
-static json_t *rs_jstr(const char *s)
-{
-    struct strbuf sb;
-    strbuf_init(&sb);
-    hs_utf8_clean_append(&sb, s ? s : "", s ? strlen(s) : 0);
-    json_t *j = json_stringn(sb.buf ? sb.buf : "", sb.len);
-    strbuf_free(&sb);
-    return j;
-}
+static const char *const item_prefix[] = {
+    [CHAT_EVENT_TEXT] = "msg_", [CHAT_EVENT_REASONING] = "rs_", [CHAT_EVENT_TOOL_CALL] = "fc_",
+};
 
 struct rs_item {
     enum chat_event_kind kind;  /* TEXT: message, REASONING: reasoning, TOOL_CALL: function_call */
@@ -523,86 +515,45 @@ struct rs_item {
     bool incomplete;            /* closed by max_output_tokens */
 };
 
-struct responses_writer {
-    bool stream;
-    char *model, *id;
-    int64_t created;
-    uint64_t seed;              /* item ids derive from the response id */
+/* The writer's own state (r->state); r->block_open says the last item is added, not done. */
+struct rs_writer {
     int64_t seq;                /* next sequence_number */
-    struct chat_parser *parser;
     struct rs_item *items;
     int n_items, cap_items;
-    int n_tools;
-    bool begun, kept_alive, done;
-    bool item_open;             /* stream: the last item is added, not done */
     bool reasoned;              /* a reasoning event came, or the prompt opened <think> */
     bool visible;               /* a text or tool-call event came */
-    int64_t n_feeds;            /* feed calls (one per generated token with text) */
     int64_t feeds_before_visible;
-    struct strbuf *sink;        /* during feed: where parser events append */
 };
 
-static uint64_t rs_fnv1a64(const char *s)
+static void rs_init(struct api_response *r, const struct api_response_opts *o)
 {
-    uint64_t h = 0xCBF29CE484222325ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001B3ull;
-    return h;
-}
-
-static void rs_on_event(void *ctx, const struct chat_event *ev)
-{
-    struct responses_writer *w = ctx;
-    responses_writer_event(w, ev, w->sink);
-}
-
-struct responses_writer *responses_writer_new(const struct api_response_opts *o)
-{
-    struct responses_writer *w = hs_calloc(1, sizeof *w);
-    w->stream = o->stream;
-    w->model = hs_strdup(o->model ? o->model : "");
-    w->id = hs_strdup(o->id ? o->id : "");
-    w->created = o->created;
-    w->seed = rs_fnv1a64(w->id);
+    struct rs_writer *w = hs_calloc(1, sizeof *w);
     w->reasoned = o->starts_in_reasoning;
-    w->parser = chat_parser_new(o->tools, o->starts_in_reasoning, rs_on_event, w);
-    return w;
+    r->state = w;
 }
 
-void responses_writer_free(struct responses_writer *w)
+static void rs_free(struct api_response *r)
 {
+    struct rs_writer *w = r->state;
     if (!w) return;
     for (int i = 0; i < w->n_items; i++) {
         strbuf_free(&w->items[i].text);
         hs_free(w->items[i].name);
     }
     hs_free(w->items);
-    chat_parser_free(w->parser);
-    hs_free(w->model);
-    hs_free(w->id);
     hs_free(w);
 }
 
-bool responses_writer_started(const struct responses_writer *w) { return w->stream && (w->begun || w->kept_alive); }
-int responses_writer_n_tool_calls(const struct responses_writer *w) { return w->n_tools; }
-
-static int rs_dump_cb(const char *buf, size_t size, void *data)
-{
-    strbuf_append(data, buf, size);
-    return 0;
-}
-
 /* One SSE event: `type` and `sequence_number` first, then body's members (stolen). */
-static void rs_emit(struct responses_writer *w, struct strbuf *out, const char *type, json_t *body)
+static void rs_emit(struct api_response *r, struct strbuf *out, const char *type, json_t *body)
 {
+    struct rs_writer *w = r->state;
     json_t *e = json_object();
     json_object_set_new(e, "type", json_string(type));
     json_object_set_new(e, "sequence_number", json_integer(w->seq++));
     json_object_update(e, body);
     json_decref(body);
-    strbuf_printf(out, "event: %s\ndata: ", type);
-    json_dump_callback(e, rs_dump_cb, out, RS_JSON_FLAGS);
-    json_decref(e);
-    strbuf_puts(out, "\n\n");
+    api_sse_event(out, type, e);
 }
 
 static json_t *rs_text_part(const char *type, const struct strbuf *text, bool full)
@@ -653,7 +604,7 @@ static json_t *rs_item_json(const struct rs_item *it, bool full)
 }
 
 /* The members every item event carries. */
-static json_t *rs_item_ref(const struct responses_writer *w, int index, bool with_content)
+static json_t *rs_item_ref(const struct rs_writer *w, int index, bool with_content)
 {
     json_t *j = json_object();
     json_object_set_new(j, "item_id", json_string(w->items[index].id));
@@ -662,12 +613,13 @@ static json_t *rs_item_ref(const struct responses_writer *w, int index, bool wit
     return j;
 }
 
-static void rs_item_event(struct responses_writer *w, struct strbuf *out, const char *type, int index, bool full)
+static void rs_item_event(struct api_response *r, struct strbuf *out, const char *type, int index, bool full)
 {
+    struct rs_writer *w = r->state;
     json_t *b = json_object();
     json_object_set_new(b, "output_index", json_integer(index));
     json_object_set_new(b, "item", rs_item_json(&w->items[index], full));
-    rs_emit(w, out, type, b);
+    rs_emit(r, out, type, b);
 }
 
 static json_t *rs_usage(const struct api_usage *u, int64_t reasoning)
@@ -686,74 +638,66 @@ static json_t *rs_usage(const struct api_usage *u, int64_t reasoning)
 }
 
 /* The response object; `u` NULL while in progress (usage null, output as far as done). */
-static json_t *rs_response(const struct responses_writer *w, const char *status, const struct api_usage *u,
+static json_t *rs_response(const struct api_response *r, const char *status, const struct api_usage *u,
                            const char *error_message)
 {
+    const struct rs_writer *w = r->state;
     json_t *output = json_array();
     for (int i = 0; u && i < w->n_items; i++) json_array_append_new(output, rs_item_json(&w->items[i], true));
-    json_t *r = json_object();
-    json_object_set_new(r, "id", json_string(w->id));
-    json_object_set_new(r, "object", json_string("response"));
-    json_object_set_new(r, "created_at", json_integer(w->created));
-    json_object_set_new(r, "status", json_string(status));
+    json_t *j = json_object();
+    json_object_set_new(j, "id", json_string(r->id));
+    json_object_set_new(j, "object", json_string("response"));
+    json_object_set_new(j, "created_at", json_integer(r->created));
+    json_object_set_new(j, "status", json_string(status));
     if (error_message) {
         json_t *e = json_object();
         json_object_set_new(e, "code", json_string("server_error"));
-        json_object_set_new(e, "message", rs_jstr(error_message));
-        json_object_set_new(r, "error", e);
+        json_object_set_new(e, "message", api_jstr(error_message));
+        json_object_set_new(j, "error", e);
     } else {
-        json_object_set_new(r, "error", json_null());
+        json_object_set_new(j, "error", json_null());
     }
     if (!strcmp(status, "incomplete")) {
         json_t *d = json_object();
         json_object_set_new(d, "reason", json_string("max_output_tokens"));
-        json_object_set_new(r, "incomplete_details", d);
+        json_object_set_new(j, "incomplete_details", d);
     } else {
-        json_object_set_new(r, "incomplete_details", json_null());
+        json_object_set_new(j, "incomplete_details", json_null());
     }
-    json_object_set_new(r, "model", rs_jstr(w->model));
-    json_object_set_new(r, "output", output);
-    json_object_set_new(r, "parallel_tool_calls", json_true());
-    json_object_set_new(r, "store", json_false());
+    json_object_set_new(j, "model", api_jstr(r->model));
+    json_object_set_new(j, "output", output);
+    json_object_set_new(j, "parallel_tool_calls", json_true());
+    json_object_set_new(j, "store", json_false());
     if (u) {
-        int64_t reasoning = w->reasoned ? (w->visible ? w->feeds_before_visible : w->n_feeds) : 0;
+        int64_t reasoning = w->reasoned ? (w->visible ? w->feeds_before_visible : r->n_feeds) : 0;
         if (reasoning > u->completion_tokens) reasoning = u->completion_tokens;
-        json_object_set_new(r, "usage", rs_usage(u, reasoning));
+        json_object_set_new(j, "usage", rs_usage(u, reasoning));
     } else {
-        json_object_set_new(r, "usage", json_null());
+        json_object_set_new(j, "usage", json_null());
     }
-    return r;
+    return j;
 }
 
-static void rs_response_event(struct responses_writer *w, struct strbuf *out, const char *type, json_t *response)
+static void rs_response_event(struct api_response *r, struct strbuf *out, const char *type, json_t *response)
 {
     json_t *b = json_object();
     json_object_set_new(b, "response", response);
-    rs_emit(w, out, type, b);
+    rs_emit(r, out, type, b);
 }
 
-void responses_writer_begin(struct responses_writer *w, const struct api_usage *u, struct strbuf *out)
+static void rs_begin(struct api_response *r, const struct api_usage *u, struct strbuf *out)
 {
     (void)u; /* usage comes with response.completed; the in-progress object has none */
-    if (w->begun || w->done) return;
-    w->begun = true;
-    if (!w->stream) return;
-    rs_response_event(w, out, "response.created", rs_response(w, "in_progress", NULL, NULL));
-    rs_response_event(w, out, "response.in_progress", rs_response(w, "in_progress", NULL, NULL));
-}
-
-void responses_writer_keepalive(struct responses_writer *w, struct strbuf *out)
-{
-    if (!w->stream || w->done) return;
-    w->kept_alive = true;
-    strbuf_puts(out, ": keepalive\n\n"); /* an SSE comment: every client skips it */
+    rs_response_event(r, out, "response.created", rs_response(r, "in_progress", NULL, NULL));
+    rs_response_event(r, out, "response.in_progress", rs_response(r, "in_progress", NULL, NULL));
 }
 
 /* Close the open item (stream): its .done events. */
-static void rs_close(struct responses_writer *w, struct strbuf *out)
+static void rs_close(struct api_response *r, struct strbuf *out)
 {
-    if (!w->item_open) return;
-    w->item_open = false;
+    struct rs_writer *w = r->state;
+    if (!r->block_open) return;
+    r->block_open = false;
     int index = w->n_items - 1;
     struct rs_item *it = &w->items[index];
     if (it->kind != CHAT_EVENT_TOOL_CALL) {
@@ -762,17 +706,18 @@ static void rs_close(struct responses_writer *w, struct strbuf *out)
         json_t *b = rs_item_ref(w, index, true);
         json_object_set_new(b, "text", json_stringn(it->text.buf ? it->text.buf : "", it->text.len));
         if (msg) json_object_set_new(b, "logprobs", json_array());
-        rs_emit(w, out, msg ? "response.output_text.done" : "response.reasoning_text.done", b);
+        rs_emit(r, out, msg ? "response.output_text.done" : "response.reasoning_text.done", b);
         b = rs_item_ref(w, index, true);
         json_object_set_new(b, "part", rs_text_part(part, &it->text, true));
-        rs_emit(w, out, "response.content_part.done", b);
+        rs_emit(r, out, "response.content_part.done", b);
     }
-    rs_item_event(w, out, "response.output_item.done", index, true);
+    rs_item_event(r, out, "response.output_item.done", index, true);
 }
 
-static struct rs_item *rs_push(struct responses_writer *w, enum chat_event_kind kind, struct strbuf *out)
+static struct rs_item *rs_push(struct api_response *r, enum chat_event_kind kind, struct strbuf *out)
 {
-    if (w->stream) rs_close(w, out);
+    struct rs_writer *w = r->state;
+    if (r->stream) rs_close(r, out);
     if (w->n_items == w->cap_items) {
         w->cap_items = w->cap_items ? 2 * w->cap_items : 4;
         w->items = hs_realloc(w->items, (size_t)w->cap_items * sizeof *w->items);
@@ -782,134 +727,118 @@ static struct rs_item *rs_push(struct responses_writer *w, enum chat_event_kind 
     memset(it, 0, sizeof *it);
     it->kind = kind;
     strbuf_init(&it->text);
-    static const char *const prefix[] = { [CHAT_EVENT_TEXT] = "msg_", [CHAT_EVENT_REASONING] = "rs_",
-                                          [CHAT_EVENT_TOOL_CALL] = "fc_" };
-    api_id_make(w->seed, (uint64_t)index, prefix[kind], it->id);
+    api_id_make(r->id_hash, (uint64_t)index, item_prefix[kind], it->id);
     return it;
 }
 
-static void rs_delta(struct responses_writer *w, enum chat_event_kind kind, const char *text, size_t len,
+static void rs_delta(struct api_response *r, enum chat_event_kind kind, const char *text, size_t len,
                      struct strbuf *out)
 {
+    struct rs_writer *w = r->state;
     struct rs_item *it = w->n_items ? &w->items[w->n_items - 1] : NULL;
     bool msg = kind == CHAT_EVENT_TEXT;
-    if (!it || it->kind != kind || (w->stream && !w->item_open)) {
-        it = rs_push(w, kind, out);
-        if (w->stream) {
+    if (!it || it->kind != kind || (r->stream && !r->block_open)) {
+        it = rs_push(r, kind, out);
+        if (r->stream) {
             int index = w->n_items - 1;
-            rs_item_event(w, out, "response.output_item.added", index, false);
+            rs_item_event(r, out, "response.output_item.added", index, false);
             json_t *b = rs_item_ref(w, index, true);
             json_object_set_new(b, "part", rs_text_part(msg ? "output_text" : "reasoning_text", &it->text, false));
-            rs_emit(w, out, "response.content_part.added", b);
-            w->item_open = true;
+            rs_emit(r, out, "response.content_part.added", b);
+            r->block_open = true;
         }
     }
     size_t at = it->text.len;
     hs_utf8_clean_append(&it->text, text, len);
-    if (!w->stream) return;
+    if (!r->stream) return;
     json_t *b = rs_item_ref(w, w->n_items - 1, true);
     json_object_set_new(b, "delta", json_stringn(it->text.buf + at, it->text.len - at));
     if (msg) json_object_set_new(b, "logprobs", json_array());
-    rs_emit(w, out, msg ? "response.output_text.delta" : "response.reasoning_text.delta", b);
+    rs_emit(r, out, msg ? "response.output_text.delta" : "response.reasoning_text.delta", b);
 }
 
-static void rs_tool_call(struct responses_writer *w, const struct chat_event *ev, struct strbuf *out)
+static void rs_tool_call(struct api_response *r, const struct chat_event *ev, struct strbuf *out)
 {
-    struct rs_item *it = rs_push(w, CHAT_EVENT_TOOL_CALL, out);
+    struct rs_writer *w = r->state;
+    struct rs_item *it = rs_push(r, CHAT_EVENT_TOOL_CALL, out);
     struct strbuf name;
     strbuf_init(&name);
     hs_utf8_clean_append(&name, ev->tool_name ? ev->tool_name : "", ev->tool_name ? strlen(ev->tool_name) : 0);
     it->name = strbuf_detach(&name, NULL);
     if (!it->name) it->name = hs_strdup("");
     /* the parser's contract gives an object; anything else becomes {} */
-    if (json_is_object(ev->tool_args)) json_dump_callback(ev->tool_args, rs_dump_cb, &it->text, RS_JSON_FLAGS);
+    if (json_is_object(ev->tool_args)) api_json_append(&it->text, ev->tool_args);
     else strbuf_puts(&it->text, "{}");
-    api_id_make(w->seed ^ 0x5DEECE66Dull, (uint64_t)w->n_tools++, "call_", it->call_id);
-    if (!w->stream) return;
+    /* call ids use their own stream of the id hash, apart from the item ids */
+    api_id_make(r->id_hash ^ 0x5DEECE66Dull, (uint64_t)r->n_tools++, "call_", it->call_id);
+    if (!r->stream) return;
     int index = w->n_items - 1;
-    rs_item_event(w, out, "response.output_item.added", index, false);
+    rs_item_event(r, out, "response.output_item.added", index, false);
     json_t *b = rs_item_ref(w, index, false);
     json_object_set_new(b, "delta", json_stringn(it->text.buf, it->text.len));
-    rs_emit(w, out, "response.function_call_arguments.delta", b);
+    rs_emit(r, out, "response.function_call_arguments.delta", b);
     b = rs_item_ref(w, index, false);
     json_object_set_new(b, "name", json_string(it->name));
     json_object_set_new(b, "arguments", json_stringn(it->text.buf, it->text.len));
-    rs_emit(w, out, "response.function_call_arguments.done", b);
-    rs_item_event(w, out, "response.output_item.done", index, true);
+    rs_emit(r, out, "response.function_call_arguments.done", b);
+    rs_item_event(r, out, "response.output_item.done", index, true);
 }
 
-void responses_writer_event(struct responses_writer *w, const struct chat_event *ev, struct strbuf *out)
+static void rs_event(struct api_response *r, const struct chat_event *ev, struct strbuf *out)
 {
-    if (w->done) return;
-    if (ev->kind != CHAT_EVENT_TOOL_CALL && (ev->text_len == 0 || !ev->text)) return;
-    if (!w->begun) responses_writer_begin(w, NULL, out);
+    struct rs_writer *w = r->state;
     if (ev->kind == CHAT_EVENT_REASONING) {
         w->reasoned = true;
     } else if (!w->visible) {
         w->visible = true;
         /* the feed in progress made it visible: the tokens before it were the reasoning */
-        w->feeds_before_visible = w->sink ? w->n_feeds - 1 : w->n_feeds;
+        w->feeds_before_visible = r->sink ? r->n_feeds - 1 : r->n_feeds;
     }
-    if (ev->kind == CHAT_EVENT_TOOL_CALL) rs_tool_call(w, ev, out);
-    else rs_delta(w, ev->kind, ev->text, ev->text_len, out);
+    if (ev->kind == CHAT_EVENT_TOOL_CALL) rs_tool_call(r, ev, out);
+    else rs_delta(r, ev->kind, ev->text, ev->text_len, out);
 }
 
-void responses_writer_feed(struct responses_writer *w, const char *text, size_t len, struct strbuf *out)
+static void rs_finish(struct api_response *r, enum api_stop stop, const char *stop_sequence,
+                      const struct api_usage *u, struct strbuf *out)
 {
-    if (w->done || len == 0) return;
-    w->n_feeds++;
-    w->sink = out;
-    chat_parser_feed(w->parser, text, len);
-    w->sink = NULL;
-}
-
-void responses_writer_finish(struct responses_writer *w, enum api_stop stop, const struct api_usage *u,
-                             struct strbuf *out)
-{
-    if (w->done) return;
-    w->sink = out;
-    chat_parser_finish(w->parser);
-    w->sink = NULL;
-    struct api_usage c = { 0, 0, 0 };
-    if (u) c = *u;
-    c.prompt_tokens = HS_MAX(c.prompt_tokens, 0);
-    c.completion_tokens = HS_MAX(c.completion_tokens, 0);
-    c.cached_tokens = HS_MIN(HS_MAX(c.cached_tokens, 0), c.prompt_tokens);
+    (void)stop_sequence; /* the Responses API does not name the matched string */
+    struct rs_writer *w = r->state;
     bool incomplete = stop == API_STOP_LENGTH;
     /* the item cut by the limit is incomplete (a tool call is only made whole) */
     if (incomplete && w->n_items && w->items[w->n_items - 1].kind != CHAT_EVENT_TOOL_CALL)
         w->items[w->n_items - 1].incomplete = true;
-    if (!w->begun) responses_writer_begin(w, &c, out);
-    w->done = true;
     const char *status = incomplete ? "incomplete" : "completed";
-    if (!w->stream) {
-        json_t *r = rs_response(w, status, &c, NULL);
-        json_dump_callback(r, rs_dump_cb, out, RS_JSON_FLAGS);
-        json_decref(r);
+    if (!r->stream) {
+        api_json_steal(out, rs_response(r, status, u, NULL));
         return;
     }
-    rs_close(w, out);
-    rs_response_event(w, out, incomplete ? "response.incomplete" : "response.completed", rs_response(w, status, &c, NULL));
+    rs_close(r, out);
+    rs_response_event(r, out, incomplete ? "response.incomplete" : "response.completed", rs_response(r, status, u, NULL));
 }
 
-int responses_writer_fail(struct responses_writer *w, int code, const char *message, struct strbuf *out)
+static void rs_fail(struct api_response *r, const struct api_error_info *e, const char *message, struct strbuf *out)
 {
-    const struct api_error_info *e = api_error_info(code);
-    if (w->done) return responses_writer_started(w) ? 200 : e->http_status;
-    w->done = true;
-    if (!responses_writer_started(w)) return api_error_write(API_KIND_OPENAI_RESPONSES, code, message, out);
-    if (!w->begun) {
-        w->begun = true;
-        rs_response_event(w, out, "response.created", rs_response(w, "in_progress", NULL, NULL));
+    if (!r->begun) { /* only a keep-alive went out: the stream still needs its first event */
+        r->begun = true;
+        rs_response_event(r, out, "response.created", rs_response(r, "in_progress", NULL, NULL));
     }
     json_t *b = json_object();
     json_object_set_new(b, "code", e->openai_code ? json_string(e->openai_code) : json_string(e->openai_type));
-    json_object_set_new(b, "message", rs_jstr(message));
+    json_object_set_new(b, "message", api_jstr(message));
     json_object_set_new(b, "param", json_null());
-    rs_emit(w, out, "error", b);
+    rs_emit(r, out, "error", b);
     struct api_usage none = { 0, 0, 0 };
-    json_t *r = rs_response(w, "failed", &none, message ? message : "");
-    json_object_set(r, "usage", json_null());
-    rs_response_event(w, out, "response.failed", r);
-    return 200;
+    json_t *j = rs_response(r, "failed", &none, message ? message : "");
+    json_object_set(j, "usage", json_null());
+    rs_response_event(r, out, "response.failed", j);
 }
+
+const struct api_writer_ops api_responses_writer = {
+    .id_prefix = "resp_",
+    .init = rs_init,
+    .free = rs_free,
+    .begin = rs_begin,
+    .event = rs_event,
+    .finish = rs_finish,
+    .fail = rs_fail,
+};

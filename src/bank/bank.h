@@ -392,4 +392,48 @@ const char *bank_disk_put_result_name(enum bank_disk_put_result r);
  * NULL when neither variable is set. Owned string. */
 char *bank_disk_default_dir(void);
 
+/* ---- a request's restore and store over both tiers (restore.c) ---------------------------- */
+
+/* The key spaces and sizes of one engine's state. */
+struct bank_keys {
+    uint64_t fp;              /* RAM key space: the process fingerprint */
+    uint64_t disk_fp;         /* disk key space: the persistent model identity */
+    size_t kv_row_bytes, snapshot_bytes;
+};
+
+/* Where restored state came from. */
+enum bank_source { BANK_SOURCE_NONE = 0, BANK_SOURCE_RAM, BANK_SOURCE_DISK, BANK_SOURCE_COUNT };
+
+/* What bank_restore found. kv / snapshot are owned by the result (bank_restored_free). */
+struct bank_restored {
+    int64_t pos;              /* tokens restored (s); 0 = nothing: compute from scratch */
+    enum bank_source source;
+    int64_t match_len;        /* L: longest common prefix with RAM's tree (after a promotion) */
+    enum bank_reason reason;  /* why the restore stopped at pos */
+    int64_t disk_discarded;   /* disk entries that failed verification in this lookup */
+    const void *kv;           /* KV rows [0, pos), pos * kv_row_bytes */
+    const void *snapshot;     /* snapshot_bytes */
+    void *ram_kv_, *ram_snap_;          /* private */
+    struct bank_disk_hit disk_;         /* private */
+};
+
+/* The deepest state ids[0, n) can resume from (at most n - 1 tokens): RAM, then the disk
+ * tier d (may be NULL) for a deeper point, which is promoted into RAM. Declares k's RAM key
+ * space first (its error is the only one). */
+int bank_restore(struct bank *b, struct bank_disk *d, const struct bank_keys *k, const int32_t *ids, int64_t n,
+                 struct bank_restored *out, struct hs_err *err);
+void bank_restored_free(struct bank_restored *r); /* safe on a zeroed struct */
+/* The first KV row of path[0, n) bank_store needs: 0 with a disk tier (entries are written
+ * whole), else where RAM's tree stops matching. */
+int64_t bank_store_rows_from(const struct bank *b, const struct bank_disk *d, const struct bank_keys *k,
+                             const int32_t *path, int64_t n);
+/* Store a computed path: RAM insert of path[0, n) with kv_rows = rows [rows_from, n)
+ * (rows_from from bank_store_rows_from) and the snapshots, then the same snapshots queued
+ * for the disk tier d (may be NULL); *n_disk_puts counts those queued (or already pending).
+ * Declares k's RAM key space when new. An insert error is returned and nothing is queued. */
+int bank_store(struct bank *b, struct bank_disk *d, const struct bank_keys *k, const int32_t *path, int64_t n,
+               int64_t rows_from, const void *kv_rows, const struct bank_snap_in *snaps, int n_snaps,
+               int *n_disk_puts, struct hs_err *err);
+const char *bank_source_name(enum bank_source s);
+
 #endif

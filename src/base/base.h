@@ -125,12 +125,32 @@ char *strbuf_detach(struct strbuf *sb, size_t *len_out);
  * and every byte that is not part of a valid sequence becomes U+FFFD. */
 
 #define HS_UTF8_REPLACEMENT "\xEF\xBF\xBD" /* U+FFFD */
-/* Length of the valid sequence at s[0..n) (1..4), 0 when none starts there (overlong
- * forms, surrogates, code points past U+10FFFF and truncated sequences are invalid). */
+/* Length of the valid sequence at s[0..n) (1..4) with its code point in *cp (may be NULL),
+ * 0 when none starts there (overlong forms, surrogates, code points past U+10FFFF and
+ * truncated sequences are invalid). *partial (may be NULL) is set when the bytes are a
+ * proper prefix of a valid sequence that n cut short. */
+size_t hs_utf8_decode(const void *s, size_t n, uint32_t *cp, bool *partial);
+/* hs_utf8_decode without the code point. */
 size_t hs_utf8_seq_len(const void *s, size_t n);
+/* Bytes at the end of s[0..n) that begin a valid sequence the text has not completed yet
+ * (0..3): what a stream holds back until the next piece arrives. */
+size_t hs_utf8_open_tail(const void *s, size_t n);
 bool hs_utf8_valid(const void *s, size_t n);
 /* Append s[0..n) with each byte outside a valid sequence replaced by U+FFFD. */
 void hs_utf8_clean_append(struct strbuf *out, const void *s, size_t n);
+
+/* ---- hashes (hash.c) ------------------------------------------------------------------ */
+/* FNV-1a (Fowler/Noll/Vo), byte at a time: small keys for hash tables and stable derived
+ * ids. Not a checksum: files carry XXH3 or SHA-256 (bank, model identity). */
+
+#define HS_FNV1A64_INIT 0xcbf29ce484222325ull
+#define HS_FNV1A32_INIT 2166136261u
+/* Continue a 64-bit FNV-1a hash h over p[0..n); start with HS_FNV1A64_INIT. */
+uint64_t hs_fnv1a64(uint64_t h, const void *p, size_t n);
+/* The 64-bit FNV-1a hash of a NUL-terminated string. */
+uint64_t hs_fnv1a64_str(const char *s);
+/* Continue a 32-bit FNV-1a hash h over p[0..n); start with HS_FNV1A32_INIT. */
+uint32_t hs_fnv1a32(uint32_t h, const void *p, size_t n);
 
 /* ---- JSON writer ------------------------------------------------------------------- */
 /* Writes compact or indented JSON into a strbuf; the caller drives structure and commas

@@ -2,17 +2,23 @@
  * forms, no surrogates, nothing past U+10FFFF) and its repair, each byte that does not
  * belong to a valid sequence replaced by U+FFFD. Every JSON string headstart writes goes
  * through it (json_escape_append, the HTTP responses in api/), so a token that ends inside
- * a multi-byte sequence can never make a line that a strict parser rejects.
+ * a multi-byte sequence can never make a line that a strict parser rejects. The same
+ * decoder serves every reader of UTF-8 in the tree (request text, the tokenizer's stream,
+ * the template interpreter), so there is one definition of a valid sequence.
  */
 #include "base/base.h"
 
-size_t hs_utf8_seq_len(const void *p, size_t n)
+size_t hs_utf8_decode(const void *p, size_t n, uint32_t *cp, bool *partial)
 {
     const unsigned char *s = p;
+    if (partial) *partial = false;
     if (n == 0) return 0;
-    unsigned c = s[0], lo = 0x80, hi = 0xBF;
+    unsigned c = s[0], lo = 0x80, hi = 0xBF; /* the allowed range of the second byte */
     size_t len;
-    if (c < 0x80) return 1;
+    if (c < 0x80) {
+        if (cp) *cp = c;
+        return 1;
+    }
     if (c >= 0xC2 && c <= 0xDF) {
         len = 2;
     } else if (c >= 0xE0 && c <= 0xEF) {
@@ -26,10 +32,35 @@ size_t hs_utf8_seq_len(const void *p, size_t n)
     } else {
         return 0;
     }
-    if (len > n || s[1] < lo || s[1] > hi) return 0;
-    for (size_t k = 2; k < len; k++)
-        if ((s[k] & 0xC0) != 0x80) return 0;
+    uint32_t v = c & (0x3Fu >> (len - 1));
+    for (size_t k = 1; k < len; k++) {
+        if (k >= n) {
+            if (partial) *partial = true;
+            return 0;
+        }
+        unsigned b = s[k];
+        if (k == 1 ? (b < lo || b > hi) : (b & 0xC0) != 0x80) return 0;
+        v = v << 6 | (b & 0x3F);
+    }
+    if (cp) *cp = v;
     return len;
+}
+
+size_t hs_utf8_seq_len(const void *p, size_t n)
+{
+    return hs_utf8_decode(p, n, NULL, NULL);
+}
+
+size_t hs_utf8_open_tail(const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    for (size_t k = 1; k <= 3 && k <= n; k++) {
+        if ((s[n - k] & 0xC0) == 0x80) continue; /* a continuation byte: look further back */
+        bool partial;
+        hs_utf8_decode(s + n - k, k, NULL, &partial);
+        return partial ? k : 0;
+    }
+    return 0;
 }
 
 bool hs_utf8_valid(const void *p, size_t n)

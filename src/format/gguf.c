@@ -161,9 +161,7 @@ void gguf_close(struct gguf_file *g)
 
 static uint32_t key_hash(const char *s, size_t n)
 {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) { h ^= (uint8_t)s[i]; h *= 16777619u; }
-    return h;
+    return hs_fnv1a32(HS_FNV1A32_INIT, s, n);
 }
 
 /* Index of key s[0..n) or -1. */

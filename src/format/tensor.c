@@ -87,9 +87,7 @@ struct tensor_set {
 
 static uint32_t name_hash(const char *s, size_t n)
 {
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < n; i++) { h ^= (uint8_t)s[i]; h *= 16777619u; }
-    return h;
+    return hs_fnv1a32(HS_FNV1A32_INIT, s, n);
 }
 
 struct tensor_set *tensor_set_new(void)

@@ -1,6 +1,6 @@
 /*
  * http.c — `headstart serve`'s HTTP side: libmicrohttpd (the only file that includes it),
- * the route table, authentication, limits, request fields into a job, and moving a job's
+ * the route table, authentication, limits, a parsed request into a job, and moving a job's
  * bytes to the client (a whole body, or an SSE stream). server_run lives here too: load,
  * start the engine thread and the daemon, print the start line, wait for a signal, stop.
  *
@@ -46,14 +46,15 @@
  * and cancels queued and running ones, each of which still answers (503, or an in-stream
  * error then the stream's end); up to 3 s for those answers to leave; stop the daemon.
  *
+ * A body is parsed once, here, into a complete request (api_request_parse: the
+ * conversation, stops, tool_choice, sampling, the output cap, stream options, a 400 naming
+ * a bad field before queueing); the job holds that request and nothing else of the body.
  * Extension fields: `ignore_eos` (as llama.cpp's) generates to max_tokens through stop ids.
- * `stop` / `stop_sequences` and `tool_choice` are checked by the api codecs
- * (chat_from_openai / chat_from_anthropic, a 400 before queueing) and applied by
- * session_run. Refused by name (400): `n` other than 1, `logprobs: true`, `top_logprobs`
- * above 0, `response_format` / Responses `text.format` other than {type: "text"}
- * (structured output is not implemented). `seed` is any integer, 0 included; without one
- * each request gets its own. Ignored fields: `model` (one model is served), `metadata`, and
- * whatever else a client sends that is not listed in job_fields or the codecs. A tool call
+ * Refused by name (400): `n` other than 1, `logprobs: true`, `top_logprobs` above 0,
+ * `response_format` / Responses `text.format` other than {type: "text"} (structured output
+ * is not implemented). `seed` is any integer, 0 included; without one each request gets its
+ * own. Ignored fields: `model` (one model is served), `metadata`, and whatever else a
+ * client sends that api/request.c and the codecs do not read. A tool call
  * the model makes to a name not in `tools` is passed through as a tool call, as OpenAI and
  * vLLM do (the client answers it with an error result); it is not refused or rewritten.
  *
@@ -278,127 +279,6 @@ static enum MHD_Result route_models(struct server *srv, struct MHD_Connection *c
     return ret;
 }
 
-/* ---- request fields ---------------------------------------------------------------- */
-
-/* A number field: absent or null leaves *out; otherwise it must lie in [lo, hi]. */
-static int field_num(const json_t *body, const char *key, double lo, double hi, double *out, struct hs_err *err)
-{
-    const json_t *v = json_object_get(body, key);
-    if (!v || json_is_null(v)) return HS_OK;
-    if (!json_is_number(v)) return hs_err_set(err, HS_ERR_INVALID, "'%s' must be a number", key);
-    double d = json_number_value(v);
-    if (!(d >= lo && d <= hi)) return hs_err_set(err, HS_ERR_INVALID, "'%s' must be between %g and %g, got %g", key, lo, hi, d);
-    *out = d;
-    return HS_OK;
-}
-
-static int field_int(const json_t *body, const char *key, int64_t lo, int64_t hi, int64_t *out, struct hs_err *err)
-{
-    const json_t *v = json_object_get(body, key);
-    if (!v || json_is_null(v)) return HS_OK;
-    if (!json_is_integer(v)) return hs_err_set(err, HS_ERR_INVALID, "'%s' must be an integer", key);
-    json_int_t i = json_integer_value(v);
-    if (i < lo || i > hi)
-        return hs_err_set(err, HS_ERR_INVALID, "'%s' must be between %lld and %lld, got %lld", key,
-                          (long long)lo, (long long)hi, (long long)i);
-    *out = i;
-    return HS_OK;
-}
-
-static int field_bool(const json_t *body, const char *key, bool *out, struct hs_err *err)
-{
-    const json_t *v = json_object_get(body, key);
-    if (!v || json_is_null(v)) return HS_OK;
-    if (!json_is_boolean(v)) return hs_err_set(err, HS_ERR_INVALID, "'%s' must be true or false", key);
-    *out = json_is_true(v);
-    return HS_OK;
-}
-
-/* A format object ({"type": ...}) that must ask for plain text: response_format (chat) and
- * text.format (Responses). Structured output (json_object, json_schema) is not implemented,
- * and answering a schema request with free text would break the client silently. */
-static int field_text_format(const json_t *v, const char *name, struct hs_err *err)
-{
-    if (!v || json_is_null(v)) return HS_OK;
-    if (!json_is_object(v)) return hs_err_set(err, HS_ERR_INVALID, "'%s' must be an object", name);
-    const char *t = json_string_value(json_object_get(v, "type"));
-    if (!t) return hs_err_set(err, HS_ERR_INVALID, "'%s.type' must be a string", name);
-    if (strcmp(t, "text"))
-        return hs_err_set(err, HS_ERR_UNSUPPORTED, "'%s' of type '%.64s' is not supported: headstart answers in "
-                          "free text only (type 'text')", name, t);
-    return HS_OK;
-}
-
-/* Fields that would change the answer's shape and are not implemented: refused by name
- * rather than ignored (n: 1, logprobs: false and top_logprobs: 0 stay accepted). */
-static int unsupported_fields(const json_t *body, enum api_kind kind, struct hs_err *err)
-{
-    if (kind == API_KIND_ANTHROPIC_MESSAGES) return HS_OK;
-    const json_t *v;
-    if (kind == API_KIND_OPENAI_CHAT) {
-        int64_t n = 1;
-        int rc = field_int(body, "n", 1, INT64_MAX, &n, err);
-        if (rc) return rc;
-        if (n != 1) return hs_err_set(err, HS_ERR_UNSUPPORTED, "'n' must be 1: headstart generates one choice per request, got %lld", (long long)n);
-        bool lp = false;
-        if ((rc = field_bool(body, "logprobs", &lp, err))) return rc;
-        if (lp) return hs_err_set(err, HS_ERR_UNSUPPORTED, "'logprobs' is not supported (send false or leave it out)");
-        if ((rc = field_text_format(json_object_get(body, "response_format"), "response_format", err))) return rc;
-    }
-    int64_t top = 0;
-    int rc = field_int(body, "top_logprobs", 0, 20, &top, err);
-    if (rc) return rc;
-    if (top) return hs_err_set(err, HS_ERR_UNSUPPORTED, "'top_logprobs' is not supported (send 0 or leave it out)");
-    if (kind == API_KIND_OPENAI_RESPONSES && (v = json_object_get(body, "text")) && !json_is_null(v)) {
-        if (!json_is_object(v)) return hs_err_set(err, HS_ERR_INVALID, "'text' must be an object");
-        return field_text_format(json_object_get(v, "format"), "text.format", err);
-    }
-    return HS_OK;
-}
-
-/* stream, max tokens, sampling and the extensions of one generate request. */
-static int job_fields(const json_t *body, struct job *j, struct hs_err *err)
-{
-    const int64_t big = INT64_C(1) << 40;
-    struct sampler_opts *so = &j->sampling;
-    double temp = so->temperature, top_p = so->top_p, min_p = so->min_p;
-    double pres = so->presence_penalty, freq = so->frequency_penalty;
-    int64_t top_k = so->top_k, seed = 0, max_tokens = 0;
-    int rc = HS_OK;
-    if (!rc) rc = field_bool(body, "stream", &j->stream, err);
-    if (!rc) rc = field_bool(body, "ignore_eos", &j->ignore_eos, err);
-    if (!rc) rc = field_int(body, "max_tokens", 1, big, &max_tokens, err);
-    if (!rc && j->kind == API_KIND_OPENAI_CHAT) rc = field_int(body, "max_completion_tokens", 1, big, &max_tokens, err);
-    if (!rc && j->kind == API_KIND_OPENAI_RESPONSES) rc = field_int(body, "max_output_tokens", 1, big, &max_tokens, err);
-    if (!rc) rc = field_num(body, "temperature", 0, 100, &temp, err);
-    if (!rc) rc = field_num(body, "top_p", 0, 1, &top_p, err);
-    if (!rc) rc = field_int(body, "top_k", 0, INT32_MAX, &top_k, err);
-    if (!rc) rc = field_num(body, "min_p", 0, 1, &min_p, err);
-    if (!rc) rc = field_num(body, "presence_penalty", -2, 2, &pres, err);
-    if (!rc) rc = field_num(body, "frequency_penalty", -2, 2, &freq, err);
-    if (!rc) rc = field_int(body, "seed", INT64_MIN, INT64_MAX, &seed, err);
-    j->seed_given = !rc && json_is_integer(json_object_get(body, "seed"));
-    if (!rc) rc = unsupported_fields(body, j->kind, err);
-    if (!rc && j->kind == API_KIND_OPENAI_CHAT) {
-        const json_t *so_obj = json_object_get(body, "stream_options");
-        if (so_obj && !json_is_null(so_obj)) {
-            if (!json_is_object(so_obj)) rc = hs_err_set(err, HS_ERR_INVALID, "'stream_options' must be an object");
-            else rc = field_bool(so_obj, "include_usage", &j->include_usage, err);
-        }
-    }
-    if (rc) return rc;
-    if (top_p <= 0) return hs_err_set(err, HS_ERR_INVALID, "'top_p' must be above 0");
-    so->temperature = (float)temp;
-    so->top_p = (float)top_p;
-    so->top_k = (int)top_k;
-    so->min_p = (float)min_p;
-    so->presence_penalty = (float)pres;
-    so->frequency_penalty = (float)freq;
-    if (j->seed_given) so->seed = (uint64_t)seed;
-    j->max_tokens = max_tokens;
-    return HS_OK;
-}
-
 /* ---- the generate routes ------------------------------------------------------------- */
 
 static int conn_fd(struct MHD_Connection *c)
@@ -493,8 +373,7 @@ static json_t *body_parse(struct server *srv, struct MHD_Connection *c, struct c
     return body;
 }
 
-static enum MHD_Result run_job(struct server *srv, struct MHD_Connection *c, struct conn_req *rq,
-                               enum job_type type)
+static enum MHD_Result run_job(struct server *srv, struct MHD_Connection *c, struct conn_req *rq)
 {
     enum MHD_Result ret = MHD_NO;
     json_t *body = body_parse(srv, c, rq, &ret);
@@ -504,29 +383,27 @@ static enum MHD_Result run_job(struct server *srv, struct MHD_Connection *c, str
     hs_err_clear(&err);
     struct job *j = job_new();
     rq->job = j;
-    j->type = type;
-    j->kind = rq->kind;
-    int rc = rq->kind == API_KIND_OPENAI_CHAT        ? chat_from_openai(body, &j->chat, &err)
-             : rq->kind == API_KIND_OPENAI_RESPONSES ? chat_from_responses(body, &j->chat, &err)
-                                                     : chat_from_anthropic(body, &j->chat, &err);
-    if (rc == HS_OK && type == JOB_TYPE_GENERATE) rc = job_fields(body, j, &err);
-    j->body = body; /* the job owns it now */
+    struct api_sampling defaults;
+    session_sampling_defaults(&defaults);
+    int rc = api_request_parse(rq->kind, body, &defaults, &j->req, &err);
+    json_decref(body); /* the request holds what it needs */
     if (rc != HS_OK) return reply_error(srv, c, rq, rc, err.msg);
-    if (j->chat.n_media_placeholders) metrics_media(&srv->metrics, j->chat.n_media_placeholders);
+    const struct api_request *req = &j->req;
+    if (req->chat.n_media_placeholders) metrics_media(&srv->metrics, req->chat.n_media_placeholders);
     if (rq->body.len >= (size_t)srv->n_ctx * SIDE_CHECK_BYTES_PER_TOKEN) {
         int64_t n = 0;
         bool lower;
-        rc = side_tokens(srv, &j->chat, srv->n_ctx, &n, &lower, &err);
+        rc = side_tokens(srv, &req->chat, srv->n_ctx, &n, &lower, &err);
         if (rc != HS_OK) return reply_error(srv, c, rq, rc, err.msg);
         if (n >= srv->n_ctx) { /* n may be a lower bound (lower): still more than fits */
-            api_context_error(j->kind, n, srv->n_ctx, msg, sizeof msg);
+            api_context_error(req->kind, n, srv->n_ctx, msg, sizeof msg);
             return reply_error(srv, c, rq, API_ERR_CONTEXT, msg);
         }
     }
     if (!srv->opts.log_bodies) strbuf_free(&rq->body); /* else the request log shows it */
     pthread_mutex_lock(&srv->ids_mu);
-    api_ids_next(&srv->ids, j->kind, j->id);
-    if (!j->seed_given) j->sampling.seed = srv->ids.counter; /* 0 is a seed too */
+    api_ids_next(&srv->ids, req->kind, j->id);
+    j->seed = req->sampling.seed_given ? (uint64_t)req->sampling.seed : srv->ids.counter; /* 0 is a seed too */
     pthread_mutex_unlock(&srv->ids_mu);
     j->created = (int64_t)time(NULL);
 
@@ -535,14 +412,14 @@ static enum MHD_Result run_job(struct server *srv, struct MHD_Connection *c, str
     if (rc != HS_OK) return reply_error(srv, c, rq, rc, "the server is shutting down");
 
     int fd = conn_fd(c);
-    if (job_wait(j, j->stream, fd) == JOB_WAIT_GONE) {
+    if (job_wait(j, req->stream, fd) == JOB_WAIT_GONE) {
         rq_status(srv, rq, 499);
         return MHD_NO; /* the client is gone: close without a response */
     }
     pthread_mutex_lock(&j->mu);
     bool started = j->started;
     pthread_mutex_unlock(&j->mu);
-    if (j->stream && started) {
+    if (req->stream && started) {
         struct stream_ctx *sc = hs_calloc(1, sizeof(*sc));
         job_retain(j);
         sc->job = j;
@@ -578,12 +455,12 @@ static enum MHD_Result run_job(struct server *srv, struct MHD_Connection *c, str
 
 static enum MHD_Result route_chat(struct server *srv, struct MHD_Connection *c, struct conn_req *rq)
 {
-    return run_job(srv, c, rq, JOB_TYPE_GENERATE);
+    return run_job(srv, c, rq);
 }
 
 static enum MHD_Result route_messages(struct server *srv, struct MHD_Connection *c, struct conn_req *rq)
 {
-    return run_job(srv, c, rq, JOB_TYPE_GENERATE);
+    return run_job(srv, c, rq);
 }
 
 /* Answered on this thread (the side path), never queued behind generations. */
@@ -613,7 +490,7 @@ static enum MHD_Result route_count(struct server *srv, struct MHD_Connection *c,
 
 static enum MHD_Result route_responses(struct server *srv, struct MHD_Connection *c, struct conn_req *rq)
 {
-    return run_job(srv, c, rq, JOB_TYPE_GENERATE);
+    return run_job(srv, c, rq);
 }
 
 /* ---- the connection guard -------------------------------------------------------------
@@ -1023,8 +900,10 @@ static void request_log(struct server *srv, struct conn_req *rq)
         l.prompt_tokens = j->n_prompt;
         l.cached_tokens = j->n_cached;
         l.generated_tokens = j->n_generated;
-        l.cache_source = j->cache_source;
-        l.stop_reason = j->stop_reason;
+        if (j->ran) { /* names only where the line is written */
+            l.cache_source = bank_source_name(j->cache_source);
+            l.stop_reason = session_stop_name(j->stop_reason);
+        }
         l.ttft_ms = j->ttft_ms;
         pthread_mutex_unlock(&j->mu);
     }

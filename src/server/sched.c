@@ -1,8 +1,8 @@
 /*
  * sched.c — the scheduler: a bounded FIFO of jobs consumed by the one engine thread that
  * owns the model and every sequence; the job object shared with the connection threads;
- * the metrics; and the request path around session_run (session.c: the session bank
- * around the prefill), which the engine thread runs for every generation job.
+ * and the request path around session_run (session.c: the session bank around the
+ * prefill), which the engine thread runs for every job. The numbers go to metrics.c.
  *
  * Design note
  * -----------
@@ -44,7 +44,6 @@ struct job *job_new(void)
     j->refs = 1;
     j->status = 200;
     atomic_init(&j->cancelled, false);
-    sampler_opts_default(&j->sampling);
     return j;
 }
 
@@ -62,8 +61,7 @@ void job_release(struct job *j)
     int left = --j->refs;
     pthread_mutex_unlock(&j->mu);
     if (left > 0) return;
-    chat_request_free(&j->chat);
-    json_decref(j->body);
+    api_request_free(&j->req);
     strbuf_free(&j->out);
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
@@ -161,7 +159,7 @@ static void job_fail(struct job *j, struct api_response *r, int code, const char
 {
     struct strbuf out;
     strbuf_init(&out);
-    int status = r ? api_response_fail(r, code, msg, &out) : api_error_write(j->kind, code, msg, &out);
+    int status = r ? api_response_fail(r, code, msg, &out) : api_error_write(j->req.kind, code, msg, &out);
     if (r && api_response_started(r)) job_emit(j, out.buf, out.len); /* in-stream error */
     else job_body(j, &out);
     strbuf_free(&out);
@@ -268,272 +266,6 @@ void sched_free(struct sched *s)
     pthread_mutex_destroy(&s->mu);
 }
 
-/* ---- metrics ----------------------------------------------------------------------- */
-
-/* TTFT bucket bounds in seconds (Prometheus `le`); the last bucket is +Inf. */
-static const double ttft_bounds[METRICS_TTFT_BUCKETS] = { 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60 };
-
-void metrics_request(struct metrics *m, int route, int status)
-{
-    if (route < 0 || route >= 16) return;
-    int cls = status >= 100 && status < 600 ? status / 100 : 0;
-    pthread_mutex_lock(&m->mu);
-    m->requests[route][cls]++;
-    pthread_mutex_unlock(&m->mu);
-}
-
-void metrics_media(struct metrics *m, int n)
-{
-    pthread_mutex_lock(&m->mu);
-    m->media_placeholders += n;
-    pthread_mutex_unlock(&m->mu);
-}
-
-void metrics_tokens(struct metrics *m, int64_t prompt, int64_t cached, int64_t generated,
-                    double prefill_s, double decode_s, double ttft_s)
-{
-    pthread_mutex_lock(&m->mu);
-    m->prompt_tokens += prompt;
-    m->cached_tokens += cached;
-    m->generated_tokens += generated;
-    m->prefill_seconds += prefill_s;
-    m->decode_seconds += decode_s;
-    if (ttft_s >= 0) {
-        int b = 0;
-        while (b < METRICS_TTFT_BUCKETS && ttft_s > ttft_bounds[b]) b++;
-        m->ttft_counts[b]++;
-        m->ttft_sum += ttft_s;
-        m->ttft_n++;
-    }
-    pthread_mutex_unlock(&m->mu);
-}
-
-void metrics_cancel(struct metrics *m, const struct session_report *r)
-{
-    if (r && (!r->stop_reason || strcmp(r->stop_reason, "cancelled"))) return;
-    enum metrics_cancel_stage stage = METRICS_CANCEL_QUEUE;
-    int64_t left = 0;
-    if (r) {
-        /* the prefill computes [cached, prompt); a cut one stopped between its chunks */
-        int64_t want = r->prompt_tokens - r->cached_tokens;
-        if (r->n_output > 0 || (want > 0 && r->prefilled_tokens >= want)) {
-            stage = METRICS_CANCEL_GENERATION;
-        } else if (r->prefilled_tokens > 0) {
-            stage = METRICS_CANCEL_PREFILL;
-            left = want - r->prefilled_tokens;
-        }
-    }
-    pthread_mutex_lock(&m->mu);
-    m->cancelled[stage]++;
-    m->cancelled_prefill_tokens += left;
-    pthread_mutex_unlock(&m->mu);
-}
-
-/* The bank's numbers as of the last request (the engine thread copies them after each). */
-static void metrics_write_bank(const struct bank_stats *b, struct strbuf *out)
-{
-    strbuf_printf(out,
-                  "# HELP headstart_bank_entries Snapshots held by the session bank.\n"
-                  "# TYPE headstart_bank_entries gauge\nheadstart_bank_entries %llu\n"
-                  "# HELP headstart_bank_bytes Bytes held by the session bank (KV, snapshots, tokens).\n"
-                  "# TYPE headstart_bank_bytes gauge\nheadstart_bank_bytes %llu\n"
-                  "# HELP headstart_bank_budget_bytes The bank's RAM budget (0: unlimited).\n"
-                  "# TYPE headstart_bank_budget_bytes gauge\nheadstart_bank_budget_bytes %llu\n"
-                  "# HELP headstart_bank_lookups_total Bank lookups.\n"
-                  "# TYPE headstart_bank_lookups_total counter\nheadstart_bank_lookups_total %llu\n"
-                  "# HELP headstart_bank_hits_total Lookups that restored state.\n"
-                  "# TYPE headstart_bank_hits_total counter\nheadstart_bank_hits_total %llu\n"
-                  "# HELP headstart_bank_restored_tokens_total Prompt tokens restored from the bank.\n"
-                  "# TYPE headstart_bank_restored_tokens_total counter\nheadstart_bank_restored_tokens_total %llu\n"
-                  "# HELP headstart_bank_misses_total Lookups that restored nothing, by reason.\n"
-                  "# TYPE headstart_bank_misses_total counter\n",
-                  (unsigned long long)b->n_snaps, (unsigned long long)b->total_bytes, (unsigned long long)b->budget,
-                  (unsigned long long)b->lookups, (unsigned long long)b->hits,
-                  (unsigned long long)b->restored_tokens);
-    for (int r = 0; r < BANK_REASON_COUNT; r++)
-        strbuf_printf(out, "headstart_bank_misses_total{reason=\"%s\"} %llu\n", bank_reason_name((enum bank_reason)r),
-                      (unsigned long long)b->misses[r]);
-    strbuf_puts(out, "# HELP headstart_bank_evictions_total Bank evictions, by reason.\n"
-                     "# TYPE headstart_bank_evictions_total counter\n");
-    for (int r = 0; r < BANK_EVICT_COUNT; r++)
-        strbuf_printf(out, "headstart_bank_evictions_total{reason=\"%s\"} %llu\n",
-                      bank_evict_reason_name((enum bank_evict_reason)r), (unsigned long long)b->evictions[r]);
-    strbuf_puts(out, "# HELP headstart_bank_evicted_bytes_total Bytes evicted from the bank, by reason.\n"
-                     "# TYPE headstart_bank_evicted_bytes_total counter\n");
-    for (int r = 0; r < BANK_EVICT_COUNT; r++)
-        strbuf_printf(out, "headstart_bank_evicted_bytes_total{reason=\"%s\"} %llu\n",
-                      bank_evict_reason_name((enum bank_evict_reason)r), (unsigned long long)b->evicted_bytes[r]);
-}
-
-static void metrics_write_disk(const struct bank_disk_stats *d, struct strbuf *out)
-{
-    strbuf_printf(out,
-                  "# HELP headstart_bank_disk_enabled 1 while the disk tier works, 0 while an I/O error has it off (it retries and comes back by itself).\n"
-                  "# TYPE headstart_bank_disk_enabled gauge\nheadstart_bank_disk_enabled %d\n"
-                  "# HELP headstart_bank_disk_entries Entries in the disk tier.\n"
-                  "# TYPE headstart_bank_disk_entries gauge\nheadstart_bank_disk_entries %llu\n"
-                  "# HELP headstart_bank_disk_bytes Bytes in the disk tier.\n"
-                  "# TYPE headstart_bank_disk_bytes gauge\nheadstart_bank_disk_bytes %llu\n"
-                  "# HELP headstart_bank_disk_pending Writes queued for the disk tier.\n"
-                  "# TYPE headstart_bank_disk_pending gauge\nheadstart_bank_disk_pending %llu\n"
-                  "# HELP headstart_bank_disk_hits_total Disk lookups that restored state.\n"
-                  "# TYPE headstart_bank_disk_hits_total counter\nheadstart_bank_disk_hits_total %llu\n"
-                  "# HELP headstart_bank_disk_misses_total Disk lookups that found nothing deeper.\n"
-                  "# TYPE headstart_bank_disk_misses_total counter\nheadstart_bank_disk_misses_total %llu\n"
-                  "# HELP headstart_bank_disk_written_total Entries written to the disk tier.\n"
-                  "# TYPE headstart_bank_disk_written_total counter\nheadstart_bank_disk_written_total %llu\n"
-                  "# HELP headstart_bank_disk_evictions_total Entries evicted from the disk tier.\n"
-                  "# TYPE headstart_bank_disk_evictions_total counter\nheadstart_bank_disk_evictions_total %llu\n",
-                  d->disabled ? 0 : 1, (unsigned long long)d->entries, (unsigned long long)d->bytes,
-                  (unsigned long long)d->pending, (unsigned long long)d->hits, (unsigned long long)d->misses,
-                  (unsigned long long)d->written, (unsigned long long)d->evicted);
-    strbuf_printf(out,
-                  "# HELP headstart_bank_disk_read_only 1 while another process holds the bank directory's writer lock (this one only reads).\n"
-                  "# TYPE headstart_bank_disk_read_only gauge\nheadstart_bank_disk_read_only %d\n"
-                  "# HELP headstart_bank_disk_lock_holder_pid The pid holding the writer lock while read-only (0 none or unknown).\n"
-                  "# TYPE headstart_bank_disk_lock_holder_pid gauge\nheadstart_bank_disk_lock_holder_pid %ld\n"
-                  "# HELP headstart_bank_disk_io_errors_total I/O errors met by the disk tier.\n"
-                  "# TYPE headstart_bank_disk_io_errors_total counter\nheadstart_bank_disk_io_errors_total %llu\n"
-                  "# HELP headstart_bank_disk_reenabled_total Times the disk tier re-enabled itself after an I/O error.\n"
-                  "# TYPE headstart_bank_disk_reenabled_total counter\nheadstart_bank_disk_reenabled_total %llu\n"
-                  "# HELP headstart_bank_disk_foreign_files Things under the bank's blobs/ that it did not make (left alone).\n"
-                  "# TYPE headstart_bank_disk_foreign_files gauge\nheadstart_bank_disk_foreign_files %llu\n"
-                  "# HELP headstart_bank_disk_discarded_total Disk entries found bad, by cause (dropped; a read-only server skips them).\n"
-                  "# TYPE headstart_bank_disk_discarded_total counter\n",
-                  d->read_only ? 1 : 0, d->lock_holder_pid, (unsigned long long)d->io_errors,
-                  (unsigned long long)d->reenabled, (unsigned long long)d->foreign);
-    const struct { const char *name; uint64_t v; } bad[] = {
-        { "checksum", d->bad_checksum }, { "header", d->bad_header }, { "identity", d->bad_identity },
-        { "tokens", d->bad_tokens }, { "size", d->bad_size }, { "missing_file", d->missing_files },
-        { "not_regular", d->bad_not_regular }, { "bad_index_row", d->bad_rows },
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        strbuf_printf(out, "headstart_bank_disk_discarded_total{reason=\"%s\"} %llu\n", bad[i].name,
-                      (unsigned long long)bad[i].v);
-}
-
-void metrics_write(struct metrics *m, const char *const *route_names, int n_routes,
-                   int queue_depth, struct strbuf *out)
-{
-    static const char *const cls_names[6] = { "other", "1xx", "2xx", "3xx", "4xx", "5xx" };
-    pthread_mutex_lock(&m->mu);
-    strbuf_puts(out, "# HELP headstart_requests_total HTTP requests by route and status class.\n"
-                     "# TYPE headstart_requests_total counter\n");
-    for (int r = 0; r < n_routes && r < 16; r++)
-        for (int c = 0; c < 6; c++)
-            if (m->requests[r][c])
-                strbuf_printf(out, "headstart_requests_total{route=\"%s\",status=\"%s\"} %lld\n",
-                              route_names[r], cls_names[c], (long long)m->requests[r][c]);
-    strbuf_printf(out,
-                  "# HELP headstart_queue_depth Requests waiting or running.\n"
-                  "# TYPE headstart_queue_depth gauge\nheadstart_queue_depth %d\n"
-                  "# HELP headstart_prompt_tokens_total Prompt tokens, cached included.\n"
-                  "# TYPE headstart_prompt_tokens_total counter\nheadstart_prompt_tokens_total %lld\n"
-                  "# HELP headstart_cached_tokens_total Prompt tokens restored instead of computed.\n"
-                  "# TYPE headstart_cached_tokens_total counter\nheadstart_cached_tokens_total %lld\n"
-                  "# HELP headstart_generated_tokens_total Generated tokens.\n"
-                  "# TYPE headstart_generated_tokens_total counter\nheadstart_generated_tokens_total %lld\n"
-                  "# HELP headstart_prefill_seconds_total Seconds spent in prefill.\n"
-                  "# TYPE headstart_prefill_seconds_total counter\nheadstart_prefill_seconds_total %.6f\n"
-                  "# HELP headstart_decode_seconds_total Seconds spent in decode.\n"
-                  "# TYPE headstart_decode_seconds_total counter\nheadstart_decode_seconds_total %.6f\n"
-                  "# HELP headstart_ttft_seconds Time from submit to the first generated token.\n"
-                  "# TYPE headstart_ttft_seconds histogram\n",
-                  queue_depth, (long long)m->prompt_tokens, (long long)m->cached_tokens,
-                  (long long)m->generated_tokens, m->prefill_seconds, m->decode_seconds);
-    int64_t cum = 0;
-    for (int b = 0; b < METRICS_TTFT_BUCKETS; b++) {
-        cum += m->ttft_counts[b];
-        strbuf_printf(out, "headstart_ttft_seconds_bucket{le=\"%g\"} %lld\n", ttft_bounds[b], (long long)cum);
-    }
-    cum += m->ttft_counts[METRICS_TTFT_BUCKETS];
-    strbuf_printf(out, "headstart_ttft_seconds_bucket{le=\"+Inf\"} %lld\nheadstart_ttft_seconds_sum %.6f\n"
-                       "headstart_ttft_seconds_count %lld\n",
-                  (long long)cum, m->ttft_sum, (long long)m->ttft_n);
-    static const char *const stage_names[METRICS_CANCEL_COUNT] = { "queue", "prefill", "generation" };
-    strbuf_puts(out, "# HELP headstart_cancelled_requests_total Requests cancelled (the client went away or the "
-                     "server was stopping), by where they stopped.\n"
-                     "# TYPE headstart_cancelled_requests_total counter\n");
-    for (int st = 0; st < METRICS_CANCEL_COUNT; st++)
-        strbuf_printf(out, "headstart_cancelled_requests_total{stage=\"%s\"} %lld\n", stage_names[st],
-                      (long long)m->cancelled[st]);
-    strbuf_printf(out,
-                  "# HELP headstart_cancelled_prefill_tokens_total Prompt tokens left uncomputed by prefills a "
-                  "cancel cut part-way.\n"
-                  "# TYPE headstart_cancelled_prefill_tokens_total counter\n"
-                  "headstart_cancelled_prefill_tokens_total %lld\n"
-                  "# HELP headstart_tool_media_placeholders_total Images, documents and files inside tool "
-                  "results that were replaced by a text placeholder (the model reads text only).\n"
-                  "# TYPE headstart_tool_media_placeholders_total counter\n"
-                  "headstart_tool_media_placeholders_total %lld\n",
-                  (long long)m->cancelled_prefill_tokens, (long long)m->media_placeholders);
-    if (m->identity_state) {
-        static const char *const names[] = { "off", "pending", "known", "failed" };
-        int st = atomic_load(m->identity_state);
-        strbuf_puts(out, "# HELP headstart_model_identity The model identity's state (1 for the current one): "
-                         "pending while the model is hashed (the disk tier waits), failed (the disk tier stays "
-                         "off), off without a disk tier.\n# TYPE headstart_model_identity gauge\n");
-        for (int i = 0; i < 4; i++)
-            strbuf_printf(out, "headstart_model_identity{state=\"%s\"} %d\n", names[i], st == i);
-    }
-    strbuf_printf(out,
-                  "# HELP headstart_model_changed 1 once a model file changed in place under the server (the "
-                  "bank is off for it).\n# TYPE headstart_model_changed gauge\nheadstart_model_changed %d\n"
-                  "# HELP headstart_model_faults_total SIGBUS faults on the model's mapping (its file was "
-                  "truncated; the requests failed).\n# TYPE headstart_model_faults_total counter\n"
-                  "headstart_model_faults_total %llu\n"
-                  "# HELP headstart_requests_bank_off_total Requests served without the bank (model_changed) "
-                  "or without its disk tier (model_identity_unknown).\n"
-                  "# TYPE headstart_requests_bank_off_total counter\n"
-                  "headstart_requests_bank_off_total{reason=\"model_changed\"} %lld\n"
-                  "headstart_requests_bank_off_total{reason=\"model_identity_unknown\"} %lld\n",
-                  m->model_changed ? 1 : 0, (unsigned long long)sys_file_map_faults(), (long long)m->bank_off[0],
-                  (long long)m->bank_off[1]);
-    if (m->have_bank) metrics_write_bank(&m->bank, out);
-    if (m->have_disk && m->disk_live) bank_disk_stats_get(m->disk_live, &m->disk); /* the state now */
-    if (m->have_disk) metrics_write_disk(&m->disk, out);
-    pthread_mutex_unlock(&m->mu);
-}
-
-/* ---- count_tokens ------------------------------------------------------------------- */
-
-/* Render and tokenize a job's conversation; appends the ids. Sets *thinking when the
- * generation prompt opened <think>. */
-static int job_prompt(struct server *srv, struct job *j, struct tokenizer_ids *ids, bool *thinking,
-                      struct hs_err *err)
-{
-    if (!srv->text.tmpl)
-        return hs_err_set(err, HS_ERR_UNSUPPORTED, "model '%s' has no chat template", srv->model_name);
-    struct strbuf prompt;
-    strbuf_init(&prompt);
-    int rc = chat_template_render(srv->text.tmpl, &j->chat, &prompt, err);
-    if (rc == HS_OK) {
-        static const char open_think[] = "<think>\n";
-        size_t k = sizeof(open_think) - 1;
-        *thinking = prompt.len >= k && !memcmp(prompt.buf + prompt.len - k, open_think, k);
-        rc = tokenizer_encode(srv->text.tok, prompt.buf ? prompt.buf : "", prompt.len, 0, ids, err);
-    }
-    strbuf_free(&prompt);
-    return rc;
-}
-
-static void job_count_tokens(struct server *srv, struct job *j)
-{
-    struct hs_err err;
-    hs_err_clear(&err);
-    struct tokenizer_ids ids = { 0 };
-    bool thinking;
-    int rc = job_prompt(srv, j, &ids, &thinking, &err);
-    if (rc != HS_OK) { job_fail(j, NULL, rc, err.msg); tokenizer_ids_free(&ids); return; }
-    struct strbuf out;
-    strbuf_init(&out);
-    api_count_tokens_write((int64_t)ids.n, &out);
-    job_body(j, &out);
-    job_done(j, 200);
-    strbuf_free(&out);
-    tokenizer_ids_free(&ids);
-}
-
 /* ---- the request path: session_run (session.c) -------------------------------------------
  * session_run does render -> tokenize -> bank restore -> prefill -> generate -> bank insert;
  * its start hook (before the prefill) opens the response with the prompt and cached token
@@ -556,26 +288,27 @@ struct session_ctx {
 /* Stream out what the response appended (a no-op for a whole body). */
 static void session_flush(struct session_ctx *c)
 {
-    if (c->j->stream && c->out.len) {
+    if (c->j->req.stream && c->out.len) {
         job_emit(c->j, c->out.buf, c->out.len);
         c->t_emit = sys_time_sec();
     }
-    if (c->j->stream) strbuf_reset(&c->out);
+    if (c->j->req.stream) strbuf_reset(&c->out);
 }
 
 static bool session_on_start(void *ctx, const struct session_start *st)
 {
     struct session_ctx *c = ctx;
     struct job *j = c->j;
+    const struct api_request *req = &j->req;
     struct api_response_opts ro = {
-        .kind = j->kind, .stream = j->stream, .include_usage = j->include_usage,
-        .model = c->srv->model_name, .id = j->id, .created = j->created, .tools = j->chat.tools,
+        .kind = req->kind, .stream = req->stream, .include_usage = req->include_usage,
+        .model = c->srv->model_name, .id = j->id, .created = j->created, .tools = req->chat.tools,
         .starts_in_reasoning = st->thinking,
     };
     c->r = api_response_new(&ro);
     c->usage.prompt_tokens = st->prompt_tokens;
     c->usage.cached_tokens = st->cached_tokens;
-    if (j->stream && !job_cancelled(j)) api_response_begin(c->r, &c->usage, &c->out);
+    if (j->req.stream && !job_cancelled(j)) api_response_begin(c->r, &c->usage, &c->out);
     /* a forced tool call's start is the answer's first text (the parser enters the call) */
     if (st->forced_len) api_response_feed(c->r, st->forced_text, st->forced_len, &c->out);
     if (!job_cancelled(j)) session_flush(c);
@@ -589,7 +322,7 @@ static bool session_on_prefill(void *ctx, int64_t done, int64_t total)
     struct session_ctx *c = ctx;
     (void)done; (void)total;
     if (job_cancelled(c->j)) return false;
-    if (c->j->stream && c->r && sys_time_sec() - c->t_emit >= c->srv->opts.keepalive_s) {
+    if (c->j->req.stream && c->r && sys_time_sec() - c->t_emit >= c->srv->opts.keepalive_s) {
         api_response_keepalive(c->r, &c->out);
         session_flush(c);
     }
@@ -626,7 +359,7 @@ static void session_bank_stats(struct server *srv)
  * the request sets none (cline, Continue); 0 there: up to the context. */
 static int64_t session_max_tokens(struct server *srv, struct job *j)
 {
-    int64_t cap = srv->opts.max_tokens_default, want = j->max_tokens;
+    int64_t cap = srv->opts.max_tokens_default, want = j->req.max_tokens;
     if (cap > 0 && (want <= 0 || want > cap)) {
         j->capped = true;
         return cap;
@@ -636,7 +369,6 @@ static int64_t session_max_tokens(struct server *srv, struct job *j)
 
 void sched_job_session(struct server *srv, struct job *j)
 {
-    if (j->type == JOB_TYPE_COUNT_TOKENS) { job_count_tokens(srv, j); return; }
     watch_poll(srv); /* an identity hashed in the background opens the disk tier */
     double t_run = sys_time_sec();
     struct hs_err err;
@@ -645,15 +377,15 @@ void sched_job_session(struct server *srv, struct job *j)
     strbuf_init(&c.out);
     struct session_opts so = {
         .max_tokens = session_max_tokens(srv, j),
-        .sampling = j->sampling,
         .disk = srv->disk,
         .n_ctx = srv->n_ctx,
-        .ignore_eos = j->ignore_eos,
+        .ignore_eos = j->req.ignore_eos,
         .on_start = session_on_start,
         .on_prefill = session_on_prefill,
     };
+    session_sampling_opts(&j->req.sampling, j->seed, &so.sampling);
     struct session_report rep;
-    int rc = session_run(srv->engine, &srv->text, srv->bank, j->kind, j->body, &so, session_on_text, &c, &rep, &err);
+    int rc = session_run(srv->engine, &srv->text, srv->bank, &j->req, &so, session_on_text, &c, &rep, &err);
     if (rc != HS_OK) {
         /* an error once the response exists is the engine's (500); before, the request's */
         job_fail(j, c.r, c.r ? API_ERR_INTERNAL : rc, err.msg);
@@ -670,21 +402,23 @@ void sched_job_session(struct server *srv, struct job *j)
         j->stop_reason = rep.stop_reason;
         j->ttft_ms = rep.n_output ? (t_run - j->t_submit) * 1e3 + rep.ttft_ms : -1;
         pthread_mutex_unlock(&j->mu);
-        if (!strcmp(rep.stop_reason, "cancelled")) {
+        if (rep.stop_reason == SESSION_STOP_CANCELLED) {
             metrics_cancel(&srv->metrics, &rep);
             job_fail(j, c.r, API_ERR_OVERLOADED, cancelled_msg);
         } else {
             c.usage.completion_tokens = rep.n_output;
-            enum api_stop stop = !strcmp(rep.stop_reason, "stop")            ? API_STOP_END
-                                 : !strcmp(rep.stop_reason, "stop_sequence") ? API_STOP_STOP_SEQUENCE
-                                                                            : API_STOP_LENGTH;
+            static const enum api_stop api_stops[SESSION_STOP_COUNT] = {
+                [SESSION_STOP_LENGTH] = API_STOP_LENGTH, [SESSION_STOP_END] = API_STOP_END,
+                [SESSION_STOP_SEQUENCE] = API_STOP_STOP_SEQUENCE,
+            };
+            enum api_stop stop = api_stops[rep.stop_reason];
             if (stop == API_STOP_END && api_response_n_tool_calls(c.r) > 0) stop = API_STOP_TOOL_CALLS;
             api_response_finish(c.r, stop, rep.stop_sequence, &c.usage, &c.out);
-            if (j->stream) job_emit(j, c.out.buf, c.out.len);
+            if (j->req.stream) job_emit(j, c.out.buf, c.out.len);
             else job_body(j, &c.out);
             job_done(j, 200);
         }
-        /* ttft: queue wait + session_run's own (parse, render, restore, prefill, 1st token) */
+        /* ttft: queue wait + session_run's own (render, restore, prefill, 1st token) */
         metrics_tokens(&srv->metrics, rep.prompt_tokens, rep.cached_tokens, rep.n_output, rep.prefill_ms / 1e3,
                        (rep.total_ms - rep.prefill_ms) / 1e3,
                        rep.n_output ? t_run - j->t_submit + rep.ttft_ms / 1e3 : -1);

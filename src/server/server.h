@@ -1,9 +1,8 @@
 /*
  * server — `headstart serve`: HTTP with libmicrohttpd (only server/http.c touches it),
  * routes, auth, limits, SSE streaming, and the scheduler: one engine thread owning the
- * model and all sequences, a bounded FIFO queue, the bank between requests. It is also
- * the one module that may see every other one, so the glue that joins a model's files to
- * the tokenizer and the chat template lives here (model_text.c).
+ * model and all sequences, a bounded FIFO queue, the bank between requests. A model's
+ * tokenizer and chat template come from the text module (text/text.h).
  *
  * Design note (contract; docs/DESIGN.md §6):
  *   1. Nothing HTTP does ever blocks the engine thread: each connection thread waits only
@@ -22,31 +21,10 @@
 #include "api/api.h"
 #include "base/base.h"
 #include "model/model.h"
+#include "text/text.h"
 #include "tokenizer/tokenizer.h"
 
 #include <stdint.h>
-
-/* A model's text side: tokenizer, chat template and the token ids the bank and the
- * scheduler care about. Built from tokenizer.json + tokenizer_config.json (or
- * chat_template.jinja) for a Hugging Face directory, from tokenizer.ggml.* and
- * tokenizer.chat_template for a GGUF file. */
-struct model_text {
-    struct tokenizer *tok;
-    struct chat_template *tmpl;   /* NULL when the model has no chat template */
-    char *tmpl_source;            /* its source, NULL when none */
-    int32_t im_start_id;          /* -1 when the vocabulary has no <|im_start|> */
-    int32_t im_end_id;            /* -1 when absent */
-    int32_t eos_id;               /* <|endoftext|> (or the declared eos), -1 when absent */
-    int32_t system_ids[8];        /* the ids of "system" (head detection) */
-    int n_system_ids;
-    int32_t stop_ids[4];          /* generation stops at any of these */
-    int n_stop_ids;
-    char nfc;                     /* 1 when NFC normalisation is applied */
-};
-
-/* Load the tokenizer and template of a loaded model. Errors name the file and field. */
-int model_text_load(const struct model *m, struct model_text *out, struct hs_err *err);
-void model_text_free(struct model_text *t); /* safe on a zeroed struct */
 
 /* ---- `headstart serve` (http.c, sched.c) ---------------------------------------------- */
 
@@ -106,17 +84,41 @@ void server_opts_default(struct server_opts *o);
 int server_run(const struct server_opts *o);
 
 /* ---- the request path (session.c) ------------------------------------------------------
- * One request, start to end, as `headstart replay` runs it now and the HTTP scheduler will:
- * body -> chat_request -> render -> ids -> head / last user turn / generation-prompt start ->
- * bank lookup and restore -> snapshot plan -> prefill with captures -> generation (text
- * streamed through a callback) -> bank insert of prompt + generated tokens. */
+ * One request as named steps, each small, that a scheduler runs one at a time (session.c's
+ * design note): prompt (render, tokenize, anchors, limits) -> restore (bank_restore over
+ * RAM and disk) -> prefill (in chunks of any size, captures at planned positions) ->
+ * generate (one token per step, text out) -> finish (bank_store of prompt + generated).
+ * session_run drives them for one request with callbacks: `headstart replay` and the HTTP
+ * scheduler both use it. */
 #include "bank/bank.h"
 #include "engine/engine.h"
 
 #define SESSION_DEFAULT_MAX_TOKENS 256
 
+/* Why generation ended (session_stop_name gives the report's and the log's names). */
+enum session_stop {
+    SESSION_STOP_LENGTH = 0,       /* "length": the output cap */
+    SESSION_STOP_END,              /* "stop": a stop id (included in output_ids), or a
+                                      blocked tool call under tool_choice none */
+    SESSION_STOP_SEQUENCE,         /* "stop_sequence": a request stop string (the text ends
+                                      before it; the token that completed it is in output_ids) */
+    SESSION_STOP_CANCELLED,        /* "cancelled": a callback returned false / session_cancel */
+    SESSION_STOP_COUNT
+};
+const char *session_stop_name(enum session_stop s);
+
+/* Why a request ran without the bank although the server has one. */
+enum session_bank_off {
+    SESSION_BANK_ON = 0,
+    SESSION_BANK_OFF_MODEL_CHANGED,    /* "model_changed": a model file changed in place: no tier */
+    SESSION_BANK_OFF_IDENTITY_UNKNOWN, /* "model_identity_unknown": the engine has no
+                                          persistent fingerprint yet: no disk tier */
+    SESSION_BANK_OFF_COUNT
+};
+const char *session_bank_off_name(enum session_bank_off o); /* NULL for SESSION_BANK_ON */
+
 /* What a request looks like once the bank lookup and restore are done, before the prefill
- * (the server's stream starts with these numbers). */
+ * (the start hook's argument). */
 struct session_start {
     int64_t prompt_tokens;
     int64_t cached_tokens;         /* restored from the bank (0 = computed from scratch) */
@@ -140,8 +142,8 @@ typedef bool (*session_text_fn)(void *ctx, const char *text, size_t len);
 typedef bool (*session_prefill_fn)(void *ctx, int64_t done, int64_t total);
 
 struct session_opts {
-    int64_t max_tokens;            /* > 0: generate at most this many; 0: the body's
-                                      max_tokens / max_completion_tokens, else the default */
+    int64_t max_tokens;            /* > 0: generate at most this many; 0: the request's
+                                      max_tokens, else SESSION_DEFAULT_MAX_TOKENS */
     struct sampler_opts sampling;  /* temperature 0 = greedy */
     struct bank_disk *disk;        /* the bank's disk tier; NULL = none. Used only with a
                                       RAM bank: lookup falls through RAM -> disk (a disk hit
@@ -151,14 +153,15 @@ struct session_opts {
                                       identity, engine.h), else skipped (bank_off). Both
                                       tiers are skipped while model_files_check fails */
     int64_t n_ctx;                 /* > 0: the context: a prompt of n_ctx tokens or more is
-                                      HS_ERR_LIMIT, output is cut at n_ctx - prompt */
+                                      API_ERR_CONTEXT, output is cut at n_ctx - prompt */
     bool ignore_eos;               /* stop ids do not end generation (to max_tokens) */
-    session_start_fn on_start;     /* NULL = none; called with session_run's ctx */
-    session_prefill_fn on_prefill; /* NULL = the prefill is one engine_forward; otherwise it
-                                      runs in chunks of about SESSION_PREFILL_CHUNK_S
+    unsigned text_flags;           /* the generated text's tokenizer decode flags (0: all) */
+    session_start_fn on_start;     /* session_run: NULL = none; called with its ctx */
+    session_prefill_fn on_prefill; /* session_run: NULL = the prefill is one step; otherwise
+                                      it runs in chunks of about SESSION_PREFILL_CHUNK_S
                                       seconds each (sized from the measured rate; the
-                                      logits are the same, docs/DESIGN.md §4), the hook called
-                                      after each but the last */
+                                      logits are the same, docs/DESIGN.md §4), the
+                                      hook called after each but the last */
 };
 
 #define SESSION_PREFILL_CHUNK_S 0.5
@@ -178,14 +181,11 @@ struct session_report {
                                       began (an error or a cancel from the start hook) */
     bool banked;                   /* the path went into the bank (a failed insert is
                                       logged, never fails the request) */
-    const char *cache_source;      /* "ram", "disk" or "none" (static string) */
-    const char *restore_reason;    /* bank_reason_name, or "no_bank" (static string) */
-    const char *stop_reason;       /* "stop" (a stop id, included in output_ids, or a
-                                      blocked tool call under tool_choice none),
-                                      "stop_sequence" (a request stop string: the text ends
-                                      before it, the token that completed it is in
-                                      output_ids), "length" or "cancelled" (a callback
-                                      returned false) */
+    bool bank_used;                /* the bank was looked up (restore_reason is its answer;
+                                      "no_bank" in the JSON otherwise) */
+    enum bank_source cache_source; /* where cached_tokens came from */
+    enum bank_reason restore_reason;
+    enum session_stop stop_reason;
     char *stop_sequence;           /* owned: the stop string that matched, else NULL */
     char *forced_text;             /* owned: session_start's forced_text, NULL when none */
     int32_t *output_ids;           /* owned */
@@ -194,34 +194,81 @@ struct session_report {
     size_t text_len;
     char first_logits_sha256[65];  /* of the n_vocab f32 LE logits row of the first token */
     double prefill_ms;             /* bank lookup + restore + prefill */
-    double ttft_ms;                /* from the start of session_run (parse, render,
-                                      tokenize included) to the first token */
+    double ttft_ms;                /* from the start of the prompt step (render, tokenize
+                                      included) to the first token */
     double total_ms;
     int64_t disk_discarded;        /* disk entries that failed verification in this lookup
                                       (deleted by the tier; the request went on cold or from
                                       a shallower point) */
     int n_disk_puts;               /* snapshots queued for the disk tier after the request */
-    const char *bank_off;          /* NULL, or why the bank was not used (static string):
-                                      "model_changed" (a model file changed in place: no
-                                      tier), "model_identity_unknown" (the engine has no
-                                      persistent fingerprint yet: no disk tier) */
+    enum session_bank_off bank_off;/* why the bank was not used, SESSION_BANK_ON when it was */
 };
 
+/* The engine's sampler defaults as api_request_parse's defaults for absent fields, and
+ * the sampler options of a parsed request (its fields over the defaults, the given seed). */
+void session_sampling_defaults(struct api_sampling *out);
+void session_sampling_opts(const struct api_sampling *a, uint64_t seed, struct sampler_opts *so);
 
-/* Run one request. bank NULL = no bank (everything computed). Errors: the body
- * (HS_ERR_INVALID, from the api parsers), no chat template (HS_ERR_UNSUPPORTED), a prompt
- * over o->n_ctx (HS_ERR_LIMIT, naming both numbers), the engine's. On error *out holds
- * nothing to free. A cancel (a callback returned false) is HS_OK with stop_reason
- * "cancelled". on_text and ctx may be NULL. */
-int session_run(struct engine *e, const struct model_text *mt, struct bank *bank, enum api_kind kind,
-                const json_t *body, const struct session_opts *o, session_text_fn on_text, void *ctx,
+struct session;
+
+/* The prompt step: render the request through the model's template (a forced tool call's
+ * start appended), tokenize, find the head / last user turn / generation prompt, check the
+ * context, set up the sequence and sampler. bank NULL = no bank (everything computed).
+ * Errors: no chat template (HS_ERR_UNSUPPORTED), an empty prompt (HS_ERR_INVALID), a prompt
+ * of n_ctx tokens or more (API_ERR_CONTEXT, in the API's own overflow wording), invalid
+ * sampling options; *out is then NULL. rq and o are copied from (rq's strings and JSON are
+ * borrowed until session_free). */
+int session_new(struct engine *e, const struct model_text *mt, struct bank *bank, const struct api_request *rq,
+                const struct session_opts *o, struct session **out, struct hs_err *err);
+/* The prompt step for a prompt given as token ids (`headstart run`): no template, no stop
+ * strings, no context wording. mt (borrowed) may be NULL: then no stop ids and no text.
+ * Errors: an empty prompt, one of n_ctx tokens or more (HS_ERR_LIMIT), invalid sampling. */
+int session_new_ids(struct engine *e, const struct model_text *mt, struct bank *bank, const int32_t *ids, int64_t n,
+                    const struct session_opts *o, struct session **out, struct hs_err *err);
+/* The restore step: the model files checked, then bank_restore (RAM, then disk for a deeper
+ * point) into the sequence. An error is the engine's or the bank's key space. */
+int session_restore(struct session *s, struct hs_err *err);
+/* The numbers the start hook gets (valid after session_restore, while s lives). */
+const struct session_start *session_start_info(const struct session *s);
+/* The prefill step: compute up to max_tokens more prompt tokens (<= 0: all that are left),
+ * capturing planned snapshots on the way; the first call plans them. *done = true once the
+ * whole prompt is in and the first logits are ready. */
+int session_prefill(struct session *s, int64_t max_tokens, bool *done, struct hs_err *err);
+/* Prompt tokens computed or restored so far, of session_prompt_tokens. */
+int64_t session_prefill_pos(const struct session *s);
+int64_t session_prompt_tokens(const struct session *s);
+/* The generate step: one token (the previous one is fed first). Its finished text is
+ * appended to `piece` (maybe nothing) and *emit says whether the caller hands the piece on
+ * (not for a stop id); *done once generation has ended (stop id, stop string, the cap).
+ * After *done, session_generate_end. */
+int session_generate(struct session *s, struct strbuf *piece, bool *emit, bool *done, struct hs_err *err);
+/* Generation ended by itself (not cancelled): the text still held back (a partial
+ * character, a possible stop string) is appended to `piece`. */
+void session_generate_end(struct session *s, struct strbuf *piece);
+/* Stop the request where it is (stop reason "cancelled"). A cancel before the prefill
+ * completed banks nothing; one during generation still banks what was computed. */
+void session_cancel(struct session *s);
+/* The finish step: the last token fed, then bank_store of prompt + generated with the
+ * captured snapshots and one at the end (RAM, then queued for disk). A failed store is
+ * logged and only loses reuse. */
+int session_finish(struct session *s, struct hs_err *err);
+/* The report so far (owned by s). */
+const struct session_report *session_report(const struct session *s);
+/* The ids generated so far (owned by s; session_report's n_output is not set before
+ * session_take_report, so count the generate steps). */
+const int32_t *session_output_ids(const struct session *s);
+/* Move the report out (the caller frees it with session_report_free). */
+void session_take_report(struct session *s, struct session_report *out);
+void session_free(struct session *s); /* NULL is a no-op */
+
+/* Run one request through every step (the callbacks as session_opts says). Errors: those
+ * of the steps; on error *out holds nothing to free. A cancel (a callback returned false)
+ * is HS_OK with stop_reason cancelled. on_text and ctx may be NULL. */
+int session_run(struct engine *e, const struct model_text *mt, struct bank *bank, const struct api_request *rq,
+                const struct session_opts *o, session_text_fn on_text, void *ctx,
                 struct session_report *out, struct hs_err *err);
 void session_report_free(struct session_report *r); /* safe on a zeroed struct */
 /* Append the report as one compact JSON object (no newline). */
 void session_report_json(const struct session_report *r, struct strbuf *out);
-
-/* SHA-256 (sha256.c, FIPS 180-4): digest of data, and as 64 lowercase hex digits + NUL. */
-void sha256_sum(const void *data, size_t len, uint8_t out[32]);
-void sha256_hex(const void *data, size_t len, char out[65]);
 
 #endif

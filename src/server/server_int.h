@@ -1,6 +1,6 @@
 /*
- * server_int.h — private to src/server: the server object, jobs (one request shared by its
- * connection thread and the engine thread), the scheduler and the metrics.
+ * server_int.h — private to src/server: the server object, jobs (one parsed request shared
+ * by its connection thread and the engine thread), the scheduler and the metrics.
  *
  * A job's life (sched.c's design note has the invariants):
  *
@@ -29,23 +29,10 @@
 
 struct server;
 
-enum job_type {
-    JOB_TYPE_GENERATE = 0,    /* chat completions / messages */
-    JOB_TYPE_COUNT_TOKENS,    /* /v1/messages/count_tokens: render + tokenize only */
-};
-
 struct job {
     /* Set by the connection thread before submit; read-only afterwards. */
-    enum job_type type;
-    enum api_kind kind;
-    struct chat_request chat;     /* owned */
-    json_t *body;                 /* the request body, owned (the session path parses it) */
-    bool stream;
-    bool include_usage;           /* OpenAI stream_options.include_usage */
-    bool ignore_eos;              /* extension (as llama.cpp's): generate to max_tokens */
-    int64_t max_tokens;           /* 0: up to the context */
-    struct sampler_opts sampling;
-    bool seed_given;              /* the body's seed (any integer, 0 included) is sampling.seed */
+    struct api_request req;       /* the parsed request, owned (the only copy of it) */
+    uint64_t seed;                /* the sampling seed: the request's, else one per request */
     char id[API_ID_MAX];
     int64_t created;              /* unix seconds */
     double t_submit;              /* sys_time_sec() at submit */
@@ -63,8 +50,8 @@ struct job {
     /* what the engine did, for the request log (set before job_done) */
     bool ran;
     int64_t n_prompt, n_cached, n_generated;
-    const char *cache_source;     /* static strings from the session report */
-    const char *stop_reason;
+    enum bank_source cache_source;
+    enum session_stop stop_reason;
     double ttft_ms;               /* < 0: no token */
     bool capped;                  /* max_tokens came from --max-tokens-default */
 };
@@ -120,11 +107,11 @@ void sched_stop(struct sched *s);
 /* After sched_stop, once no thread can submit any more. Safe on a zeroed struct. */
 void sched_free(struct sched *s);
 
-/* The engine thread's job: count_tokens, or a generation through session_run (session.c:
- * the bank around the prefill), cancelled within one token, bounded by the context. */
+/* The engine thread's job: a generation through session_run (session.c: the bank around
+ * the prefill), cancelled within one token, bounded by the context. */
 void sched_job_session(struct server *srv, struct job *j);
 
-/* ---- metrics (sched.c) ---- */
+/* ---- metrics (metrics.c) ---- */
 
 #define METRICS_TTFT_BUCKETS 10
 
@@ -166,7 +153,7 @@ void metrics_media(struct metrics *m, int n);
 void metrics_tokens(struct metrics *m, int64_t prompt, int64_t cached, int64_t generated,
                     double prefill_s, double decode_s, double ttft_s);
 /* Count a cancelled request: r NULL, one skipped before it ran; otherwise session_run's
- * report, counted only when its stop_reason is "cancelled", at the stage its numbers show
+ * report, counted only when its stop_reason is cancelled, at the stage its numbers show
  * (tokens generated: generation; a prefill cut short: prefill, with the tokens it left;
  * no prefill: queue). */
 void metrics_cancel(struct metrics *m, const struct session_report *r);

@@ -1,55 +1,61 @@
 /*
- * session.c — the request path: one request from its API body to generated tokens, with
- * the session bank around the prefill. `headstart replay` and the HTTP server's engine
- * thread (sched.c) both run it; the server adds a context bound (n_ctx), a start hook
- * (prompt / cached tokens, an open <think>, before the prefill) and cancellation (either
- * callback returns false).
+ * session.c — the request path: one request from its parsed form (api_request) to
+ * generated tokens, with the session bank around the prefill, as named steps. A step does
+ * one small thing and returns; session_run drives the steps for one request with
+ * callbacks (`headstart replay`, the HTTP scheduler), and a scheduler that runs many
+ * requests can interleave the steps of several.
  *
- *   body ─▶ chat_request ─▶ render ─▶ ids ─▶ head / last user turn / generation prompt
- *        ─▶ bank_lookup (RAM) ─▶ bank_disk_lookup for a deeper point (min_pos = the RAM hit)
- *        ─▶ (s > 0) copy KV [0, s) + snapshot from the deeper tier, seq_restore_parts; a disk
- *           hit is also promoted into RAM (bank_insert of its path, rows and snapshot)
- *        ─▶ bank_plan (captures at planned positions > s) ─▶ engine_forward(ids[s, n))
- *           (in chunks, a hook between them, when the caller gives a prefill hook)
- *        ─▶ sample / decode until a stop id or max_tokens (text streamed out)
- *        ─▶ feed the last token, bank_insert(prompt + generated, missing KV rows,
- *           captured snapshots + one at the end of the generated text), and the same
- *           snapshots queued for the disk tier (bank_disk_put copies; never blocks)
+ *   session_new       prompt:   request ─▶ render (+ a forced call's start) ─▶ ids
+ *                               ─▶ head / last user turn / generation prompt ─▶ limits
+ *   session_restore   restore:  model files checked ─▶ bank_restore (RAM, then disk for a
+ *                               deeper point; a disk hit is promoted) ─▶ seq_restore_parts
+ *   session_prefill   prefill:  (first call) bank_plan ─▶ engine_forward(ids[at, at + k))
+ *                               with captures at planned positions; the last chunk gives
+ *                               the first logits
+ *   session_generate  generate: feed the previous token ─▶ sample ─▶ text through the
+ *                               stop-string matcher
+ *   session_finish    bank:     feed the last token ─▶ bank_store(prompt + generated,
+ *                               captured snapshots + one at the end; RAM, then disk puts)
+ *
+ *   state:  PROMPT ─restore─▶ RESTORED ─prefill*─▶ PREFILLED ─generate*─▶ GENERATED ─finish─▶ DONE
+ *              cancel from any state before DONE ─▶ CANCELLED ─finish─▶ DONE
  *
  * Invariants:
- *   1. The bank is only read through copies (bank_copy_kv / bank_copy_snapshot) into the
- *      request's own sequence; the hit is released before the prefill starts.
+ *   1. The bank is only read through copies (bank_restore) into the request's own
+ *      sequence; nothing of the bank stays pinned after the restore step.
  *   2. Everything restored was made under this engine's fingerprint (the key space): the
  *      process fingerprint for the RAM bank, the persistent one (the model identity,
  *      engine.h) for the disk tier, which is skipped while the engine has none (the
- *      server is still hashing the model: report bank_off "model_identity_unknown").
- *   2a. Before the restore and again before the insert, model_files_check: a model file
+ *      server is still hashing the model: report bank_off model_identity_unknown).
+ *   2a. Before the restore and again before the store, model_files_check: a model file
  *      changed in place since load means the weights computing now are not the ones the
- *      bank's state was made with (nor what the identity says): no restore, no insert, in
- *      either tier (bank_off "model_changed"); the answer itself is still computed.
+ *      bank's state was made with (nor what the identity says): no restore, no store, in
+ *      either tier (bank_off model_changed); the answer itself is still computed.
  *   3. A restore changes no logits: with or without the bank, the same request gives the
- *      same first logits row and the same tokens (the engine's exactness, docs/DESIGN.md §4).
+ *      same first logits row and the same tokens (the engine's exactness, whatever the
+ *      prefill's chunk sizes).
  *   4. The sequence fed to the bank after generation is at position prompt + generated
  *      (the last sampled token is fed once more without logits), so the END snapshot and
- *      the KV rows describe exactly the inserted path.
+ *      the KV rows describe exactly the stored path. The engine calls are the same
+ *      whether a token's text is handed on before or after the next step.
  *   5. The disk tier is consulted only for a point deeper than RAM's and only with a RAM
- *      bank; what it hands back is verified by the tier (checksums, identity, the exact
- *      token prefix), and a discarded entry leaves the request cold or at RAM's point.
- *   6. A cancel stops within one generated token (the text callback runs once per token)
- *      or one prefill chunk (with a prefill hook); a cancel from the start hook or the
- *      prefill hook leaves the bank untouched, one during generation banks the prompt and
- *      what was generated (the path is as valid as a finished one). The report says where
- *      it stopped: prefilled_tokens below prompt - cached is a prefill cut part-way.
+ *      bank (bank_restore's invariants).
+ *   6. A cancel stops within one generated token or one prefill chunk; a cancel before
+ *      the prefill completed leaves the bank untouched, one during generation banks the
+ *      prompt and what was generated (the path is as valid as a finished one). The report
+ *      says where it stopped: prefilled_tokens below prompt - cached is a prefill cut
+ *      part-way.
  *   7. Stop strings (the request's `stop` / `stop_sequences`) are matched on the generated
  *      text by chat_stop (parse.c: answer text only, never inside <think> or a tool call);
- *      text that may still become one is held back, so the text callback never sees any
- *      part of a matched string. tool_choice none ends generation at a `<tool_call>` in
- *      text the same way (stop_reason "stop").
+ *      text that may still become one is held back, so the caller never sees any part of a
+ *      matched string. tool_choice none ends generation at a `<tool_call>` in text the
+ *      same way (stop reason "stop").
  *   8. tool_choice required / named: the generation prompt is extended with the start of a
- *      call (forced_call_text; an open <think> is closed empty first) so the model can only
- *      continue a call; that text is the answer's start (session_start.forced_text, the
- *      report's forced_text) and what the model writes must complete it — best effort:
- *      a call the model does not finish comes out as text, like any malformed call.
+ *      call (chat_forced_call_text, in the template's own dialect; an open <think> is
+ *      closed empty first) so the model can only continue a call; that text is the
+ *      answer's start (session_start.forced_text, the report's forced_text) and what the
+ *      model writes must complete it — best effort: a call the model does not finish comes
+ *      out as text, like any malformed call.
  *   9. TEST ONLY: with serve's HEADSTART_TEST_EMIT on (test_emit.c), the generated ids are
  *      the next scripted text's instead of sampled ones; everything else is unchanged.
  */
@@ -59,14 +65,88 @@
 
 #include <string.h>
 
-static int64_t body_max_tokens(const json_t *body)
+enum session_state {
+    SESSION_PROMPT = 0,
+    SESSION_RESTORED,
+    SESSION_PREFILLED,
+    SESSION_GENERATED,
+    SESSION_CANCELLED,
+    SESSION_DONE,
+};
+
+struct session {
+    struct engine *e;
+    const struct model_text *mt;
+    struct bank *bank;            /* NULL: no bank, or turned off (bank_off) */
+    struct bank_disk *disk;       /* NULL: no disk tier for this request */
+    struct session_opts o;
+    enum session_state state;
+    bool prefill_began;           /* the prefill step ran at least once */
+    bool prefilled;               /* the whole prompt is in (the bank may store it) */
+    struct bank_keys keys;
+    int64_t V;
+
+    struct tokenizer_ids ids;     /* the prompt */
+    int64_t n;                    /* prompt tokens */
+    int64_t at;                   /* prompt tokens in the sequence (restored + computed) */
+    int64_t max_tokens;           /* the output cap */
+    struct strbuf forced;         /* a forced tool call's start ("" none) */
+    struct session_start start;
+    struct seq *sq;
+    struct sampler *smp;
+    float *logits;                /* [V]: the last token's row */
+
+    struct engine_capture caps[BANK_PLAN_MAX];
+    enum bank_snap_kind cap_kind[BANK_PLAN_MAX];
+    int n_caps;
+
+    int32_t *gen;                 /* [max_tokens] generated ids */
+    int64_t n_gen;
+    bool pending;                 /* gen[n_gen - 1] is not fed yet */
+    int32_t *script;              /* TEST ONLY (test_emit.c): scripted ids instead of sampling */
+    int64_t n_script;
+    struct chat_stop *stopper;    /* NULL: nothing to match */
+    const json_t *stop_list;      /* borrowed from the request */
+    int stop_hit;                 /* CHAT_STOP_NONE, a stop string's index, CHAT_STOP_TOOL_CALL */
+    struct tokenizer_stream ts;
+    struct strbuf raw;            /* decoded text before the stop matcher */
+    struct strbuf text;           /* every piece handed on */
+
+    double t0, t_pre;
+    struct session_report rep;
+};
+
+const char *session_stop_name(enum session_stop s)
 {
-    static const char *const keys[] = { "max_completion_tokens", "max_output_tokens", "max_tokens" };
-    for (size_t i = 0; i < HS_ARRAY_LEN(keys); i++) {
-        json_t *v = json_object_get(body, keys[i]);
-        if (json_is_integer(v) && json_integer_value(v) > 0) return (int64_t)json_integer_value(v);
-    }
-    return 0;
+    static const char *const names[SESSION_STOP_COUNT] = { "length", "stop", "stop_sequence", "cancelled" };
+    return (unsigned)s < SESSION_STOP_COUNT ? names[s] : "length";
+}
+
+const char *session_bank_off_name(enum session_bank_off o)
+{
+    static const char *const names[SESSION_BANK_OFF_COUNT] = { NULL, "model_changed", "model_identity_unknown" };
+    return (unsigned)o < SESSION_BANK_OFF_COUNT ? names[o] : NULL;
+}
+
+void session_sampling_defaults(struct api_sampling *out)
+{
+    struct sampler_opts so;
+    sampler_opts_default(&so);
+    *out = (struct api_sampling){ .temperature = so.temperature, .top_p = so.top_p, .top_k = so.top_k,
+                                  .min_p = so.min_p, .presence_penalty = so.presence_penalty,
+                                  .frequency_penalty = so.frequency_penalty };
+}
+
+void session_sampling_opts(const struct api_sampling *a, uint64_t seed, struct sampler_opts *so)
+{
+    sampler_opts_default(so);
+    so->temperature = (float)a->temperature;
+    so->top_p = (float)a->top_p;
+    so->top_k = (int)a->top_k;
+    so->min_p = (float)a->min_p;
+    so->presence_penalty = (float)a->presence_penalty;
+    so->frequency_penalty = (float)a->frequency_penalty;
+    so->seed = seed;
 }
 
 /* Position of the last im_start followed by want[0..nw) (any im_start when nw == 0). */
@@ -81,388 +161,451 @@ static int64_t last_turn(const int32_t *ids, int64_t n, int32_t im_start, const 
     return -1;
 }
 
-/* Entries the disk tier has discarded so far (every verification failure it counts). */
-static uint64_t disk_bad_count(struct bank_disk *d)
+/* Render the request into s->ids (a forced call's start appended) and set up the stop
+ * matcher; sets s->start.thinking. */
+static int prompt_ids(struct session *s, const struct api_request *rq, struct hs_err *err)
 {
-    struct bank_disk_stats st;
-    bank_disk_stats_get(d, &st);
-    return st.bad_checksum + st.bad_header + st.bad_identity + st.bad_tokens + st.bad_size + st.missing_files;
-}
-
-/* Promote a verified disk hit into RAM: its path ids[0, p) with the KV rows the tree lacks
- * and the snapshot, so the next request finds it there. A failed insert only loses reuse. */
-static void disk_promote(struct bank *bank, uint64_t fp, size_t row_bytes, const struct bank_disk_hit *dh)
-{
-    struct hs_err e;
-    hs_err_clear(&e);
-    int64_t kv_from = bank_match_len(bank, fp, dh->ids, dh->pos);
-    struct bank_snap_in sn = { dh->pos, dh->kind, dh->snapshot };
-    if (bank_insert(bank, fp, dh->ids, dh->pos, kv_from, (const uint8_t *)dh->kv + (size_t)kv_from * row_bytes, &sn, 1,
-                    &e) != HS_OK)
-        hs_log_write(HS_LOG_WARN, "session: disk hit at %lld not promoted: %s", (long long)dh->pos, e.msg);
-}
-
-/* The text a forced tool call appends to the generation prompt (see the design note):
- * `<tool_call>\n` then, for a named tool, the start of its call in the template's format:
- * Qwen3.5's XML (`<function=NAME>\n`) when the template writes <function=, else Qwen3's
- * JSON (`{"name": "NAME", "arguments": `). An open <think> is closed empty first. */
-static void forced_call_text(const struct model_text *mt, bool thinking, const char *name, struct strbuf *out)
-{
-    if (thinking) strbuf_puts(out, "\n</think>\n\n");
-    strbuf_puts(out, "<tool_call>\n");
-    if (!name) return;
-    if (mt->tmpl_source && strstr(mt->tmpl_source, "<function=")) {
-        strbuf_printf(out, "<function=%s>\n", name);
-    } else {
-        json_t *js = json_string(name);
-        strbuf_puts(out, "{\"name\": ");
-        jinja_tojson(js, -1, out);
-        strbuf_puts(out, ", \"arguments\": ");
-        json_decref(js);
-    }
-}
-
-/* Prefill ids[s, n) into sq: one forward, or (with a hook) chunks of about
- * SESSION_PREFILL_CHUNK_S seconds, sized from the last chunk's rate and growing from 64
- * tokens at most twofold per chunk, the hook called between them. Logits of the last prompt token go to `logits`. *go = false: the hook
- * stopped it (the sequence is then part-way; the caller banks nothing). *done: the tokens
- * computed so far (n - s when it ran to the end). */
-static int prefill(struct engine *e, struct seq *sq, const int32_t *ids, int64_t s, int64_t n,
-                   struct engine_capture *caps, int n_caps, const struct session_opts *o, void *ctx, float *logits,
-                   bool *go, int64_t *done, struct hs_err *err)
-{
-    *done = 0;
-    if (!o->on_prefill) {
-        int64_t last = n - s - 1;
-        int rc = engine_forward(e, sq, ids + s, n - s, caps, n_caps, &last, 1, logits, err);
-        if (rc == HS_OK) *done = n - s;
-        return rc;
-    }
-    int64_t at = s, chunk = 64;
-    while (at < n) {
-        int64_t k = HS_MIN(chunk, n - at);
-        bool final = at + k == n;
-        int64_t last = k - 1;
-        double t = sys_time_sec();
-        int rc = engine_forward(e, sq, ids + at, k, caps, n_caps, final ? &last : NULL, final ? 1 : 0,
-                                final ? logits : NULL, err);
-        if (rc != HS_OK) return rc;
-        at += k;
-        *done = at - s;
-        if (final) break;
-        /* the next chunk: what the last one's rate does in the target time, but at most
-         * twice the last (a token costs more the further it is: attention) */
-        double dt = sys_time_sec() - t;
-        double rate = dt > 1e-6 ? (double)k / dt : 1e9;
-        chunk = HS_MAX((int64_t)16, HS_MIN(2 * k, (int64_t)(rate * SESSION_PREFILL_CHUNK_S)));
-        if (!o->on_prefill(ctx, at, n)) { *go = false; break; }
-    }
-    return HS_OK;
-}
-
-/* Hand a token's text on, even none (so the caller can stop within one token); false = the
- * caller wants to stop. */
-static bool emit_text(struct strbuf *piece, struct strbuf *all, session_text_fn on_text, void *ctx)
-{
-    if (piece->len) strbuf_append(all, piece->buf, piece->len);
-    bool go = on_text ? on_text(ctx, piece->len ? piece->buf : "", piece->len) : true;
-    piece->len = 0;
-    return go;
-}
-
-int session_run(struct engine *e, const struct model_text *mt, struct bank *bank, enum api_kind kind,
-                const json_t *body, const struct session_opts *o, session_text_fn on_text, void *ctx,
-                struct session_report *out, struct hs_err *err)
-{
-    memset(out, 0, sizeof(*out));
-    double t0 = sys_time_sec();
-    if (!mt->tmpl) return hs_err_set(err, HS_ERR_UNSUPPORTED, "the model has no chat template");
-    struct chat_request cr;
-    int rc = kind == API_KIND_ANTHROPIC_MESSAGES   ? chat_from_anthropic(body, &cr, err)
-             : kind == API_KIND_OPENAI_RESPONSES ? chat_from_responses(body, &cr, err)
-                                                 : chat_from_openai(body, &cr, err);
-    if (rc != HS_OK) return rc;
-    struct strbuf prompt, forced;
+    const struct model_text *mt = s->mt;
+    const struct chat_request *cr = &rq->chat;
+    struct strbuf prompt;
     strbuf_init(&prompt);
-    strbuf_init(&forced);
-    rc = chat_template_render(mt->tmpl, &cr, &prompt, err);
+    int rc = chat_template_render(mt->tmpl, cr, &prompt, err);
     static const char open_think[] = "<think>\n";
     const size_t k_think = sizeof(open_think) - 1;
     const bool thinking = rc == HS_OK && prompt.len >= k_think &&
                           !memcmp(prompt.buf + prompt.len - k_think, open_think, k_think);
-    const bool force_call = cr.tool_choice == CHAT_TOOL_REQUIRED || cr.tool_choice == CHAT_TOOL_NAMED;
+    const bool force_call = cr->tool_choice == CHAT_TOOL_REQUIRED || cr->tool_choice == CHAT_TOOL_NAMED;
     if (rc == HS_OK && force_call) {
-        forced_call_text(mt, thinking, cr.tool_choice == CHAT_TOOL_NAMED ? cr.tool_name : NULL, &forced);
-        strbuf_append(&prompt, forced.buf, forced.len);
+        chat_forced_call_text(mt->tmpl, thinking, cr->tool_choice == CHAT_TOOL_NAMED ? cr->tool_name : NULL, &s->forced);
+        strbuf_append(&prompt, s->forced.buf, s->forced.len);
     }
     /* stop strings match only in answer text (parse.c's chat_stop); a forced call starts
      * inside the call */
-    struct chat_stop *stopper = rc == HS_OK ? chat_stop_new(cr.stop, cr.tool_choice == CHAT_TOOL_NONE,
-                                                             force_call ? CHAT_STOP_IN_CALL
-                                                             : thinking ? CHAT_STOP_IN_REASONING
-                                                                        : CHAT_STOP_IN_TEXT)
-                                            : NULL;
-    json_t *stop_list = json_incref(cr.stop);
-    chat_request_free(&cr);
-    struct tokenizer_ids ids = { 0 }, user = { 0 };
-    if (rc == HS_OK) rc = tokenizer_encode(mt->tok, prompt.buf ? prompt.buf : "", prompt.len, 0, &ids, err);
-    if (rc == HS_OK) rc = tokenizer_encode(mt->tok, "user", 4, 0, &user, err);
+    if (rc == HS_OK)
+        s->stopper = chat_stop_new(cr->stop, cr->tool_choice == CHAT_TOOL_NONE,
+                                   force_call ? CHAT_STOP_IN_CALL : thinking ? CHAT_STOP_IN_REASONING : CHAT_STOP_IN_TEXT);
+    s->stop_list = cr->stop;
+    s->start.thinking = thinking;
+    if (rc == HS_OK) rc = tokenizer_encode(mt->tok, prompt.buf ? prompt.buf : "", prompt.len, 0, &s->ids, err);
     strbuf_free(&prompt);
-    if (rc == HS_OK && ids.n == 0) rc = hs_err_set(err, HS_ERR_INVALID, "the request renders to an empty prompt");
-    if (rc == HS_OK && o->n_ctx > 0 && (int64_t)ids.n >= o->n_ctx) {
-        char msg[HS_ERR_MSG_MAX];
-        api_context_error(kind, (int64_t)ids.n, o->n_ctx, msg, sizeof msg);
-        rc = hs_err_set(err, API_ERR_CONTEXT, "%s", msg);
-    }
-    if (rc != HS_OK) {
-        tokenizer_ids_free(&ids);
-        tokenizer_ids_free(&user);
-        chat_stop_free(stopper);
-        json_decref(stop_list);
-        strbuf_free(&forced);
-        return rc;
-    }
-    if (forced.len) out->forced_text = hs_strndup(forced.buf, forced.len);
-    const int64_t n = (int64_t)ids.n;
-    int64_t max_tokens = o->max_tokens > 0 ? o->max_tokens : body_max_tokens(body);
+    return rc;
+}
+
+static struct session *session_alloc(struct engine *e, const struct model_text *mt, struct bank *bank,
+                                     const struct session_opts *o)
+{
+    struct session *s = hs_calloc(1, sizeof(*s));
+    s->t0 = sys_time_sec();
+    s->e = e;
+    s->mt = mt;
+    s->bank = bank;
+    s->disk = o->disk;
+    s->o = *o;
+    s->stop_hit = CHAT_STOP_NONE;
+    strbuf_init(&s->forced);
+    strbuf_init(&s->raw);
+    strbuf_init(&s->text);
+    return s;
+}
+
+/* Everything after the prompt ids: the output cap (o->max_tokens, else the request's, else
+ * the default; within the context), the anchors, the sequence, the sampler. */
+static int session_setup(struct session *s, int64_t req_max_tokens, struct hs_err *err)
+{
+    const struct model_text *mt = s->mt;
+    const struct session_opts *o = &s->o;
+    struct session_report *r = &s->rep;
+    const int64_t n = s->n = (int64_t)s->ids.n;
+    if (s->forced.len) r->forced_text = hs_strndup(s->forced.buf, s->forced.len);
+    int64_t max_tokens = o->max_tokens > 0 ? o->max_tokens : req_max_tokens;
     if (max_tokens <= 0) max_tokens = SESSION_DEFAULT_MAX_TOKENS;
     if (o->n_ctx > 0 && max_tokens > o->n_ctx - n) max_tokens = o->n_ctx - n;
-    out->prompt_tokens = n;
-    out->head_tokens = chat_head_length(ids.v, n, mt->im_start_id, mt->system_ids, mt->n_system_ids);
-    out->user_start = last_turn(ids.v, n, mt->im_start_id, user.v, user.n);
-    out->genprompt_start = last_turn(ids.v, n, mt->im_start_id, NULL, 0);
-    tokenizer_ids_free(&user);
+    s->max_tokens = max_tokens;
+    r->prompt_tokens = n;
+    r->user_start = r->genprompt_start = -1;
+    if (mt) {
+        struct tokenizer_ids user = { 0 };
+        int rc = tokenizer_encode(mt->tok, "user", 4, 0, &user, err);
+        if (rc != HS_OK) return rc;
+        r->head_tokens = chat_head_length(s->ids.v, n, mt->im_start_id, mt->system_ids, mt->n_system_ids);
+        r->user_start = last_turn(s->ids.v, n, mt->im_start_id, user.v, user.n);
+        r->genprompt_start = last_turn(s->ids.v, n, mt->im_start_id, NULL, 0);
+        tokenizer_ids_free(&user);
+        tokenizer_stream_init(&s->ts, mt->tok, o->text_flags);
+    }
+    s->V = model_hparams(engine_model(s->e))->n_vocab;
+    s->keys = (struct bank_keys){ .fp = engine_fingerprint(s->e),
+                                  .kv_row_bytes = (size_t)engine_kv_row_bytes(s->e),
+                                  .snapshot_bytes = (size_t)engine_snapshot_bytes(s->e) };
+    s->sq = seq_new(s->e, n + max_tokens + 1);
+    s->smp = sampler_new(&o->sampling, s->V);
+    s->logits = hs_malloc((size_t)s->V * sizeof(float));
+    s->gen = hs_malloc((size_t)max_tokens * sizeof(int32_t));
+    r->stop_reason = SESSION_STOP_LENGTH;
+    if (!s->smp) return hs_err_set(err, HS_ERR_INVALID, "invalid sampling options");
+    s->start.prompt_tokens = n;
+    s->start.forced_text = s->forced.len ? s->forced.buf : "";
+    s->start.forced_len = s->forced.len;
+    return HS_OK;
+}
 
-    const int64_t V = model_hparams(engine_model(e))->n_vocab;
-    const uint64_t fp = engine_fingerprint(e);
-    uint64_t dfp = 0; /* the disk tier's key space (invariant 2) */
-    struct bank_disk *disk = o->disk;
+int session_new(struct engine *e, const struct model_text *mt, struct bank *bank, const struct api_request *rq,
+                const struct session_opts *o, struct session **out, struct hs_err *err)
+{
+    *out = NULL;
+    if (!mt->tmpl) return hs_err_set(err, HS_ERR_UNSUPPORTED, "the model has no chat template");
+    struct session *s = session_alloc(e, mt, bank, o);
+    int rc = prompt_ids(s, rq, err);
+    if (rc == HS_OK && s->ids.n == 0) rc = hs_err_set(err, HS_ERR_INVALID, "the request renders to an empty prompt");
+    if (rc == HS_OK && o->n_ctx > 0 && (int64_t)s->ids.n >= o->n_ctx) {
+        char msg[HS_ERR_MSG_MAX];
+        api_context_error(rq->kind, (int64_t)s->ids.n, o->n_ctx, msg, sizeof msg);
+        rc = hs_err_set(err, API_ERR_CONTEXT, "%s", msg);
+    }
+    if (rc == HS_OK) rc = session_setup(s, rq->max_tokens, err);
+    if (rc != HS_OK) {
+        session_free(s);
+        return rc;
+    }
+    *out = s;
+    return HS_OK;
+}
+
+int session_new_ids(struct engine *e, const struct model_text *mt, struct bank *bank, const int32_t *ids, int64_t n,
+                    const struct session_opts *o, struct session **out, struct hs_err *err)
+{
+    *out = NULL;
+    if (n <= 0) return hs_err_set(err, HS_ERR_INVALID, "the prompt is empty");
+    if (o->n_ctx > 0 && n >= o->n_ctx)
+        return hs_err_set(err, HS_ERR_LIMIT, "the prompt has %lld tokens; the context holds %lld", (long long)n,
+                          (long long)o->n_ctx);
+    struct session *s = session_alloc(e, mt, bank, o);
+    s->ids.v = hs_malloc((size_t)n * sizeof(int32_t));
+    memcpy(s->ids.v, ids, (size_t)n * sizeof(int32_t));
+    s->ids.n = (size_t)n;
+    int rc = session_setup(s, 0, err);
+    if (rc != HS_OK) {
+        session_free(s);
+        return rc;
+    }
+    *out = s;
+    return HS_OK;
+}
+
+int session_restore(struct session *s, struct hs_err *err)
+{
+    struct session_report *r = &s->rep;
     struct hs_err ferr;
     hs_err_clear(&ferr);
-    if (bank && model_files_check(engine_model(e), &ferr) != HS_OK) {
-        bank = NULL;
-        disk = NULL;
-        out->bank_off = "model_changed";
+    if (s->bank && model_files_check(engine_model(s->e), &ferr) != HS_OK) {
+        s->bank = NULL;
+        s->disk = NULL;
+        r->bank_off = SESSION_BANK_OFF_MODEL_CHANGED;
     }
-    if (disk && !engine_fingerprint_persistent(e, &dfp)) {
-        disk = NULL;
-        out->bank_off = "model_identity_unknown";
+    if (!s->bank) s->disk = NULL;
+    if (s->disk && !engine_fingerprint_persistent(s->e, &s->keys.disk_fp)) {
+        s->disk = NULL;
+        r->bank_off = SESSION_BANK_OFF_IDENTITY_UNKNOWN;
     }
-    const uint64_t row_bytes = engine_kv_row_bytes(e), snap_bytes = engine_snapshot_bytes(e);
-    struct seq *sq = seq_new(e, n + max_tokens + 1);
-    struct sampler *smp = sampler_new(&o->sampling, V);
-    float *logits = hs_malloc((size_t)V * sizeof(float));
-    int32_t *gen = hs_malloc((size_t)max_tokens * sizeof(int32_t));
-    struct engine_capture caps[BANK_PLAN_MAX];
+    s->t_pre = sys_time_sec();
+    int rc = HS_OK;
+    if (s->bank) {
+        struct bank_restored br;
+        rc = bank_restore(s->bank, s->disk, &s->keys, s->ids.v, s->n, &br, err);
+        if (rc == HS_OK) {
+            r->bank_used = true;
+            r->match_len = br.match_len;
+            r->restore_reason = br.reason;
+            r->disk_discarded = br.disk_discarded;
+            if (br.pos > 0) rc = seq_restore_parts(s->sq, br.pos, br.kv, br.snapshot, err);
+            if (rc == HS_OK && br.pos > 0) {
+                s->at = br.pos;
+                r->cache_source = br.source;
+            }
+        }
+        bank_restored_free(&br);
+    }
+    r->cached_tokens = s->at;
+    s->start.cached_tokens = s->at;
+    s->state = SESSION_RESTORED;
+    return rc;
+}
+
+const struct session_start *session_start_info(const struct session *s)
+{
+    return &s->start;
+}
+
+/* The snapshot plan: positions the prefill passes (at, n]. */
+static void plan_captures(struct session *s)
+{
+    struct session_report *r = &s->rep;
     struct bank_plan_pos plan[BANK_PLAN_MAX];
-    enum bank_snap_kind cap_kind[BANK_PLAN_MAX];
-    int n_caps = 0;
-    out->cache_source = "none";
-    out->restore_reason = "no_bank";
-    out->stop_reason = "length";
-    if (!smp) rc = hs_err_set(err, HS_ERR_INVALID, "invalid sampling options");
-
-    /* lookup and restore: RAM first, then the disk tier for anything deeper */
-    double t_pre = sys_time_sec();
-    int64_t s = 0;
-    if (rc == HS_OK && bank) rc = bank_space_add(bank, fp, (size_t)row_bytes, (size_t)snap_bytes, err);
-    if (rc == HS_OK && bank) {
-        struct bank_hit hit;
-        bank_lookup(bank, fp, ids.v, n, &hit);
-        out->match_len = hit.match_len;
-        out->restore_reason = bank_reason_name(hit.reason);
-        struct bank_disk_hit dh = { 0 };
-        if (disk) {
-            uint64_t bad0 = disk_bad_count(disk);
-            bank_disk_lookup(disk, dfp, (size_t)row_bytes, (size_t)snap_bytes, ids.v, n,
-                             hit.restore_pos, n - 1, &dh);
-            out->disk_discarded = (int64_t)(disk_bad_count(disk) - bad0);
-        }
-        if (dh.pos > hit.restore_pos) {
-            bank_hit_release(bank, &hit);
-            rc = seq_restore_parts(sq, dh.pos, dh.kv, dh.snapshot, err);
-            if (rc == HS_OK) {
-                s = dh.pos;
-                out->cache_source = "disk";
-                disk_promote(bank, fp, (size_t)row_bytes, &dh);
-                int64_t L = HS_MAX(HS_MAX(out->match_len, dh.pos), bank_match_len(bank, fp, ids.v, n));
-                out->match_len = L;
-                out->restore_reason = bank_reason_name(s == n - 1 ? BANK_REASON_FULL
-                                                       : s == L  ? BANK_REASON_DIVERGED
-                                                                 : BANK_REASON_NO_SNAPSHOT);
-            }
-        } else if (hit.restore_pos > 0) {
-            void *kv = hs_malloc((size_t)(hit.restore_pos * (int64_t)row_bytes));
-            void *snap = hs_malloc((size_t)HS_MAX(snap_bytes, 1));
-            bank_copy_kv(bank, &hit, kv);
-            bank_copy_snapshot(bank, &hit, snap);
-            bank_hit_release(bank, &hit);
-            rc = seq_restore_parts(sq, hit.restore_pos, kv, snap, err);
-            if (rc == HS_OK) {
-                s = hit.restore_pos;
-                out->cache_source = "ram";
-            }
-            hs_free(kv);
-            hs_free(snap);
-        }
-        bank_disk_hit_free(&dh);
+    struct bank_plan_in in = { .ids = s->ids.v, .n = s->n, .head_len = r->head_tokens,
+                               .user_start = r->user_start, .genprompt_start = r->genprompt_start };
+    int np = bank_plan(s->bank, s->keys.fp, NULL, &in, plan, NULL);
+    for (int i = 0; i < np; i++) {
+        if (plan[i].pos <= s->at || plan[i].pos > s->n) continue;
+        s->caps[s->n_caps] = (struct engine_capture){ .pos = plan[i].pos,
+                                                      .buf = hs_malloc(HS_MAX(s->keys.snapshot_bytes, (size_t)1)) };
+        s->cap_kind[s->n_caps++] = plan[i].kind;
     }
-    out->cached_tokens = s;
+    r->n_captures = s->n_caps;
+}
 
-    /* the caller learns the numbers before the prefill, and may stop here */
-    bool go = true;
-    if (rc == HS_OK && o->on_start) {
-        struct session_start st = { .prompt_tokens = n, .cached_tokens = s, .thinking = thinking,
-                                    .forced_text = forced.len ? forced.buf : "", .forced_len = forced.len };
-        go = o->on_start(ctx, &st);
-        if (!go) out->stop_reason = "cancelled";
+int session_prefill(struct session *s, int64_t max_tokens, bool *done, struct hs_err *err)
+{
+    struct session_report *r = &s->rep;
+    *done = s->prefilled;
+    if (s->state != SESSION_RESTORED) return HS_OK;
+    if (!s->prefill_began) {
+        s->prefill_began = true;
+        if (s->bank) plan_captures(s);
+        for (int64_t i = 0; i < s->n; i++) sampler_accept(s->smp, s->ids.v[i]);
     }
-
-    /* snapshot plan: positions the prefill passes (s, n] */
-    if (rc == HS_OK && go && bank) {
-        struct bank_plan_in in = { .ids = ids.v, .n = n, .head_len = out->head_tokens,
-                                   .user_start = out->user_start, .genprompt_start = out->genprompt_start };
-        int np = bank_plan(bank, fp, NULL, &in, plan, NULL);
-        for (int i = 0; i < np; i++) {
-            if (plan[i].pos <= s || plan[i].pos > n) continue;
-            caps[n_caps] = (struct engine_capture){ .pos = plan[i].pos, .buf = hs_malloc((size_t)HS_MAX(snap_bytes, 1)) };
-            cap_kind[n_caps++] = plan[i].kind;
-        }
+    int64_t k = s->n - s->at;
+    if (max_tokens > 0 && max_tokens < k) k = max_tokens;
+    const bool final = s->at + k == s->n;
+    int64_t last = k - 1;
+    int rc = engine_forward(s->e, s->sq, s->ids.v + s->at, k, s->caps, s->n_caps, final ? &last : NULL, final ? 1 : 0,
+                            final ? s->logits : NULL, err);
+    r->prefill_ms = (sys_time_sec() - s->t_pre) * 1e3;
+    if (rc != HS_OK) return rc;
+    s->at += k;
+    r->prefilled_tokens = s->at - r->cached_tokens;
+    if (final) {
+        s->prefilled = true;
+        s->state = SESSION_PREFILLED;
+        sys_sha256_hex(s->logits, (size_t)s->V * sizeof(float), r->first_logits_sha256);
+        *done = true;
     }
-    out->n_captures = n_caps;
+    return HS_OK;
+}
 
-    /* prefill */
-    bool prefilled = false;
-    if (rc == HS_OK && go) {
-        for (int64_t i = 0; i < n; i++) sampler_accept(smp, ids.v[i]);
-        rc = prefill(e, sq, ids.v, s, n, caps, n_caps, o, ctx, logits, &go, &out->prefilled_tokens, err);
-        prefilled = go;
-        if (!go) out->stop_reason = "cancelled";
-        out->prefill_ms = (sys_time_sec() - t_pre) * 1e3;
-        if (rc == HS_OK && go) sha256_hex(logits, (size_t)V * sizeof(float), out->first_logits_sha256);
-    }
+int64_t session_prefill_pos(const struct session *s) { return s->at; }
+int64_t session_prompt_tokens(const struct session *s) { return s->n; }
 
-    /* generate */
-    struct strbuf text, piece, raw;
-    strbuf_init(&text);
-    strbuf_init(&piece);
-    strbuf_init(&raw);
-    int stop_hit = CHAT_STOP_NONE;
-    struct tokenizer_stream ts;
-    tokenizer_stream_init(&ts, mt->tok, 0);
-    int64_t n_gen = 0, n_script = 0;
-    int32_t *script = NULL; /* TEST ONLY (test_emit.c): scripted ids instead of sampling */
-    while (rc == HS_OK && go && n_gen < max_tokens) {
-        if (n_gen == 0) script = test_emit_take(&n_script);
-        int32_t tok = n_gen < n_script ? script[n_gen] : sampler_sample(smp, logits);
-        gen[n_gen++] = tok;
-        sampler_accept(smp, tok);
-        if (n_gen == 1) out->ttft_ms = (sys_time_sec() - t0) * 1e3;
-        bool stop = false;
-        for (int k = 0; k < mt->n_stop_ids; k++) stop |= tok == mt->stop_ids[k];
-        if (stop && !o->ignore_eos) {
-            out->stop_reason = "stop";
-            break;
-        }
-        /* an id with no piece (a padding row of the vocabulary) has no text */
-        size_t plen;
-        if (tokenizer_piece(mt->tok, tok, &plen))
-            rc = tokenizer_stream_push(&ts, tok, stopper ? &raw : &piece, err);
-        if (stopper && raw.len) {
-            stop_hit = chat_stop_feed(stopper, raw.buf, raw.len, &piece);
-            strbuf_reset(&raw);
-        }
-        go = emit_text(&piece, &text, on_text, ctx);
-        if (!go) out->stop_reason = "cancelled";
-        if (stop_hit != CHAT_STOP_NONE) break;
-        if (!go || rc != HS_OK || n_gen == max_tokens) break;
+int session_generate(struct session *s, struct strbuf *piece, bool *emit, bool *done, struct hs_err *err)
+{
+    struct session_report *r = &s->rep;
+    *emit = false;
+    *done = s->state != SESSION_PREFILLED;
+    if (*done) return HS_OK;
+    if (s->pending) {
         int64_t row = 0;
-        rc = engine_forward(e, sq, &tok, 1, NULL, 0, &row, 1, logits, err);
+        int rc = engine_forward(s->e, s->sq, &s->gen[s->n_gen - 1], 1, NULL, 0, &row, 1, s->logits, err);
+        if (rc != HS_OK) return rc;
+        s->pending = false;
     }
-    if (stop_hit == CHAT_STOP_NONE) {
-        tokenizer_stream_flush(&ts, stopper ? &raw : &piece);
-        if (stopper && go && rc == HS_OK) {
-            stop_hit = chat_stop_feed(stopper, raw.buf, raw.len, &piece);
-            if (stop_hit == CHAT_STOP_NONE) stop_hit = chat_stop_finish(stopper, &piece);
-        }
-        if (piece.len && go) emit_text(&piece, &text, on_text, ctx);
+    if (s->n_gen == 0) s->script = test_emit_take(&s->n_script);
+    int32_t tok = s->n_gen < s->n_script ? s->script[s->n_gen] : sampler_sample(s->smp, s->logits);
+    s->gen[s->n_gen++] = tok;
+    sampler_accept(s->smp, tok);
+    if (s->n_gen == 1) r->ttft_ms = (sys_time_sec() - s->t0) * 1e3;
+    bool stop = false;
+    for (int k = 0; s->mt && k < s->mt->n_stop_ids; k++) stop |= tok == s->mt->stop_ids[k];
+    if (stop && !s->o.ignore_eos) {
+        r->stop_reason = SESSION_STOP_END;
+        s->state = SESSION_GENERATED;
+        *done = true;
+        return HS_OK;
     }
-    if (go && stop_hit >= 0) {
-        out->stop_reason = "stop_sequence";
-        out->stop_sequence = hs_strdup(json_string_value(json_array_get(stop_list, (size_t)stop_hit)));
-    } else if (go && stop_hit == CHAT_STOP_TOOL_CALL) {
-        out->stop_reason = "stop";
+    /* an id with no piece (a padding row of the vocabulary) has no text */
+    size_t plen, before = piece->len;
+    int rc = HS_OK;
+    if (s->mt && tokenizer_piece(s->mt->tok, tok, &plen))
+        rc = tokenizer_stream_push(&s->ts, tok, s->stopper ? &s->raw : piece, err);
+    if (s->stopper && s->raw.len) {
+        s->stop_hit = chat_stop_feed(s->stopper, s->raw.buf, s->raw.len, piece);
+        strbuf_reset(&s->raw);
     }
-    hs_free(script);
-    chat_stop_free(stopper);
-    json_decref(stop_list);
-    strbuf_free(&raw);
-    strbuf_free(&forced);
+    if (piece->len > before) strbuf_append(&s->text, piece->buf + before, piece->len - before);
+    if (rc != HS_OK) return rc;
+    *emit = true;
+    if (s->stop_hit != CHAT_STOP_NONE || s->n_gen == s->max_tokens) {
+        s->state = SESSION_GENERATED;
+        *done = true;
+    } else {
+        s->pending = true;
+    }
+    return HS_OK;
+}
 
-    /* feed the last token so the sequence sits at the end of the path, then bank it */
-    if (rc == HS_OK && n_gen > 0) rc = engine_forward(e, sq, &gen[n_gen - 1], 1, NULL, 0, NULL, 0, NULL, err);
-    if (rc == HS_OK && prefilled && bank && model_files_check(engine_model(e), &ferr) != HS_OK) {
-        bank = NULL; /* changed during the request (invariant 2a) */
-        out->bank_off = "model_changed";
+void session_generate_end(struct session *s, struct strbuf *piece)
+{
+    struct session_report *r = &s->rep;
+    if (s->state == SESSION_CANCELLED || s->state == SESSION_DONE) return;
+    size_t before = piece->len;
+    if (s->stop_hit == CHAT_STOP_NONE && s->mt) {
+        tokenizer_stream_flush(&s->ts, s->stopper ? &s->raw : piece);
+        if (s->stopper) {
+            s->stop_hit = chat_stop_feed(s->stopper, s->raw.buf, s->raw.len, piece);
+            if (s->stop_hit == CHAT_STOP_NONE) s->stop_hit = chat_stop_finish(s->stopper, piece);
+        }
     }
-    if (rc == HS_OK && prefilled && bank) {
-        int64_t n_total = n + n_gen;
+    if (piece->len > before) strbuf_append(&s->text, piece->buf + before, piece->len - before);
+    if (s->stop_hit >= 0) {
+        r->stop_reason = SESSION_STOP_SEQUENCE;
+        r->stop_sequence = hs_strdup(json_string_value(json_array_get(s->stop_list, (size_t)s->stop_hit)));
+    } else if (s->stop_hit == CHAT_STOP_TOOL_CALL) {
+        r->stop_reason = SESSION_STOP_END;
+    }
+}
+
+void session_cancel(struct session *s)
+{
+    if (s->state == SESSION_DONE) return;
+    s->state = SESSION_CANCELLED;
+    s->rep.stop_reason = SESSION_STOP_CANCELLED;
+}
+
+int session_finish(struct session *s, struct hs_err *err)
+{
+    struct session_report *r = &s->rep;
+    if (s->state == SESSION_DONE) return HS_OK;
+    s->state = SESSION_DONE;
+    /* feed the last token so the sequence sits at the end of the path the bank stores
+     * (invariant 4) */
+    int rc = HS_OK;
+    if (s->n_gen > 0 && s->prefilled && s->bank) rc = engine_forward(s->e, s->sq, &s->gen[s->n_gen - 1], 1, NULL, 0, NULL, 0, NULL, err);
+    struct hs_err ferr;
+    hs_err_clear(&ferr);
+    if (rc == HS_OK && s->prefilled && s->bank && model_files_check(engine_model(s->e), &ferr) != HS_OK) {
+        s->bank = NULL; /* changed during the request (invariant 2a) */
+        r->bank_off = SESSION_BANK_OFF_MODEL_CHANGED;
+    }
+    if (rc == HS_OK && s->prefilled && s->bank) {
+        const int64_t n_total = s->n + s->n_gen;
+        const size_t row_bytes = s->keys.kv_row_bytes, snap_bytes = s->keys.snapshot_bytes;
         int32_t *path = hs_malloc((size_t)n_total * sizeof(int32_t));
-        memcpy(path, ids.v, (size_t)n * sizeof(int32_t));
-        memcpy(path + n, gen, (size_t)n_gen * sizeof(int32_t));
-        int64_t kv_from = bank_match_len(bank, fp, path, n_total);
-        /* the disk tier wants every entry whole (rows [0, pos)), so then read them all */
-        int64_t read_from = disk ? 0 : kv_from;
-        void *kv = hs_malloc((size_t)((n_total - read_from) * (int64_t)row_bytes));
-        rc = seq_kv_read(sq, read_from, n_total, kv) == HS_OK
+        memcpy(path, s->ids.v, (size_t)s->n * sizeof(int32_t));
+        memcpy(path + s->n, s->gen, (size_t)s->n_gen * sizeof(int32_t));
+        int64_t from = bank_store_rows_from(s->bank, s->disk, &s->keys, path, n_total);
+        void *kv = hs_malloc((size_t)(n_total - from) * row_bytes);
+        rc = seq_kv_read(s->sq, from, n_total, kv) == HS_OK
                  ? HS_OK
                  : hs_err_set(err, HS_ERR_INVALID, "session: KV rows [%lld, %lld) not in the sequence",
-                              (long long)read_from, (long long)n_total);
+                              (long long)from, (long long)n_total);
         struct bank_snap_in snaps[BANK_PLAN_MAX + 1];
         int ns = 0;
-        for (int i = 0; i < n_caps; i++)
-            if (caps[i].filled) snaps[ns++] = (struct bank_snap_in){ caps[i].pos, cap_kind[i], caps[i].buf };
-        void *end = hs_malloc((size_t)HS_MAX(snap_bytes, 1));
-        seq_snapshot(sq, end);
+        for (int i = 0; i < s->n_caps; i++)
+            if (s->caps[i].filled) snaps[ns++] = (struct bank_snap_in){ s->caps[i].pos, s->cap_kind[i], s->caps[i].buf };
+        void *end = hs_malloc(HS_MAX(snap_bytes, (size_t)1));
+        seq_snapshot(s->sq, end);
         if (ns == 0 || snaps[ns - 1].pos < n_total) snaps[ns++] = (struct bank_snap_in){ n_total, BANK_SNAP_END, end };
-        if (rc == HS_OK)
-            rc = bank_insert(bank, fp, path, n_total, kv_from, (const uint8_t *)kv + (kv_from - read_from) * (int64_t)row_bytes,
-                             snaps, ns, err);
-        /* the answer stands whatever happens to the bank: a failed insert only loses reuse */
+        if (rc == HS_OK) rc = bank_store(s->bank, s->disk, &s->keys, path, n_total, from, kv, snaps, ns, &r->n_disk_puts, err);
+        /* the answer stands whatever happens to the bank: a failed store only loses reuse */
         if (rc != HS_OK) {
             hs_log_write(HS_LOG_WARN, "session: not banked: %s", err->msg);
             rc = HS_OK;
         } else {
-            out->banked = true;
-            /* the same snapshots go to disk: put copies and queues, the writer thread does
-             * the I/O; a refused put (queue full, tier off, too big) only loses reuse later */
-            for (int i = 0; disk && i < ns; i++) {
-                enum bank_disk_put_result pr = bank_disk_put(disk, dfp, (size_t)row_bytes, (size_t)snap_bytes, path,
-                                                             snaps[i].pos, kv, snaps[i].bytes, snaps[i].kind);
-                if (pr == BANK_DISK_QUEUED || pr == BANK_DISK_DUPLICATE) out->n_disk_puts++;
-            }
+            r->banked = true;
         }
         hs_free(end);
         hs_free(kv);
         hs_free(path);
     }
-    out->total_ms = (sys_time_sec() - t0) * 1e3;
-    strbuf_free(&piece);
-    for (int i = 0; i < n_caps; i++) hs_free(caps[i].buf);
-    hs_free(logits);
-    sampler_free(smp);
-    seq_free(sq);
-    tokenizer_ids_free(&ids);
-    if (rc != HS_OK) {
-        hs_free(gen);
-        strbuf_free(&text);
-        session_report_free(out);
-        return rc;
+    r->total_ms = (sys_time_sec() - s->t0) * 1e3;
+    return rc;
+}
+
+const struct session_report *session_report(const struct session *s)
+{
+    return &s->rep;
+}
+
+const int32_t *session_output_ids(const struct session *s)
+{
+    return s->gen;
+}
+
+void session_take_report(struct session *s, struct session_report *out)
+{
+    *out = s->rep;
+    out->output_ids = s->gen;
+    out->n_output = s->n_gen;
+    out->text = strbuf_detach(&s->text, &out->text_len);
+    s->gen = NULL;
+    s->n_gen = 0;
+    memset(&s->rep, 0, sizeof(s->rep));
+}
+
+void session_free(struct session *s)
+{
+    if (!s) return;
+    session_report_free(&s->rep);
+    for (int i = 0; i < s->n_caps; i++) hs_free(s->caps[i].buf);
+    hs_free(s->gen);
+    hs_free(s->script);
+    hs_free(s->logits);
+    sampler_free(s->smp);
+    seq_free(s->sq);
+    chat_stop_free(s->stopper);
+    tokenizer_ids_free(&s->ids);
+    strbuf_free(&s->forced);
+    strbuf_free(&s->raw);
+    strbuf_free(&s->text);
+    hs_free(s);
+}
+
+/* ---- one request, start to end ------------------------------------------------------------ */
+
+/* The prefill in chunks of about SESSION_PREFILL_CHUNK_S seconds, sized from the last
+ * chunk's rate and growing from 64 tokens at most twofold per chunk, the hook called
+ * between them; one step without a hook. False: the hook stopped it. */
+static int run_prefill(struct session *s, const struct session_opts *o, void *ctx, bool *go, struct hs_err *err)
+{
+    bool done = false;
+    if (!o->on_prefill) return session_prefill(s, 0, &done, err);
+    int64_t chunk = 64;
+    for (;;) {
+        int64_t k = HS_MIN(chunk, s->n - s->at);
+        double t = sys_time_sec();
+        int rc = session_prefill(s, k, &done, err);
+        if (rc != HS_OK || done) return rc;
+        /* the next chunk: what the last one's rate does in the target time, but at most
+         * twice the last (a token costs more the further it is: attention) */
+        double dt = sys_time_sec() - t;
+        double rate = dt > 1e-6 ? (double)k / dt : 1e9;
+        chunk = HS_MAX((int64_t)16, HS_MIN(2 * k, (int64_t)(rate * SESSION_PREFILL_CHUNK_S)));
+        if (!o->on_prefill(ctx, s->at, s->n)) {
+            *go = false;
+            return HS_OK;
+        }
     }
-    out->output_ids = gen;
-    out->n_output = n_gen;
-    out->text = strbuf_detach(&text, &out->text_len);
-    return HS_OK;
+}
+
+int session_run(struct engine *e, const struct model_text *mt, struct bank *bank, const struct api_request *rq,
+                const struct session_opts *o, session_text_fn on_text, void *ctx,
+                struct session_report *out, struct hs_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    struct session *s = NULL;
+    int rc = session_new(e, mt, bank, rq, o, &s, err);
+    if (rc != HS_OK) return rc;
+    rc = session_restore(s, err);
+    bool go = rc == HS_OK;
+    if (go && o->on_start && !o->on_start(ctx, session_start_info(s))) go = false;
+    if (go) rc = run_prefill(s, o, ctx, &go, err);
+    struct strbuf piece;
+    strbuf_init(&piece);
+    for (bool done = false; rc == HS_OK && go && !done;) {
+        bool emit;
+        strbuf_reset(&piece);
+        rc = session_generate(s, &piece, &emit, &done, err);
+        if (rc == HS_OK && emit && on_text && !on_text(ctx, piece.len ? piece.buf : "", piece.len)) go = false;
+    }
+    if (rc == HS_OK && go) {
+        strbuf_reset(&piece);
+        session_generate_end(s, &piece);
+        if (piece.len && on_text) on_text(ctx, piece.buf, piece.len);
+    }
+    strbuf_free(&piece);
+    if (rc == HS_OK && !go) session_cancel(s);
+    if (rc == HS_OK) rc = session_finish(s, err);
+    if (rc == HS_OK) session_take_report(s, out);
+    session_free(s);
+    return rc;
 }
 
 void session_report_free(struct session_report *r)
@@ -482,18 +625,18 @@ void session_report_json(const struct session_report *r, struct strbuf *out)
     jsonw_obj_begin(&w);
     jsonw_key(&w, "prompt_tokens"); jsonw_int(&w, r->prompt_tokens);
     jsonw_key(&w, "cached_tokens"); jsonw_int(&w, r->cached_tokens);
-    jsonw_key(&w, "cache_source"); jsonw_str(&w, r->cache_source ? r->cache_source : "none");
+    jsonw_key(&w, "cache_source"); jsonw_str(&w, bank_source_name(r->cache_source));
     jsonw_key(&w, "head_tokens"); jsonw_int(&w, r->head_tokens);
     jsonw_key(&w, "user_start"); jsonw_int(&w, r->user_start);
     jsonw_key(&w, "genprompt_start"); jsonw_int(&w, r->genprompt_start);
     jsonw_key(&w, "match_len"); jsonw_int(&w, r->match_len);
-    jsonw_key(&w, "restore_reason"); jsonw_str(&w, r->restore_reason ? r->restore_reason : "no_bank");
+    jsonw_key(&w, "restore_reason"); jsonw_str(&w, r->bank_used ? bank_reason_name(r->restore_reason) : "no_bank");
     jsonw_key(&w, "captures"); jsonw_int(&w, r->n_captures);
     jsonw_key(&w, "banked"); jsonw_bool(&w, r->banked);
-    jsonw_key(&w, "stop_reason"); jsonw_str(&w, r->stop_reason ? r->stop_reason : "length");
+    jsonw_key(&w, "stop_reason"); jsonw_str(&w, session_stop_name(r->stop_reason));
     if (r->stop_sequence) { jsonw_key(&w, "stop_sequence"); jsonw_str(&w, r->stop_sequence); }
     if (r->forced_text) { jsonw_key(&w, "forced_text"); jsonw_str(&w, r->forced_text); }
-    if (r->bank_off) { jsonw_key(&w, "bank_off"); jsonw_str(&w, r->bank_off); }
+    if (r->bank_off) { jsonw_key(&w, "bank_off"); jsonw_str(&w, session_bank_off_name(r->bank_off)); }
     jsonw_key(&w, "output_ids");
     jsonw_arr_begin(&w);
     for (int64_t i = 0; i < r->n_output; i++) jsonw_int(&w, r->output_ids[i]);

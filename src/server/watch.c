@@ -142,8 +142,8 @@ void watch_report(struct server *srv, const struct session_report *r)
         w->changed_logged = true;
         log_warn("serve: %s; the bank is off for this model until then", err.msg);
     }
-    bool off_changed = r && r->bank_off && !strcmp(r->bank_off, "model_changed");
-    bool off_unknown = r && r->bank_off && !off_changed;
+    bool off_changed = r && r->bank_off == SESSION_BANK_OFF_MODEL_CHANGED;
+    bool off_unknown = r && r->bank_off == SESSION_BANK_OFF_IDENTITY_UNKNOWN;
     pthread_mutex_lock(&srv->metrics.mu);
     srv->metrics.bank_off[0] += off_changed;
     srv->metrics.bank_off[1] += off_unknown;

@@ -1,6 +1,7 @@
 /*
  * sys — the operating-system seam: memory-mapped files, the disk I/O table with fault
- * injection, a persistent thread pool, CPU feature detection, and clocks.
+ * injection, a persistent thread pool, CPU feature detection, clocks, and SHA-256 (the
+ * system's libcrypto, one implementation for the whole tree).
  * Depends on base.
  *
  * Design note
@@ -193,6 +194,12 @@ const struct sys_cpu *sys_cpu_get(void); /* detected once, cached */
 /* Honour HEADSTART_CPU=scalar|avx2|avx512vnni|avx512 to force a lower kernel level (tests). */
 uint64_t sys_mem_total_bytes(void);
 uint64_t sys_disk_free_bytes(const char *path); /* 0 when unknown */
+
+/* ---- SHA-256 (sha256.c, OpenSSL's libcrypto) ------------------------------------------ */
+/* Digest of data[0..len) (FIPS 180-4, big-endian as the standard writes it), and the same
+ * as 64 lowercase hex digits and a NUL. */
+void sys_sha256(const void *data, size_t len, uint8_t out[32]);
+void sys_sha256_hex(const void *data, size_t len, char out[65]);
 
 /* ---- clocks ------------------------------------------------------------------------- */
 double sys_time_sec(void); /* monotonic seconds */

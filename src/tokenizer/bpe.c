@@ -141,36 +141,12 @@ int tokenizer_cp_to_byte(uint32_t cp)
 
 /* ---- UTF-8 -------------------------------------------------------------------------- */
 
-/* Length of the valid UTF-8 sequence at p (n bytes left), 0 if none starts there. */
-static size_t utf8_seq(const uint8_t *p, size_t n)
-{
-    uint8_t c = p[0];
-    if (c < 0x80) return 1;
-    if (c < 0xC2) return 0;
-    if (c < 0xE0) return n >= 2 && (p[1] & 0xC0) == 0x80 ? 2 : 0;
-    if (c < 0xF0) {
-        if (n < 3 || (p[2] & 0xC0) != 0x80) return 0;
-        uint8_t lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-        return p[1] >= lo && p[1] <= hi ? 3 : 0;
-    }
-    if (c < 0xF5) {
-        if (n < 4 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) return 0;
-        uint8_t lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-        return p[1] >= lo && p[1] <= hi ? 4 : 0;
-    }
-    return 0;
-}
-
+/* The code point of the valid sequence p[0..k) (k from hs_utf8_seq_len). */
 static uint32_t utf8_cp(const uint8_t *p, size_t k)
 {
-    switch (k) {
-    case 1: return p[0];
-    case 2: return (uint32_t)(p[0] & 0x1F) << 6 | (p[1] & 0x3F);
-    case 3: return (uint32_t)(p[0] & 0x0F) << 12 | (uint32_t)(p[1] & 0x3F) << 6 | (p[2] & 0x3F);
-    default:
-        return (uint32_t)(p[0] & 0x07) << 18 | (uint32_t)(p[1] & 0x3F) << 12 |
-               (uint32_t)(p[2] & 0x3F) << 6 | (p[3] & 0x3F);
-    }
+    uint32_t cp = 0;
+    hs_utf8_decode(p, k, &cp, NULL);
+    return cp;
 }
 
 /* Unicode White_Space, the set Rust's char::is_whitespace and regex `\s` use. */
@@ -193,7 +169,7 @@ static bool cp_is_word(uint32_t c)
 static bool utf8_cp_before(const uint8_t *p, size_t begin, size_t end, uint32_t *cp, size_t *k)
 {
     for (size_t n = 1; n <= 4 && n <= end - begin; n++) {
-        if (utf8_seq(p + end - n, n) == n) { *cp = utf8_cp(p + end - n, n); *k = n; return true; }
+        if (hs_utf8_seq_len(p + end - n, n) == n) { *cp = utf8_cp(p + end - n, n); *k = n; return true; }
     }
     return false;
 }
@@ -292,7 +268,7 @@ static void bytelevel_to_raw(const char *s, size_t n, struct strbuf *out)
     const uint8_t *p = (const uint8_t *)s;
     size_t i = 0;
     while (i < n) {
-        size_t k = utf8_seq(p + i, n - i);
+        size_t k = hs_utf8_seq_len(p + i, n - i);
         if (k == 0) { strbuf_putc(out, (char)p[i]); i++; continue; }
         int b = tokenizer_cp_to_byte(utf8_cp(p + i, k));
         if (b >= 0) strbuf_putc(out, (char)b);
@@ -773,7 +749,7 @@ static int split_and_bpe(struct tokenizer *t, const uint8_t *s, size_t n, struct
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(t->md);
         size_t ms = ov[0], me = ov[1];
         if (me <= ms) { /* empty match: not a piece; move on one character */
-            size_t k = utf8_seq(s + ms, n - ms);
+            size_t k = hs_utf8_seq_len(s + ms, n - ms);
             off = ms + (k ? k : 1);
             continue;
         }
@@ -819,7 +795,7 @@ static void nfc_stretch(struct tokenizer *t, const uint8_t *s, size_t n, struct 
 {
     size_t m = 0;
     for (size_t i = 0; i < n;) {
-        size_t k = utf8_seq(s + i, n - i);
+        size_t k = hs_utf8_seq_len(s + i, n - i);
         uint32_t c = utf8_cp(s + i, k);
         i += k;
         if (m + 8 > t->nfc_cap) { /* a canonical decomposition is at most 4 code points */
@@ -882,7 +858,7 @@ static int encode_section(struct tokenizer *t, const uint8_t *s, size_t n, struc
         bool plain = true; /* no byte >= 0xCC: NFC is the identity */
         while (j < n) {
             if (s[j] < 0x80) { j++; continue; }
-            size_t k = utf8_seq(s + j, n - j);
+            size_t k = hs_utf8_seq_len(s + j, n - j);
             if (!k) break;
             plain &= s[j] < 0xCC;
             j += k;
@@ -900,7 +876,7 @@ static int encode_section(struct tokenizer *t, const uint8_t *s, size_t n, struc
         }
         i = j;
         /* a maximal run of bytes where no valid sequence starts is one piece */
-        while (j < n && s[j] >= 0x80 && utf8_seq(s + j, n - j) == 0) j++;
+        while (j < n && s[j] >= 0x80 && hs_utf8_seq_len(s + j, n - j) == 0) j++;
         if (j > i) bpe_piece(t, s + i, j - i, out);
         i = j;
     }
@@ -919,7 +895,7 @@ static int added_at(const struct tokenizer *t, const uint8_t *s, size_t n, size_
             uint32_t cp;
             size_t kk;
             if (p > 0 && utf8_cp_before(s, 0, p, &cp, &kk) && cp_is_word(cp)) continue;
-            size_t e = p + a->len, k2 = e < n ? utf8_seq(s + e, n - e) : 0;
+            size_t e = p + a->len, k2 = e < n ? hs_utf8_seq_len(s + e, n - e) : 0;
             if (k2 && cp_is_word(utf8_cp(s + e, k2))) continue;
         }
         return t->added_order[k];
@@ -948,7 +924,7 @@ int tokenizer_encode(struct tokenizer *t, const char *text, size_t len, unsigned
         if (a->flags & TOKENIZER_ADDED_LSTRIP)
             while (ms > sec && utf8_cp_before(s, sec, ms, &cp, &kk) && cp_is_space(cp)) ms -= kk;
         if (a->flags & TOKENIZER_ADDED_RSTRIP)
-            while (me < len && (kk = utf8_seq(s + me, len - me)) && cp_is_space(utf8_cp(s + me, kk))) me += kk;
+            while (me < len && (kk = hs_utf8_seq_len(s + me, len - me)) && cp_is_space(utf8_cp(s + me, kk))) me += kk;
         if (ms > sec && (rc = encode_section(t, s + sec, ms - sec, out, err))) goto done;
         ids_push(out, a->id);
         sec = p = me;

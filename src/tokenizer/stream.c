@@ -18,25 +18,6 @@ void tokenizer_stream_init(struct tokenizer_stream *s, const struct tokenizer *t
     s->flags = flags;
 }
 
-/* Length of an incomplete-but-valid UTF-8 prefix at the end of p[0..n), 0 if none. */
-static size_t incomplete_tail(const uint8_t *p, size_t n)
-{
-    for (size_t back = 1; back <= 3 && back <= n; back++) {
-        uint8_t c = p[n - back];
-        if ((c & 0xC0) == 0x80) continue; /* continuation: keep looking for the lead */
-        size_t need = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-        if (need <= back) return 0; /* ASCII, invalid lead, or complete */
-        if (back >= 2) {            /* the second byte has a narrower range for some leads */
-            uint8_t d = p[n - back + 1];
-            uint8_t lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
-            uint8_t hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
-            if (d < lo || d > hi) return 0;
-        }
-        return back;
-    }
-    return 0;
-}
-
 int tokenizer_stream_push(struct tokenizer_stream *s, int32_t id, struct strbuf *out,
                           struct hs_err *err)
 {
@@ -50,7 +31,7 @@ int tokenizer_stream_push(struct tokenizer_stream *s, int32_t id, struct strbuf 
     strbuf_append(out, s->pending, (size_t)s->n_pending);
     strbuf_append(out, piece, len);
     size_t n = out->len - start;
-    size_t tail = incomplete_tail((const uint8_t *)out->buf + start, n);
+    size_t tail = hs_utf8_open_tail((const uint8_t *)out->buf + start, n);
     memcpy(s->pending, out->buf + out->len - tail, tail);
     s->n_pending = (int)tail;
     out->len -= tail;

@@ -1,7 +1,7 @@
 #!/bin/sh
 # text_commands.sh — the text side of a model as the commands see it (tokenize, detokenize,
 # render), through the glue that builds a tokenizer and chat template from a model's files
-# (src/server/model_text.c):
+# (src/text/model_text.c):
 #   1. an HF directory and a GGUF file of the same mkmodel model tokenize and render every
 #      request to the same ids (tokenizer.json + tokenizer_config.json vs GGUF metadata);
 #   2. with the real Qwen3 tokenizer (mkmodel --tokenizer), `headstart tokenize` equals the

@@ -25,7 +25,7 @@ static long long mx_value(const char *text, const char *name)
     return -1;
 }
 
-static struct session_report mx_report(const char *stop, int64_t prompt, int64_t cached, int64_t prefilled,
+static struct session_report mx_report(enum session_stop stop, int64_t prompt, int64_t cached, int64_t prefilled,
                                        int64_t n_output)
 {
     struct session_report r = { 0 };
@@ -72,21 +72,21 @@ Test(server_metrics, cancel_stages)
     mx_init(&m);
     /* skipped in the queue (no report), and cancelled from the start hook: queue */
     metrics_cancel(&m, NULL);
-    struct session_report r = mx_report("cancelled", 900, 100, 0, 0);
+    struct session_report r = mx_report(SESSION_STOP_CANCELLED, 900, 100, 0, 0);
     metrics_cancel(&m, &r);
     /* cut after 300 of the 800 tokens to compute: prefill, 500 left */
-    r = mx_report("cancelled", 900, 100, 300, 0);
+    r = mx_report(SESSION_STOP_CANCELLED, 900, 100, 300, 0);
     metrics_cancel(&m, &r);
     /* cut after 1 token with nothing restored: 41 left */
-    r = mx_report("cancelled", 42, 0, 1, 0);
+    r = mx_report(SESSION_STOP_CANCELLED, 42, 0, 1, 0);
     metrics_cancel(&m, &r);
     /* the prefill ran to the end; the cancel came with (or after) the first token */
-    r = mx_report("cancelled", 900, 100, 800, 1);
+    r = mx_report(SESSION_STOP_CANCELLED, 900, 100, 800, 1);
     metrics_cancel(&m, &r);
-    r = mx_report("cancelled", 900, 100, 800, 0);
+    r = mx_report(SESSION_STOP_CANCELLED, 900, 100, 800, 0);
     metrics_cancel(&m, &r);
     /* requests that ended otherwise are not cancels */
-    static const char *const other[] = { "stop", "length", "stop_sequence" };
+    static const enum session_stop other[] = { SESSION_STOP_END, SESSION_STOP_LENGTH, SESSION_STOP_SEQUENCE };
     for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
         r = mx_report(other[i], 900, 0, 300, 0);
         metrics_cancel(&m, &r);

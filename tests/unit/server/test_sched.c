@@ -29,10 +29,10 @@ static void fn_record(struct server *srv, struct job *j)
         usleep(1000);
         pthread_mutex_lock(&gate_mu);
     }
-    ran[n_ran++] = (int)j->max_tokens; /* the test's job number */
+    ran[n_ran++] = (int)j->req.max_tokens; /* the test's job number */
     pthread_mutex_unlock(&gate_mu);
     char b[16];
-    int n = snprintf(b, sizeof(b), "job%d;", (int)j->max_tokens);
+    int n = snprintf(b, sizeof(b), "job%d;", (int)j->req.max_tokens);
     job_emit(j, b, (size_t)n);
     job_done(j, 200);
 }
@@ -46,7 +46,7 @@ static void reset(void)
 static struct job *numbered(int i)
 {
     struct job *j = job_new();
-    j->max_tokens = i;
+    j->req.max_tokens = i;
     return j;
 }
 

@@ -19,50 +19,7 @@
 #include <string.h>
 
 #include "server/server.h"
-
-static void hex_of(const char *s, size_t n, char out[65]) { sha256_hex(s, n, out); }
-
-Test(session_sha256, fips_vectors)
-{
-    char h[65];
-    hex_of("", 0, h);
-    cr_assert_str_eq(h, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-    hex_of("abc", 3, h);
-    cr_assert_str_eq(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-    const char *m448 = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
-    hex_of(m448, strlen(m448), h);
-    cr_assert_str_eq(h, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-    char *mil = malloc(1000000);
-    memset(mil, 'a', 1000000);
-    hex_of(mil, 1000000, h);
-    cr_assert_str_eq(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
-    free(mil);
-    uint8_t d[32];
-    sha256_sum("abc", 3, d);
-    cr_assert_eq(d[0], 0xba);
-    cr_assert_eq(d[31], 0xad);
-}
-
-Test(session_sha256, padding_boundaries)
-{
-    /* expected digests computed with an independent implementation (Python hashlib) of
-     * bytes (i * 7 + 1) & 255 */
-    static const struct { size_t n; const char *hex; } v[] = {
-        { 55, "16fa57a0a3423a715d594516339f36189d6b5f93754a9714fef202616a9fabfe" },
-        { 56, "c37b44e5f1b18554b36966f4f8e08bfbf3164c4b6c10374d12d89850892073c5" },
-        { 63, "bbba992d2c85af960fb2987a1fd05e0aa82a3db3c740dd8982a9e273b75e36a3" },
-        { 64, "66bd4633ed6f71c4ecfa4763bf7ba1c8ec7612de9aa6c0578a7b675207c71e0b" },
-        { 119, "a3ed307b730fa77c07531300c6e4a282330011d4d4caf6bb7b63ae05950f4b66" },
-        { 120, "8e3b15d9fea7472655aa069620b7f8c2e55ee1499f763200a7515fe826e99d20" },
-        { 1000, "095ecb62e30793ab4b954cd6a0586d0cc91f7ea5b1332694d8da780e98676d78" },
-    };
-    char buf[1000], h[65];
-    for (int i = 0; i < 1000; i++) buf[i] = (char)((i * 7 + 1) & 255);
-    for (size_t k = 0; k < sizeof(v) / sizeof(v[0]); k++) {
-        sha256_hex(buf, v[k].n, h);
-        cr_assert_str_eq(h, v[k].hex, "length %zu", v[k].n);
-    }
-}
+#include "unit/server/session_test.h"
 
 /* ---- sessions on tiny models ------------------------------------------------------------ */
 
@@ -141,7 +98,7 @@ static void ss_run(struct ss_model *x, struct bank *b, const json_t *body, struc
     strbuf_init(&streamed);
     struct hs_err err;
     hs_err_clear(&err);
-    cr_assert_eq(session_run(x->e, &x->mt, b, API_KIND_OPENAI_CHAT, body, &so, ss_collect, &streamed, r, &err), 0,
+    cr_assert_eq(test_session_run_body(x->e, &x->mt, b, body, &so, ss_collect, &streamed, r, &err), 0,
                  "session_run: %s", err.msg);
     cr_assert_eq(streamed.len, r->text_len);
     if (r->text_len) cr_assert_eq(memcmp(streamed.buf, r->text, r->text_len), 0);
@@ -172,17 +129,17 @@ Test(session_bank, no_reuse_across_models, .init = ss_setup, .fini = ss_teardown
     cr_assert_gt(xa.head_tokens, BANK_DEFAULT_MIN_HEAD);
     ss_run(&x, bank, bb, &xb);
     cr_assert_eq(xb.cached_tokens, xb.head_tokens, "same model: restore at the head");
-    cr_assert_str_eq(xb.cache_source, "ram");
+    cr_assert_str_eq(bank_source_name(xb.cache_source), "ram");
     ss_run(&x, NULL, bb, &xref);
     ss_same(&xb, &xref);
     cr_assert_eq(xref.cached_tokens, 0);
-    cr_assert_str_eq(xref.restore_reason, "no_bank");
+    cr_assert(!xref.bank_used);
 
     /* the other model sees nothing of the first one's state */
     ss_run(&y, bank, bb, &yb);
     cr_assert_eq(yb.cached_tokens, 0, "state of another model restored");
     cr_assert_eq(yb.match_len, 0);
-    cr_assert_str_eq(yb.cache_source, "none");
+    cr_assert_str_eq(bank_source_name(yb.cache_source), "none");
     ss_run(&y, NULL, bb, &yref);
     ss_same(&yb, &yref);
     cr_assert_str_neq(yb.first_logits_sha256, xb.first_logits_sha256);
@@ -218,7 +175,7 @@ Test(session_bank, bad_body_fails_cleanly, .init = ss_setup, .fini = ss_teardown
     struct hs_err err;
     hs_err_clear(&err);
     struct bank *bank = bank_init(NULL);
-    cr_assert_neq(session_run(x.e, &x.mt, bank, API_KIND_OPENAI_CHAT, body, &so, NULL, NULL, &r, &err), 0);
+    cr_assert_neq(test_session_run_body(x.e, &x.mt, bank, body, &so, NULL, NULL, &r, &err), 0);
     cr_assert_gt(strlen(err.msg), 0);
     cr_assert_null(r.output_ids);
     struct bank_stats st;
@@ -264,7 +221,7 @@ static int ss_hook_run(struct ss_model *x, struct bank *b, const json_t *body, i
     so.ignore_eos = true; /* a random tiny model may stop at once */
     so.on_start = ss_on_start;
     hs_err_clear(err);
-    return session_run(x->e, &x->mt, b, API_KIND_OPENAI_CHAT, body, &so, ss_on_text, h, r, err);
+    return test_session_run_body(x->e, &x->mt, b, body, &so, ss_on_text, h, r, err);
 }
 
 Test(session_hooks, start_cancel_ctx, .init = ss_setup, .fini = ss_teardown, .timeout = 120)
@@ -282,7 +239,7 @@ Test(session_hooks, start_cancel_ctx, .init = ss_setup, .fini = ss_teardown, .ti
     cr_assert_eq(h0.starts, 1);
     cr_assert_eq(h0.texts, 0);
     cr_assert_eq(r.n_output, 0);
-    cr_assert_str_eq(r.stop_reason, "cancelled");
+    cr_assert_str_eq(session_stop_name(r.stop_reason), "cancelled");
     cr_assert_not(r.banked);
     cr_assert_eq(r.prefilled_tokens, 0, "a cancel from the start hook comes before the prefill");
     cr_assert_eq(h0.st.prompt_tokens, r.prompt_tokens);
@@ -308,7 +265,7 @@ Test(session_hooks, start_cancel_ctx, .init = ss_setup, .fini = ss_teardown, .ti
     cr_assert_eq(ss_hook_run(&x, bank, a, 0, 6, &h1, &r, &err), 0, "%s", err.msg);
     cr_assert_eq(h1.texts, 2);
     cr_assert_eq(r.n_output, 2);
-    cr_assert_str_eq(r.stop_reason, "cancelled");
+    cr_assert_str_eq(session_stop_name(r.stop_reason), "cancelled");
     cr_assert(r.banked);
     session_report_free(&r);
 
@@ -319,7 +276,7 @@ Test(session_hooks, start_cancel_ctx, .init = ss_setup, .fini = ss_teardown, .ti
     cr_assert_eq(h2.st.cached_tokens, r.cached_tokens);
     cr_assert_eq(h2.st.prompt_tokens, r.prompt_tokens);
     cr_assert_eq(r.n_output, 3, "ignore_eos: to max_tokens");
-    cr_assert_str_eq(r.stop_reason, "length");
+    cr_assert_str_eq(session_stop_name(r.stop_reason), "length");
     cr_assert_geq(h2.texts, 3, "one call per token at least");
     session_report_free(&r);
 
@@ -365,7 +322,7 @@ static void sc_run(struct ss_model *x, const json_t *body, struct session_report
     strbuf_init(&streamed);
     struct hs_err err;
     hs_err_clear(&err);
-    cr_assert_eq(session_run(x->e, &x->mt, NULL, API_KIND_OPENAI_CHAT, body, &so, ss_collect, &streamed, r, &err), 0,
+    cr_assert_eq(test_session_run_body(x->e, &x->mt, NULL, body, &so, ss_collect, &streamed, r, &err), 0,
                  "session_run: %s", err.msg);
     cr_assert_eq(streamed.len, r->text_len, "the streamed text is the report's");
     if (r->text_len) cr_assert_eq(memcmp(streamed.buf, r->text, r->text_len), 0);
@@ -379,7 +336,7 @@ Test(session_controls, stop_sequence, .init = ss_setup, .fini = ss_teardown, .ti
     struct session_report full, cut;
     json_t *b0 = sc_body("Say something.", 24, NULL);
     sc_run(&x, b0, &full);
-    cr_assert_str_eq(full.stop_reason, "length");
+    cr_assert_str_eq(session_stop_name(full.stop_reason), "length");
     cr_assert_null(full.stop_sequence);
     cr_assert_null(strstr(full.text, "<think>"), "the random model wrote a tag: pick another seed");
     cr_assert_null(strstr(full.text, "<tool_call>"));
@@ -394,7 +351,7 @@ Test(session_controls, stop_sequence, .init = ss_setup, .fini = ss_teardown, .ti
     size_t first = (size_t)(strstr(full.text, stop) - full.text);
     json_t *b1 = sc_body("Say something.", 24, json_pack("{s:[s,s]}", "stop", "\x01never", stop));
     sc_run(&x, b1, &cut);
-    cr_assert_str_eq(cut.stop_reason, "stop_sequence");
+    cr_assert_str_eq(session_stop_name(cut.stop_reason), "stop_sequence");
     cr_assert_str_eq(cut.stop_sequence, stop);
     /* the text ends right before the string; the token that completed it is the last one */
     cr_assert_eq(cut.text_len, first, "text '%s', stop '%s'", cut.text, stop);
@@ -454,7 +411,7 @@ static int sc_hook_run(struct ss_model *x, struct bank *b, const json_t *body, b
     if (hook) so.on_prefill = sc_on_prefill;
     struct hs_err err;
     hs_err_clear(&err);
-    int rc = session_run(x->e, &x->mt, b, API_KIND_OPENAI_CHAT, body, &so, sc_text, h, r, &err);
+    int rc = test_session_run_body(x->e, &x->mt, b, body, &so, sc_text, h, r, &err);
     cr_assert_eq(rc, 0, "%s", err.msg);
     return rc;
 }
@@ -484,7 +441,7 @@ Test(session_controls, prefill_chunks_and_cancel, .init = ss_setup, .fini = ss_t
     struct bank *bank = bank_init(NULL);
     sc_hook_run(&x, bank, body, true, &h2, &cancelled);
     cr_assert_eq(h2.calls, 1);
-    cr_assert_str_eq(cancelled.stop_reason, "cancelled");
+    cr_assert_str_eq(session_stop_name(cancelled.stop_reason), "cancelled");
     cr_assert_eq(cancelled.n_output, 0);
     /* the report says how far the cut prefill got: what the hook was told, nothing restored */
     cr_assert_eq(cancelled.cached_tokens, 0);

@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 
 #include "server/server_int.h"
+#include "unit/server/session_test.h"
 #include "sys/sys.h"
 
 #include <ftw.h>
@@ -85,7 +86,7 @@ static void w_run(struct server *srv, struct session_report *r)
     so.disk = srv->disk;
     struct hs_err err;
     hs_err_clear(&err);
-    cr_assert_eq(session_run(srv->engine, &srv->text, srv->bank, API_KIND_OPENAI_CHAT, body, &so, NULL, NULL, r, &err),
+    cr_assert_eq(test_session_run_body(srv->engine, &srv->text, srv->bank, body, &so, NULL, NULL, r, &err),
                  0, "%s", err.msg);
     json_decref(body);
 }
@@ -102,7 +103,7 @@ Test(watch, small_model_known_at_start)
     cr_assert(engine_fingerprint_persistent(srv->engine, &fp));
     struct session_report r;
     w_run(srv, &r);
-    cr_assert_null(r.bank_off);
+    cr_assert_eq(r.bank_off, SESSION_BANK_ON);
     cr_assert_gt(r.n_disk_puts, 0, "the disk tier is used");
     session_report_free(&r);
     w_free(srv);
@@ -119,7 +120,7 @@ Test(watch, big_model_hashed_in_background)
     /* requests meanwhile: RAM bank yes, disk tier no */
     struct session_report r;
     w_run(srv, &r);
-    cr_assert_str_eq(r.bank_off, "model_identity_unknown");
+    cr_assert_str_eq(session_bank_off_name(r.bank_off), "model_identity_unknown");
     cr_assert_eq(r.n_disk_puts, 0);
     cr_assert(r.banked, "the RAM bank still works");
     watch_report(srv, &r);
@@ -139,7 +140,7 @@ Test(watch, big_model_hashed_in_background)
     cr_assert_eq(model_identity_compute(srv->model, NULL, &id, &err), 0, "%s", err.msg);
     cr_assert_eq(memcmp(id.digest, srv->watch.id.digest, 16), 0);
     w_run(srv, &r);
-    cr_assert_null(r.bank_off);
+    cr_assert_eq(r.bank_off, SESSION_BANK_ON);
     cr_assert_gt(r.n_disk_puts, 0, "the disk tier is open now");
     session_report_free(&r);
     w_free(srv);
@@ -165,7 +166,7 @@ Test(watch, changed_in_place_turns_the_bank_off)
     fclose(f);
     w_run(srv, &r);
     cr_assert_eq(r.cached_tokens, 0);
-    cr_assert_str_eq(r.bank_off, "model_changed");
+    cr_assert_str_eq(session_bank_off_name(r.bank_off), "model_changed");
     cr_assert(!r.banked);
     cr_assert_eq(r.n_disk_puts, 0);
     watch_report(srv, &r);

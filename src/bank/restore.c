@@ -1,0 +1,139 @@
+/*
+ * restore.c — the bank as a request sees it: restore the deepest state a prompt can resume
+ * from, over both tiers, and store what a request computed into both. The request path
+ * (server/session.c) calls these two around its prefill; they know tokens, byte sizes and
+ * blobs, never an engine, so tests drive them with made-up rows.
+ *
+ *   bank_restore:  RAM lookup ─▶ disk lookup for a deeper point only (min_pos = RAM's)
+ *                  ─▶ disk deeper: promote its path, rows and snapshot into RAM; hand out
+ *                     the disk hit's buffers
+ *                  ─▶ else RAM hit: copy its rows and snapshot out, release the pin
+ *   bank_store:    RAM insert of the whole path (rows RAM lacks, every snapshot)
+ *                  ─▶ the same snapshots queued for the disk tier (entries whole: rows [0, pos))
+ *
+ * Invariants:
+ *   1. What a restore hands out is a copy (or the disk hit's own buffer): nothing the
+ *      caller writes can reach the bank's memory, and no pin outlives bank_restore.
+ *   2. The disk tier is asked only for a point deeper than RAM's; what it returns was
+ *      verified by the tier (checksums, identity, the exact token prefix). A discarded
+ *      entry leaves the restore at RAM's point (or cold) and is counted in disk_discarded.
+ *   3. Two key spaces: `fp` for RAM (the process fingerprint), `disk_fp` for the disk tier
+ *      (the persistent model identity). A disk hit is promoted into RAM under fp.
+ *   4. A failed promotion or insert only loses reuse: restore still answers, store reports
+ *      the error for the caller to log and goes on without the disk puts.
+ */
+#include "bank/bank.h"
+
+#include <string.h>
+
+/* Entries the disk tier has discarded so far (every verification failure it counts). */
+static uint64_t disk_bad_count(struct bank_disk *d)
+{
+    struct bank_disk_stats st;
+    bank_disk_stats_get(d, &st);
+    return st.bad_checksum + st.bad_header + st.bad_identity + st.bad_tokens + st.bad_size + st.missing_files;
+}
+
+/* Promote a verified disk hit into RAM: its path ids[0, p) with the KV rows the tree lacks
+ * and the snapshot, so the next request finds it there (invariant 4). */
+static void disk_promote(struct bank *b, const struct bank_keys *k, const struct bank_disk_hit *dh)
+{
+    struct hs_err e;
+    hs_err_clear(&e);
+    int64_t kv_from = bank_match_len(b, k->fp, dh->ids, dh->pos);
+    struct bank_snap_in sn = { dh->pos, dh->kind, dh->snapshot };
+    if (bank_insert(b, k->fp, dh->ids, dh->pos, kv_from, (const uint8_t *)dh->kv + (size_t)kv_from * k->kv_row_bytes,
+                    &sn, 1, &e) != HS_OK)
+        hs_log_write(HS_LOG_WARN, "session: disk hit at %lld not promoted: %s", (long long)dh->pos, e.msg);
+}
+
+int bank_restore(struct bank *b, struct bank_disk *d, const struct bank_keys *k, const int32_t *ids, int64_t n,
+                 struct bank_restored *out, struct hs_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    out->reason = BANK_REASON_NO_SPACE;
+    int rc = bank_space_add(b, k->fp, k->kv_row_bytes, k->snapshot_bytes, err);
+    if (rc != HS_OK) return rc;
+    struct bank_hit hit;
+    bank_lookup(b, k->fp, ids, n, &hit);
+    out->match_len = hit.match_len;
+    out->reason = hit.reason;
+    if (d) {
+        uint64_t bad0 = disk_bad_count(d);
+        bank_disk_lookup(d, k->disk_fp, k->kv_row_bytes, k->snapshot_bytes, ids, n, hit.restore_pos, n - 1,
+                         &out->disk_);
+        out->disk_discarded = (int64_t)(disk_bad_count(d) - bad0);
+    }
+    const struct bank_disk_hit *dh = &out->disk_;
+    if (dh->pos > hit.restore_pos) {
+        bank_hit_release(b, &hit);
+        disk_promote(b, k, dh);
+        out->pos = dh->pos;
+        out->source = BANK_SOURCE_DISK;
+        out->kv = dh->kv;
+        out->snapshot = dh->snapshot;
+        int64_t L = HS_MAX(HS_MAX(out->match_len, dh->pos), bank_match_len(b, k->fp, ids, n));
+        out->match_len = L;
+        out->reason = out->pos == n - 1 ? BANK_REASON_FULL : out->pos == L ? BANK_REASON_DIVERGED : BANK_REASON_NO_SNAPSHOT;
+        return HS_OK;
+    }
+    bank_disk_hit_free(&out->disk_);
+    if (hit.restore_pos > 0) {
+        out->ram_kv_ = hs_malloc((size_t)hit.restore_pos * k->kv_row_bytes);
+        out->ram_snap_ = hs_malloc(HS_MAX(k->snapshot_bytes, (size_t)1));
+        bank_copy_kv(b, &hit, out->ram_kv_);
+        bank_copy_snapshot(b, &hit, out->ram_snap_);
+        bank_hit_release(b, &hit);
+        out->pos = hit.restore_pos;
+        out->source = BANK_SOURCE_RAM;
+        out->kv = out->ram_kv_;
+        out->snapshot = out->ram_snap_;
+    }
+    return HS_OK;
+}
+
+void bank_restored_free(struct bank_restored *r)
+{
+    if (!r) return;
+    bank_disk_hit_free(&r->disk_);
+    hs_free(r->ram_kv_);
+    hs_free(r->ram_snap_);
+    memset(r, 0, sizeof(*r));
+}
+
+int64_t bank_store_rows_from(const struct bank *b, const struct bank_disk *d, const struct bank_keys *k,
+                             const int32_t *path, int64_t n)
+{
+    /* the disk tier wants every entry whole (rows [0, pos)), so then all of them */
+    return d ? 0 : bank_match_len(b, k->fp, path, n);
+}
+
+int bank_store(struct bank *b, struct bank_disk *d, const struct bank_keys *k, const int32_t *path, int64_t n,
+               int64_t rows_from, const void *kv_rows, const struct bank_snap_in *snaps, int n_snaps,
+               int *n_disk_puts, struct hs_err *err)
+{
+    *n_disk_puts = 0;
+    int rc = bank_space_add(b, k->fp, k->kv_row_bytes, k->snapshot_bytes, err);
+    if (rc != HS_OK) return rc;
+    int64_t kv_from = bank_match_len(b, k->fp, path, n);
+    if (kv_from < rows_from)
+        return hs_err_set(err, HS_ERR_INVALID, "bank_store: rows from %lld handed, %lld needed",
+                          (long long)rows_from, (long long)kv_from);
+    rc = bank_insert(b, k->fp, path, n, kv_from,
+                         (const uint8_t *)kv_rows + (size_t)(kv_from - rows_from) * k->kv_row_bytes, snaps, n_snaps, err);
+    if (rc != HS_OK) return rc;
+    /* put copies and queues; the writer thread does the I/O, and a refused put (queue full,
+     * tier off, too big) only loses reuse later */
+    for (int i = 0; d && rows_from == 0 && i < n_snaps; i++) {
+        enum bank_disk_put_result pr = bank_disk_put(d, k->disk_fp, k->kv_row_bytes, k->snapshot_bytes, path,
+                                                     snaps[i].pos, kv_rows, snaps[i].bytes, snaps[i].kind);
+        if (pr == BANK_DISK_QUEUED || pr == BANK_DISK_DUPLICATE) (*n_disk_puts)++;
+    }
+    return HS_OK;
+}
+
+const char *bank_source_name(enum bank_source s)
+{
+    static const char *const names[BANK_SOURCE_COUNT] = { "none", "ram", "disk" };
+    return (unsigned)s < BANK_SOURCE_COUNT ? names[s] : "none";
+}
