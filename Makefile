@@ -38,9 +38,20 @@ ASAN_OBJ   := $(SRC:%.c=$(BUILD)/asan/obj/%.o) $(BUILD)/asan/obj/gen/chat_templa
 ASAN_LIB   := $(BUILD)/asan/libheadstart.a
 ASAN_TESTS := $(foreach m,$(TEST_MODULES),$(BUILD)/asan/tests/unit_$(m))
 
+# ThreadSanitizer: the suites whose code runs threads (the engine thread and the HTTP
+# threads, the bank's background writer, the thread pool); -O1 keeps its run short.
+TSAN_MODULES := server bank sys
+TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
+TSAN_OBJ   := $(SRC:%.c=$(BUILD)/tsan/obj/%.o) $(BUILD)/tsan/obj/gen/chat_template.o
+TSAN_LIB   := $(BUILD)/tsan/libheadstart.a
+TSAN_TESTS := $(foreach m,$(TSAN_MODULES),$(BUILD)/tsan/tests/unit_$(m))
+
+# Fuzz corpus replay: each tests/fuzz/fuzz_NAME.c linked with replay_main.c, normal flags
+REPLAY_BINS := $(patsubst tests/fuzz/fuzz_%.c,$(BUILD)/tests/replay_%,$(wildcard tests/fuzz/fuzz_*.c))
+
 isa_flags = $(if $(findstring _avx512,$(1)),$(ISA_avx512),$(if $(findstring _avx2,$(1)),$(ISA_avx2)))
 
-.PHONY: all deps test unit asan fuzz demo bench clean help check-includes
+.PHONY: all deps test unit asan tsan fuzz demo bench clean help check-includes check-docs
 all: $(BIN)
 
 help:
@@ -48,9 +59,11 @@ help:
 	@echo "make deps       install the Debian and npm packages the project needs (idempotent)"
 	@echo "make test       deps, build, every test; ends with an 'N passed, N failed' line"
 	@echo "make asan       unit tests under AddressSanitizer + UBSan"
+	@echo "make tsan       the threaded suites (server, bank, sys) under ThreadSanitizer"
 	@echo "make fuzz       short libFuzzer runs of the file-format and request-parser harnesses"
 	@echo "make demo       build, make a tiny model, inspect it"
 	@echo "make bench      headstart vs llama.cpp speed table, JSON + PNG in bench/results (long; bench/README.md)"
+	@echo "make compile_commands.json   the compilation database for clangd and clang-tidy (bear)"
 	@echo "make clean      remove build/"
 
 $(BUILD)/obj/%.o: %.c
@@ -104,19 +117,54 @@ $(BUILD)/asan/tests/unit_%: $$(wildcard tests/unit/%/*.c) $$(wildcard tests/unit
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ASAN_FLAGS) -Itests $(filter %.c %.o,$^) $(ASAN_LIB) $(LDLIBS) -lcriterion -o $@
 
+$(BUILD)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests $^ $(LDLIBS) -o $@
+
+$(BUILD)/tsan/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -O1 $(TSAN_FLAGS) $(call isa_flags,$<) -c $< -o $@
+
+$(BUILD)/tsan/obj/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -O1 $(TSAN_FLAGS) -c $< -o $@
+
+$(TSAN_LIB): $(TSAN_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+# Criterion cannot start under TSan: these suites get tests/tsan/ (its criterion.h and runner)
+$(BUILD)/tsan/tests/unit_%: $$(wildcard tests/unit/%/*.c) $$(wildcard tests/unit/%/*.h) $(wildcard tests/unit/*.h) $(wildcard tests/tsan/*.c tests/tsan/criterion/*.h) $(TSAN_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -O1 $(TSAN_FLAGS) -Itests/tsan -Itests $(filter %.c %.o,$^) $(TSAN_LIB) $(LDLIBS) -o $@
+
 unit: $(TEST_BINS) $(BIN)
 	@sh tools/run_tests.sh --unit-only $(BUILD)
 
 # deps first, then a fresh make (so rules that look at node_modules see it installed)
 test: deps
-	@$(MAKE) --no-print-directory check-includes $(BIN) $(TEST_BINS)
+	@$(MAKE) --no-print-directory check-includes $(BIN) $(TEST_BINS) $(REPLAY_BINS)
 	@sh tools/run_tests.sh $(BUILD)
 
 asan: $(ASAN_TESTS)
 	@sh tools/run_tests.sh --asan $(BUILD)
 
+tsan: $(TSAN_TESTS)
+	@sh tools/run_tests.sh --tsan $(BUILD)
+
 check-includes:
 	@sh tools/check_includes.sh
+
+check-docs:
+	@sh tools/check_docs.sh
+
+# The compilation database of a full build of the library, the command and the unit tests,
+# as bear records it: a from-scratch build in $(BUILD)/ccdb, so that every file is compiled
+# while it listens and build/ is left alone (the generated template source stays there).
+compile_commands.json: Makefile
+	rm -rf $(BUILD)/ccdb
+	bear --output $@ -- $(MAKE) --no-print-directory BUILD=$(BUILD)/ccdb $(BUILD)/ccdb/headstart \
+		$(foreach m,$(TEST_MODULES),$(BUILD)/ccdb/tests/unit_$(m))
 
 # ---- fuzzing (clang libFuzzer) -------------------------------------------------------------
 FUZZ_TIME ?= 20
@@ -140,4 +188,4 @@ bench: deps
 clean:
 	rm -rf $(BUILD)
 
--include $(OBJ:.o=.d) $(ASAN_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+-include $(OBJ:.o=.d) $(ASAN_OBJ:.o=.d) $(TSAN_OBJ:.o=.d) $(CLI_OBJ:.o=.d)

@@ -1,15 +1,16 @@
 #!/bin/sh
-# run_tests.sh [--unit-only|--asan] BUILD — run every test and print one closing line
+# run_tests.sh [--unit-only|--asan|--tsan] BUILD — run every test and print one closing line
 # "N passed, N failed, N skipped". Unit tests are Criterion binaries (their "Synthesis"
 # counts are summed; "[SKIP]" lines are counted, and their reasons listed, as skipped).
 # The unit suites run once per kernel level in HS_TEST_CPU_LEVELS (default "native avx2
 # scalar": the machine's own table, then HEADSTART_CPU=avx2 and =scalar, so an AVX-512
-# machine also proves what an AVX2-only CPU runs; --asan runs "native" only). Script tests
-# (tests/golden/*.sh, tests/e2e/*.sh) run once, natively, and count one each unless they
+# machine also proves what an AVX2-only CPU runs; --asan and --tsan run "native" only, --tsan
+# the suites `make tsan` builds). Script tests (tools/check_docs.sh, tests/fuzz/replay.sh,
+# tests/golden/*.sh, tests/e2e/*.sh) run once, natively, and count one each unless they
 # print a line "RESULT: N passed, N failed", whose counts are summed instead.
 set -u
 mode=all
-case "${1:-}" in --unit-only) mode=unit; shift ;; --asan) mode=asan; shift ;; esac
+case "${1:-}" in --unit-only) mode=unit; shift ;; --asan) mode=asan; shift ;; --tsan) mode=tsan; shift ;; esac
 build=${1:-build}
 passed=0 failed=0 skipped=0 failures=""
 log=$build/test-logs
@@ -36,10 +37,14 @@ count_criterion() { # file name
 # stacks run through Criterion's frames.)
 jobs=2
 if [ "$mode" = asan ]; then dir=$build/asan/tests; levels=native; jobs=1
+elif [ "$mode" = tsan ]; then dir=$build/tsan/tests; levels=native; jobs=1
 else dir=$build/tests; levels=${HS_TEST_CPU_LEVELS:-native avx2 scalar}
 fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+# A race fails the test that ran into it (exit 66), with both stacks in its log. SIGBUS is
+# left to the program: sys's guard handles it, and a test checks that an unguarded one kills.
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:handle_sigbus=0:suppressions=$(pwd)/tests/tsan/suppressions.txt}
 for level in $levels; do
     echo "==== unit tests, kernel level: $level"
     for t in "$dir"/unit_*; do
@@ -61,7 +66,7 @@ for level in $levels; do
 done
 
 if [ "$mode" = all ]; then
-    for t in tests/golden/*.sh tests/e2e/*.sh; do
+    for t in tools/check_docs.sh tests/fuzz/replay.sh tests/golden/*.sh tests/e2e/*.sh; do
         [ -f "$t" ] || continue
         name=$(echo "$t" | tr '/' '_')
         echo "== $t"

@@ -150,7 +150,7 @@ void chat_forced_call_text(const struct chat_template *t, bool thinking, const c
 
 /* ---- head detection ------------------------------------------------------------------- */
 
-/* The head of a prompt (DESIGN.md §5): the position of the first `im_start` token that is
+/* The head of a prompt (docs/DESIGN.md §5): the position of the first `im_start` token that is
  * not followed by the ids of "system" (system_ids, n_system); consecutive system turns all
  * belong to the head. 0 when there is no head: im_start_id < 0, the prompt does not open
  * with a system turn, or no later turn follows. */

@@ -1,4 +1,4 @@
-/* head.c — where the head of a prompt ends, from token ids alone (DESIGN.md §5).
+/* head.c — where the head of a prompt ends, from token ids alone (docs/DESIGN.md §5).
  *
  * The head is the opening run of system turns (system text + tools in the Qwen
  * templates): it ends at the first `im_start` that does not open a system turn. Working

@@ -5,7 +5,7 @@
  * (SQLite index + checksummed content-addressed blobs). Depends on base and sys; never on
  * engine: the scheduler moves opaque state blobs between the two.
  *
- * Design note (contract; DESIGN.md §5):
+ * Design note (contract; docs/DESIGN.md §5):
  *   1. Restore copies: bank memory is never aliased writable by a live sequence.
  *   2. The model identity and numerics fingerprint are part of every key: state made by
  *      another model or kernel variant is never restored.

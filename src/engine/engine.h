@@ -6,7 +6,7 @@
  *
  * Design note
  * -----------
- * Exactness (DESIGN.md §4): the logits at position p depend only on tokens 0..p — not on
+ * Exactness (docs/DESIGN.md §4): the logits at position p depend only on tokens 0..p — not on
  * how the prompt is cut into forward calls, how many tokens one call holds, how many threads
  * run, or whether the state came from a cold prefill or a restore. The engine keeps it by
  * construction: matmuls are batch-invariant kernels with threads splitting output rows;

@@ -1,6 +1,6 @@
 /*
  * forward.c — engine_forward: the hybrid decoder over a step of at most n_batch tokens,
- * layer by layer (reference/qwen35-architecture.md §2-§5).
+ * layer by layer (docs/MODELS.md §2-§5).
  *
  * Design note
  * -----------
@@ -20,7 +20,7 @@
  *   residual add; xn = rmsnorm(x, post_attn_norm); dense SwiGLU or MoE; residual add.
  * Then, for the requested rows only: final norm and the lm_head.
  *
- * Exactness (DESIGN.md §4): every matmul is kern_matmul, batch-invariant, threads split
+ * Exactness (docs/DESIGN.md §4): every matmul is kern_matmul, batch-invariant, threads split
  * its output rows (matrices that read the same activation — q/k/v, qkv/z/b/a, gate/up,
  * router and shared expert — run as one pool job over their rows end to end, mm_n); every other operation is per token (or per head / channel of one
  * token) and written once, so its result does not depend on T, the chunking or the

@@ -4,7 +4,7 @@
  * -----------
  * The text model's fields live in `text_config` for the multimodal exports (Qwen3.5 and
  * its MoE) and at the root for flat ones (Qwen3-Next, text-only exports); everything in
- * struct hf_config is read from that one object (reference/qwen35-architecture.md §1),
+ * struct hf_config is read from that one object (docs/MODELS.md §1),
  * except the few fields real files keep at either level, which are looked up in
  * text_config first and then at the root: tie_word_embeddings, eos/bos/pad_token_id,
  * dtype / torch_dtype. Unknown keys are ignored: configs carry much we do not use.

@@ -209,7 +209,7 @@ void gguf_writer_free(struct gguf_writer *w);
 
 #define HF_CONFIG_MAX_LAYERS 256
 
-/* The text-model fields of reference/qwen35-architecture.md §1.2, after defaults.
+/* The text-model fields of docs/MODELS.md §1.2, after defaults.
  * `has_*` flags tell whether a field was present in the file. */
 struct hf_config {
     char model_type[64];          /* text model_type ("qwen3_5_text", "qwen3_next", ...) */

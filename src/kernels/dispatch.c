@@ -4,7 +4,7 @@
  * Design note:
  *   1. The engine detects the CPU (sys) and asks kern_best_variant for a name, then
  *      kern_ops_for(name) for the table; kernels never detect the CPU themselves (no sys
- *      include, DESIGN.md §2). HEADSTART_CPU-style overrides are the engine's business.
+ *      include, docs/DESIGN.md §2). HEADSTART_CPU-style overrides are the engine's business.
  *   2. Every table computes the same bits (kernels.h, "SIMD variants and dispatch"); the
  *      choice changes speed only. The scalar table always exists; the x86 variants exist in
  *      x86 builds only, so a generic (e.g. arm64) build runs the scalar path.

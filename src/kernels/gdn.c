@@ -1,7 +1,7 @@
 /*
  * gdn.c — the Gated DeltaNet pieces that run per token: the causal conv1d step, the
- * decay/beta gates and the gated delta rule recurrence (reference/qwen35-architecture.md
- * §4.2). The recurrence runs token by token only (DESIGN.md §4): the chunked form rounds
+ * decay/beta gates and the gated delta rule recurrence (docs/MODELS.md
+ * §4.2). The recurrence runs token by token only (docs/DESIGN.md §4): the chunked form rounds
  * differently.
  *
  * Columns j of a head's state are independent (every operation on S[.][j] involves only

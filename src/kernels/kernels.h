@@ -1,9 +1,9 @@
 /*
  * kernels — the numeric kernels of the forward pass: matmul over f32/f16/bf16/Q8_0/Q4_K/Q6_K
  * weights, norms, RoPE, attention, the GDN recurrence, conv1d, MoE routing.
- * Depends on base only. Math: reference/qwen35-architecture.md §2-§5.
+ * Depends on base only. Math: docs/MODELS.md §2-§5.
  *
- * Design note (the contract the implementation must keep; see DESIGN.md §4):
+ * Design note (the contract the implementation must keep; see docs/DESIGN.md §4):
  *   1. A scalar reference defines every kernel (this header + matmul.c, norm.c, rope.c,
  *      attn.c, gdn.c, ffn.c, bf16.c, q4k.c, q5k.c, q6k.c); the SIMD variants of reference
  *      X.c are X_avx2.c and X_avx512.c (chosen at start-up from sys CPU detection by the
@@ -126,7 +126,7 @@
 
 /* Weight types the kernels compute with. The values equal format's enum dtype
  * (DTYPE_F32 = 0, DTYPE_F16 = 1, DTYPE_BF16 = 2, DTYPE_Q8_0 = 3), so the engine may cast;
- * kernels may not include format/ (DESIGN.md §2), so engine_int.h asserts the equality. */
+ * kernels may not include format/ (docs/DESIGN.md §2), so engine_int.h asserts the equality. */
 enum kern_wtype {
     KERN_W_F32 = 0,
     KERN_W_F16 = 1,

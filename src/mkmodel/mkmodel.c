@@ -13,7 +13,7 @@
  *     HF source row ──generate──▶ f32 row ──(column tiling)──▶ (+1 | -exp) ──▶ dtype ──▶ output row
  *
  * The HF plan is the identity. The GGUF plan applies llama.cpp's conversion conventions
- * (reference/qwen35-architecture.md §8.3): zero-centred norms folded (+1), ssm_a = -exp(A_log),
+ * (docs/MODELS.md §8.3): zero-centred norms folded (+1), ssm_a = -exp(A_log),
  * value heads tiled for qwen35/qwen35moe when Hk != Hv (new head j*Hk + g <- old head g*r + j;
  * rows of the V part of qkv, z, a, b and conv channels, columns of ssm_out, entries of ssm_a
  * and dt_bias), conv1d squeezed to [C, K], Qwen3-Next in_proj_qkvz split into attn_qkv
@@ -77,7 +77,7 @@ extern const char *const hs_chat_template_qwen35;
 /* ---- presets ----------------------------------------------------------------------------- */
 
 /* Trunk geometry of each preset. The real sizes are the dense Qwen3.5 checkpoints
- * (reference §1.3); MoE architectures get E experts of width n_ff/4 on that trunk. */
+ * (docs/MODELS.md §1.3); MoE architectures get E experts of width n_ff/4 on that trunk. */
 struct mk_preset {
     const char *name;
     int64_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff;

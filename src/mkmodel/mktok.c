@@ -51,7 +51,7 @@
 #define MKTOK_MODEL_MAX_LENGTH 262144
 #define MKTOK_MAX_FILE (512ull << 20)
 
-/* Split regexes written into tokenizer.json (reference/qwen35-architecture.md §9.1). */
+/* Split regexes written into tokenizer.json (docs/MODELS.md §9.1). */
 static const char qwen35_regex[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}"
     "| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";

@@ -254,7 +254,7 @@ static int mk_put(struct mk_builder *b, enum mk_role role, int il, int e, enum m
     do { int rc_ = mk_put(b, role, il, e, init, quant, (int)(sizeof(dims) / sizeof(int64_t)), dims, err); \
          if (rc_) return rc_; } while (0)
 
-/* The model's tensors in HF layout (reference §7.1), in file order. */
+/* The model's tensors in HF layout (docs/MODELS.md §7.1), in file order. */
 static int mk_walk(struct mk_builder *b, struct hs_err *err)
 {
     const struct model_arch_info *a = b->arch;

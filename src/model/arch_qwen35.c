@@ -2,7 +2,7 @@
  *
  * Split GDN projections (in_proj_qkv, in_proj_z, in_proj_b, in_proj_a), dense SwiGLU in
  * every layer. llama.cpp's converter re-orders GDN value heads into the tiled order, so
- * GGUF files need no permutation (reference/qwen35-architecture.md §8.3).
+ * GGUF files need no permutation (docs/MODELS.md §8.3).
  */
 #include "model/model_int.h"
 

@@ -14,7 +14,7 @@
  * `struct model_hparams` and the per-layer `struct model_layer`.
  *
  * One layout for the engine. Conventions that differ between file formats are resolved
- * once, at load (reference/qwen35-architecture.md §2.2, §4.1, §8.3):
+ * once, at load (docs/MODELS.md §2.2, §4.1, §8.3):
  *   1. zero-centred norm weights are delivered folded, as f32 `(1 + w_hf)` (GGUF stores
  *      them folded already); the GDN output norm `ssm_norm` is always used as stored;
  *   2. `ssm_a` is delivered as f32 `-exp(A_log)` (GGUF stores that already);

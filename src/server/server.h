@@ -4,7 +4,7 @@
  * model and all sequences, a bounded FIFO queue, the bank between requests. A model's
  * tokenizer and chat template come from the text module (text/text.h).
  *
- * Design note (contract; DESIGN.md §6):
+ * Design note (contract; docs/DESIGN.md §6):
  *   1. Nothing HTTP does ever blocks the engine thread: each connection thread waits only
  *      on its own request's byte queue (thread-per-connection; see http.c for why), and the
  *      engine thread only appends to those queues.
@@ -160,7 +160,7 @@ struct session_opts {
     session_prefill_fn on_prefill; /* session_run: NULL = the prefill is one step; otherwise
                                       it runs in chunks of about SESSION_PREFILL_CHUNK_S
                                       seconds each (sized from the measured rate; the
-                                      logits are the same, docs/DESIGN.md: exactness), the
+                                      logits are the same, docs/DESIGN.md §4), the
                                       hook called after each but the last */
 };
 

@@ -39,8 +39,8 @@
  *     exactly as HF does, so with spec.nfc = (normalizer == "NFC") our ids equal it (also
  *     with the normaliser removed on both sides). llama.cpp normalises nothing: its
  *     Qwen2/Qwen3.5 vectors pass with nfc = false; with NFC 3 of the 50 Qwen3.5 vectors
- *     differ (decomposed "é", "résumé", a run of a + U+0300), which is what toolchain.md's
- *     "with its normaliser removed" meant. Rule for the loader: NFC when tokenizer.json
+ *     differ (decomposed "é", "résumé", a run of a + U+0300): llama.cpp equals HF only
+ *     with HF's normaliser removed. Rule for the loader: NFC when tokenizer.json
  *     asks for it; none for GGUF files (to match llama.cpp on the same file).
  *   - transformers.js runs the split regex as a JavaScript /u regex, whose `\s` includes
  *     U+FEFF and excludes U+0085 (node's tables are Unicode 17.0), and rewrites

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # ref_forward.py — an independent numpy (float64) forward pass of a Qwen3.5 / Qwen3.5-MoE /
 # Qwen3-Next model stored as a Hugging Face directory with f32 safetensors (what
-# `headstart mkmodel --dtype f32` writes). It follows reference/qwen35-architecture.md
+# `headstart mkmodel --dtype f32` writes). It follows docs/MODELS.md
 # literally — HF conventions throughout: zero-centred norms (1 + w), A_log, grouped value
 # heads (h // r), fused Qwen3-Next projections — and shares no code with headstart.
 #

@@ -532,7 +532,7 @@ Test(parse_json, qwen3_calls)
 
 struct rt_call { const char *name; const char *args; };
 
-/* The Qwen3.5 template's rendering of the latest assistant turn (reference §9.3 item 5),
+/* The Qwen3.5 template's rendering of the latest assistant turn (docs/MODELS.md §9.3 item 5),
  * without <|im_start|>assistant\n and <|im_end|>: string arguments raw, others as tojson. */
 static void render_qwen35(const char *reasoning, const char *content, const struct rec *r,
                           struct strbuf *out)

@@ -1,4 +1,4 @@
-/* test_forward.c — the forward pass's exactness (DESIGN.md §4), memcmp with no tolerance:
+/* test_forward.c — the forward pass's exactness (docs/DESIGN.md §4), memcmp with no tolerance:
  * for every architecture and weight format (tiny mkmodel presets: f32 / q8_0 / q4_k_m /
  * q5_k_m GGUF and bf16 HF, Hk != Hv, MoE), the logits of every position of a 100-token prompt are identical
  * whatever the chunking (1, 7, 64, whole, internal n_batch steps) and thread count (1, 2);

@@ -9,7 +9,7 @@
 
 #include "format/format.h"
 
-/* Qwen/Qwen3.5-0.8B as in reference/qwen35-architecture.md §1.3 (vision_config trimmed). */
+/* Qwen/Qwen3.5-0.8B as in docs/MODELS.md §1.3 (vision_config trimmed). */
 #define LT4 "\"linear_attention\",\"linear_attention\",\"linear_attention\",\"full_attention\""
 static const char cfg_qwen35_08b[] =
     "{\n"

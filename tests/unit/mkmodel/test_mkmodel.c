@@ -1,5 +1,5 @@
 /* test_mkmodel.c — `headstart mkmodel`: determinism, the HF and GGUF layouts our readers see,
- * the GGUF conventions restated from reference/qwen35-architecture.md §8.3 (and checked
+ * the GGUF conventions restated from docs/MODELS.md §8.3 (and checked
  * value by value against the HF file of the same seed), Q8_0 blocks, option validation,
  * and that model_load binds both formats of one seed to the same weights. */
 #include <criterion/criterion.h>

@@ -52,7 +52,14 @@ static struct job *numbered(int i)
 
 static void wait_running(struct sched *s)
 {
-    for (int i = 0; i < 2000 && !(s->running && s->n == 0); i++) usleep(1000);
+    /* under the scheduler's lock: the engine thread writes both (make tsan) */
+    for (int i = 0; i < 2000; i++) {
+        pthread_mutex_lock(&s->mu);
+        bool up = s->running && s->n == 0;
+        pthread_mutex_unlock(&s->mu);
+        if (up) break;
+        usleep(1000);
+    }
 }
 
 Test(sched_queue, fifo_and_bound)

@@ -436,7 +436,7 @@ Test(session_controls, prefill_chunks_and_cancel, .init = ss_setup, .fini = ss_t
     cr_assert_eq(h1.total, chunked.prompt_tokens);
     cr_assert_eq(chunked.prefilled_tokens, chunked.prompt_tokens, "a finished prefill computed every token");
     cr_assert_eq(one.prefilled_tokens, one.prompt_tokens);
-    /* the same logits and tokens however the prefill was cut (DESIGN.md §4) */
+    /* the same logits and tokens however the prefill was cut (docs/DESIGN.md §4) */
     ss_same(&one, &chunked);
     /* the hook says stop: nothing generated, nothing banked */
     struct bank *bank = bank_init(NULL);
