@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mkmodel/mkmodel.h"
 #include "sys/sys.h"
 #include "text/text.h"
 
