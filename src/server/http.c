@@ -246,12 +246,22 @@ static enum MHD_Result route_health(struct server *srv, struct MHD_Connection *c
     struct jsonw w;
     jsonw_init(&w, &b, 0);
     bool ready = atomic_load(&srv->ready);
+    /* a model file truncated or written in place under the server: what it computes is no
+     * longer the model it loaded (the bank is off for it, and a truncated one fails every
+     * request), so a load balancer should stop sending here until it is restarted */
+    struct hs_err merr;
+    hs_err_clear(&merr);
+    const char *status = !ready ? "loading" : "ok";
+    if (ready && srv->model && model_mapping_check(srv->model, &merr) != HS_OK) status = "model_file_truncated";
+    else if (ready && srv->model && model_files_check(srv->model, &merr) != HS_OK) status = "model_file_changed";
+    bool ok = !strcmp(status, "ok");
     jsonw_obj_begin(&w);
-    jsonw_key(&w, "status"); jsonw_str(&w, ready ? "ok" : "loading");
+    jsonw_key(&w, "status"); jsonw_str(&w, status);
     jsonw_key(&w, "model"); jsonw_str(&w, srv->model_name);
     jsonw_key(&w, "queue_depth"); jsonw_int(&w, sched_depth(&srv->sched));
+    if (ready && !ok) { jsonw_key(&w, "error"); jsonw_str(&w, merr.msg); }
     jsonw_obj_end(&w);
-    enum MHD_Result ret = reply(srv, c, rq, ready ? 200 : 503, "application/json", b.buf, b.len, NULL, NULL);
+    enum MHD_Result ret = reply(srv, c, rq, ok ? 200 : 503, "application/json", b.buf, b.len, NULL, NULL);
     strbuf_free(&b);
     return ret;
 }

@@ -9,11 +9,13 @@
 #      answer exactly as a --no-bank server on the new file; the same through `headstart
 #      replay` (first logits row and output ids equal the cold run on the new file);
 #   2. a model file truncated under a running server (what `cp` over it does first): the
-#      request gets an error in the API's shape naming the truncation, /health answers, the
-#      server stays up and keeps answering (errors), /metrics counts the fault;
+#      request gets an error in the API's shape naming the truncation, /health answers 503
+#      model_file_truncated, the server stays up and keeps answering (errors), /metrics counts
+#      the fault;
 #   3. a model file overwritten in place under a running server (same size, other
 #      weights): the bank stops restoring (cached_tokens 0 where it restored before),
-#      one log line, /metrics headstart_model_changed 1 and the bank_off count;
+#      one log line, /health 503 model_file_changed, /metrics headstart_model_changed 1 and
+#      the bank_off count;
 #   4. a model replaced by rename (the documented way) under a running server: the old
 #      inode stays mapped and the bank keeps restoring.
 # Servers on 127.0.0.1 --port 0, banks in the temp dir. Ends with "RESULT: N passed, N failed".
@@ -132,7 +134,9 @@ sys.exit(0 if "truncated" in m and "model.safetensors" in m else 1)' "$tmp/t2" \
     || fail "truncated: $st $(cat "$tmp/t2")"
 kill -0 "$pidt" 2>/dev/null && pass "the server survived the SIGBUS" || fail "the server died: $(tail -5 "$tmp/t.log")"
 hst=$(curl -s -o "$tmp/t.health" -w '%{http_code}' "http://127.0.0.1:$pt/health")
-[ "$hst" = 200 ] && pass "/health answers after the fault" || fail "/health: $hst $(cat "$tmp/t.health" 2>/dev/null)"
+[ "$hst" = 503 ] && grep -q '"status":"model_file_truncated"' "$tmp/t.health" && grep -q 'model.safetensors' "$tmp/t.health" \
+    && pass "/health answers after the fault, 503 model_file_truncated naming the file" \
+    || fail "/health: $hst $(cat "$tmp/t.health" 2>/dev/null)"
 st=$(post "$pt" /v1/chat/completions "$tmp/r.json" "$tmp/t3")
 [ "$st" -ge 500 ] && grep -q truncated "$tmp/t3" && kill -0 "$pidt" 2>/dev/null \
     && pass "a later request gets the same clear error, the server still runs" || fail "later request: $st $(cat "$tmp/t3")"
@@ -158,6 +162,9 @@ c=$(cached "$tmp/w3")
     || fail "overwritten in place: $st, restored $c tokens computed with the old weights"
 post "$port" /v1/chat/completions "$tmp/r.json" "$tmp/w4" >/dev/null
 [ "$(cached "$tmp/w4")" = 0 ] && pass "and it stays off" || fail "w4 restored: $(cat "$tmp/w4")"
+hst=$(curl -s -o "$tmp/w.health" -w '%{http_code}' "http://127.0.0.1:$port/health")
+[ "$hst" = 503 ] && grep -q '"status":"model_file_changed"' "$tmp/w.health" \
+    && pass "/health: 503 model_file_changed (restart needed)" || fail "/health after the overwrite: $hst $(cat "$tmp/w.health")"
 n=$(grep -c "changed on disk since it was loaded" "$tmp/w.log")
 [ "$n" = 1 ] && pass "one log line names the change" || fail "$n log lines: $(tail -5 "$tmp/w.log")"
 curl -s -o "$tmp/w.metrics" "http://127.0.0.1:$port/metrics"
@@ -176,6 +183,9 @@ c=$(cached "$tmp/n2")
 [ "$c" -gt 0 ] && ! grep -q "changed on disk" "$tmp/n.log" \
     && pass "replaced by rename: the served model is unchanged, the bank keeps restoring ($c tokens)" \
     || fail "rename: cached $c $(tail -3 "$tmp/n.log")"
+hst=$(curl -s -o "$tmp/n.health" -w '%{http_code}' "http://127.0.0.1:$port/health")
+[ "$hst" = 200 ] && grep -q '"status":"ok"' "$tmp/n.health" && pass "/health: ok after a replace by rename" \
+    || fail "/health after the rename: $hst $(cat "$tmp/n.health")"
 e2e_stop "$pid" 10 || fail "rename server's exit status"
 
 if r=$(e2e_sanitizer "$tmp"/*.log); then fail "sanitizer report: $r"; else pass "no sanitizer report in the server logs"; fi
