@@ -344,7 +344,7 @@ int cmd_run(int argc, char **argv)
     /* a stop id ends the text and is not part of the output */
     bool stopped = rep && rep->stop_reason == SESSION_STOP_END;
     const char *stop_reason = stopped ? "stop" : "length";
-    int64_t n_out = steps - (stopped ? 1 : 0), n_decode = steps > 0 ? steps - 1 : 0;
+    int64_t n_out = (rep ? rep->n_output : 0) - (stopped ? 1 : 0), n_decode = steps > 0 ? steps - 1 : 0;
     const int32_t *out = sn ? session_output_ids(sn) : NULL;
     if (rc) {
         fprintf(stderr, "headstart run: %s\n", err.msg);

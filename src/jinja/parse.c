@@ -277,6 +277,18 @@ done:
     return rc;
 }
 
+/* `(args)` after an expression: *node becomes a call of it (the current token is "("). */
+static int parse_call_postfix(struct parser *p, struct jnode **node)
+{
+    struct jtoken *t = cur(p);
+    p->i++;
+    struct jnode *nd = node_new(p, JN_CALL, t->line);
+    nd->a = *node;
+    int rc = parse_call_args(p, nd);
+    if (rc == HS_OK) *node = nd;
+    return rc;
+}
+
 /* A dotted name for filters and tests ("a" or "a.b"). */
 static int parse_dotted(struct parser *p, const char **out)
 {
@@ -345,12 +357,8 @@ static int parse_filter_expr(struct parser *p, struct jnode **node)
             }
             *node = nd;
         } else if (is_op(t, "(")) {
-            p->i++;
-            struct jnode *nd = node_new(p, JN_CALL, t->line);
-            nd->a = *node;
-            if ((rc = parse_call_args(p, nd)) != HS_OK)
+            if ((rc = parse_call_postfix(p, node)) != HS_OK)
                 return rc;
-            *node = nd;
         } else {
             return HS_OK;
         }
@@ -436,12 +444,8 @@ static int parse_postfix(struct parser *p, struct jnode **node)
             nvec_free(&subs);
             *node = nd;
         } else if (is_op(t, "(")) {
-            p->i++;
-            struct jnode *nd = node_new(p, JN_CALL, t->line);
-            nd->a = *node;
-            if ((rc = parse_call_args(p, nd)) != HS_OK)
+            if ((rc = parse_call_postfix(p, node)) != HS_OK)
                 return rc;
-            *node = nd;
         } else {
             return HS_OK;
         }

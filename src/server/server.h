@@ -254,8 +254,7 @@ void session_cancel(struct session *s);
 int session_finish(struct session *s, struct hs_err *err);
 /* The report so far (owned by s). */
 const struct session_report *session_report(const struct session *s);
-/* The ids generated so far (owned by s; session_report's n_output is not set before
- * session_take_report, so count the generate steps). */
+/* The ids generated so far, session_report's n_output of them (owned by s). */
 const int32_t *session_output_ids(const struct session *s);
 /* Move the report out (the caller frees it with session_report_free). */
 void session_take_report(struct session *s, struct session_report *out);

@@ -400,6 +400,7 @@ int session_generate(struct session *s, struct strbuf *piece, bool *emit, bool *
     if (s->n_gen == 0) s->script = test_emit_take(&s->n_script);
     int32_t tok = s->n_gen < s->n_script ? s->script[s->n_gen] : sampler_sample(s->smp, s->logits);
     s->gen[s->n_gen++] = tok;
+    r->n_output = s->n_gen;
     sampler_accept(s->smp, tok);
     if (s->n_gen == 1) r->ttft_ms = (sys_time_sec() - s->t0) * 1e3;
     bool stop = false;
