@@ -52,6 +52,13 @@ static const struct cli_opt serve_opts[] = {
       .help = "engine threads", .def = "the cores" },
     { .kind = CLI_OPT_I64, .name = "--ctx", .arg = "N", .off = SO(n_ctx), .min = 16,
       .help = "the context of a request", .def = "the model's, at most 32768" },
+    { .kind = CLI_OPT_INT, .name = "--parallel", .arg = "N", .off = SO(parallel), .min = 1, .max = SERVER_MAX_PARALLEL,
+      .help = "requests computed at once: each forward step carries the next token of every one "
+              "and prefill chunks of new ones (answers are identical to running alone)",
+      .def = "8" },
+    { .kind = CLI_OPT_I64, .name = "--step-tokens", .arg = "N", .off = SO(step_tokens), .min = 1, .max = 8192,
+      .help = "most tokens in one forward step: a long prompt is prefilled in chunks so the others' "
+              "next tokens wait at most one chunk", .def = "256" },
     { .kind = CLI_OPT_INT, .name = "--max-queue", .arg = "N", .off = SO(max_queue), .max = 65536,
       .help = "requests that may wait while one runs (0: a request is accepted "
               "only when the engine is idle); more get 429", .def = "16" },

@@ -913,6 +913,7 @@ static void request_log(struct server *srv, struct conn_req *rq)
         if (j->ran) { /* names only where the line is written */
             l.cache_source = bank_source_name(j->cache_source);
             l.stop_reason = session_stop_name(j->stop_reason);
+            l.first_logits = j->first_logits;
         }
         l.ttft_ms = j->ttft_ms;
         pthread_mutex_unlock(&j->mu);
@@ -1056,6 +1057,8 @@ void server_opts_default(struct server_opts *o)
     o->host = "127.0.0.1";
     o->port = 8080;
     o->n_threads = sys_cpu_get()->n_cores > 0 ? sys_cpu_get()->n_cores : 1;
+    o->parallel = SERVER_DEFAULT_PARALLEL;
+    o->step_tokens = SERVER_DEFAULT_STEP_TOKENS;
     o->max_queue = 16;
     o->max_body = SERVER_DEFAULT_MAX_BODY;
     o->bank_ram = -1;

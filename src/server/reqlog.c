@@ -15,7 +15,7 @@
  * JSON line (--log-format json), one object:
  *   {"time","level":"info","event":"request","id","api","model","status","prompt_tokens",
  *    "cached_tokens","cache_source","generated_tokens","ttft_ms","total_ms","stop_reason",
- *    "client", and "error" (a failed request's message) / "body" (only with --log-bodies)}
+ *    "first_logits_sha256", "client", and "error" (a failed request's message) / "body" (only with --log-bodies)}
  * Fields a request does not have (a 400 never ran: no tokens, no stop) are left out of both.
  *
  * Invariants:
@@ -61,6 +61,11 @@ void reqlog_format(const struct reqlog *r, struct strbuf *text, struct strbuf *j
     if (r->stop_reason) {
         strbuf_printf(text, " stop=%s", r->stop_reason);
         jsonw_key(&w, "stop_reason"); jsonw_str(&w, r->stop_reason);
+    }
+    if (r->first_logits && *r->first_logits) {
+        /* JSON only: the exactness fingerprint (the same request gives the same row alone
+         * or in a crowd), for tests and audits rather than operators */
+        jsonw_key(&w, "first_logits_sha256"); jsonw_str(&w, r->first_logits);
     }
     strbuf_printf(text, " client=%s", r->client && *r->client ? r->client : "-");
     if (r->client && *r->client) { jsonw_key(&w, "client"); jsonw_str(&w, r->client); }

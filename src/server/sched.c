@@ -401,6 +401,7 @@ void sched_job_session(struct server *srv, struct job *j)
         j->cache_source = rep.cache_source;
         j->stop_reason = rep.stop_reason;
         j->ttft_ms = rep.n_output ? (t_run - j->t_submit) * 1e3 + rep.ttft_ms : -1;
+        memcpy(j->first_logits, rep.first_logits_sha256, sizeof j->first_logits);
         pthread_mutex_unlock(&j->mu);
         if (rep.stop_reason == SESSION_STOP_CANCELLED) {
             metrics_cancel(&srv->metrics, &rep);

@@ -28,6 +28,10 @@
 
 /* ---- `headstart serve` (http.c, sched.c) ---------------------------------------------- */
 
+#define SERVER_MAX_PARALLEL 256
+#define SERVER_DEFAULT_PARALLEL 8
+#define SERVER_DEFAULT_STEP_TOKENS 256
+
 struct server_opts {
     const char *model_path;       /* borrowed */
     const char *host;             /* bind address; default "127.0.0.1" */
@@ -35,7 +39,11 @@ struct server_opts {
     const char *api_key;          /* NULL: no authentication */
     int n_threads;                /* engine threads; default: online cores */
     int64_t n_ctx;                /* context per request; 0: min(model's, 32768) */
-    int max_queue;                /* requests that may wait while one runs; default 16 */
+    int parallel;                 /* --parallel: requests computed at once (sequences per
+                                     forward step); default SERVER_DEFAULT_PARALLEL */
+    int64_t step_tokens;          /* --step-tokens: most tokens in one forward step; default
+                                     SERVER_DEFAULT_STEP_TOKENS */
+    int max_queue;                /* requests that may wait while --parallel run; default 16 */
     const char *model_name;       /* served name; NULL: the model file's base name */
     int64_t max_body;             /* request body limit in bytes; default 4 MiB */
     int64_t bank_ram;             /* the bank's RAM budget in bytes; < 0: a quarter of RAM;

@@ -53,6 +53,7 @@ struct job {
     enum bank_source cache_source;
     enum session_stop stop_reason;
     double ttft_ms;               /* < 0: no token */
+    char first_logits[65];        /* the report's first_logits_sha256 ("" none) */
     bool capped;                  /* max_tokens came from --max-tokens-default */
 };
 
@@ -175,6 +176,7 @@ struct reqlog {
     double ttft_ms;                /* < 0: no token was generated */
     double total_ms;               /* from the request's arrival to its last byte */
     const char *stop_reason;       /* "stop", "length", "stop_sequence", "cancelled", NULL */
+    const char *first_logits;      /* sha256 of the first token's logits row; NULL: none */
     const char *client;            /* "ADDR:PORT" */
     const char *error;             /* a failed request's message */
     const char *body;              /* only with --log-bodies: the request body (user data) */

@@ -26,7 +26,7 @@ Test(reqlog, a_request_that_ran)
     struct reqlog r = { .id = "chatcmpl-1", .api = "chat", .model = "m", .status = 200, .ran = true,
                         .prompt_tokens = 1234, .cached_tokens = 1200, .generated_tokens = 40,
                         .cache_source = "ram", .ttft_ms = 120.4, .total_ms = 2301.7, .stop_reason = "length",
-                        .client = "127.0.0.1:53422" };
+                        .first_logits = "ab12", .client = "127.0.0.1:53422" };
     struct strbuf t, j;
     strbuf_init(&t);
     strbuf_init(&j);
@@ -43,6 +43,7 @@ Test(reqlog, a_request_that_ran)
     cr_assert_str_eq(json_string_value(json_object_get(o, "cache_source")), "ram");
     cr_assert_float_eq(json_number_value(json_object_get(o, "ttft_ms")), 120.4, 1e-9);
     cr_assert_str_eq(json_string_value(json_object_get(o, "stop_reason")), "length");
+    cr_assert_str_eq(json_string_value(json_object_get(o, "first_logits_sha256")), "ab12");
     cr_assert_str_eq(json_string_value(json_object_get(o, "client")), "127.0.0.1:53422");
     cr_assert_null(json_object_get(o, "body"), "no body unless asked");
     json_decref(o);
