@@ -59,6 +59,10 @@ static const struct cli_opt serve_opts[] = {
     { .kind = CLI_OPT_I64, .name = "--step-tokens", .arg = "N", .off = SO(step_tokens), .min = 1, .max = 8192,
       .help = "most tokens in one forward step: a long prompt is prefilled in chunks so the others' "
               "next tokens wait at most one chunk", .def = "256" },
+    { .kind = CLI_OPT_SIZE, .name = "--seq-ram", .arg = "SIZE", .off = SO(seq_ram), .min = 1,
+      .help = "RAM for the running requests' state (attention KV and GDN state, reserved for "
+              "prompt + output cap at admission): a request waits while it does not fit, and one "
+              "that could never fit is refused", .def = "a quarter of RAM" },
     { .kind = CLI_OPT_INT, .name = "--max-queue", .arg = "N", .off = SO(max_queue), .max = 65536,
       .help = "requests that may wait while one runs (0: a request is accepted "
               "only when the engine is idle); more get 429", .def = "16" },

@@ -43,6 +43,8 @@ struct server_opts {
                                      forward step); default SERVER_DEFAULT_PARALLEL */
     int64_t step_tokens;          /* --step-tokens: most tokens in one forward step; default
                                      SERVER_DEFAULT_STEP_TOKENS */
+    int64_t seq_ram;              /* --seq-ram: bytes of sequence state (KV + GDN) the running
+                                     requests may reserve; 0: a quarter of RAM */
     int max_queue;                /* requests that may wait while --parallel run; default 16 */
     const char *model_name;       /* served name; NULL: the model file's base name */
     int64_t max_body;             /* request body limit in bytes; default 4 MiB */
