@@ -337,6 +337,10 @@ static void scratch_alloc(struct engine *e)
     s->xb_b = hs_calloc((size_t)(T * kmax), sizeof(uint16_t));
     s->attn_cap = 0;
     s->attn_scores = NULL;
+    s->seg = hs_calloc((size_t)T, sizeof(*s->seg));
+    s->tok_seg = hs_calloc((size_t)T, sizeof(*s->tok_seg));
+    s->blk = hs_calloc((size_t)T, sizeof(*s->blk));
+    s->row_idx = hs_calloc((size_t)T, sizeof(*s->row_idx));
 }
 
 void engine_attn_reserve(struct engine *e, int64_t n_pos)
@@ -361,6 +365,10 @@ static void scratch_free(struct engine_scratch *s)
     hs_free(s->xk_b);
     hs_free(s->xb_a);
     hs_free(s->xb_b);
+    hs_free(s->seg);
+    hs_free(s->tok_seg);
+    hs_free(s->blk);
+    hs_free(s->row_idx);
 }
 
 int engine_new(const struct model *m, const struct engine_opts *o, struct engine **out,

@@ -101,6 +101,29 @@ int engine_forward(struct engine *e, struct seq *s, const int32_t *tokens, int64
                    struct engine_capture *caps, int n_caps, const int64_t *rows, int n_rows,
                    float *logits, struct hs_err *err);
 
+/* Several sequences in one forward step: each item consumes its tokens at its sequence's
+ * position, with its own captures and logit rows, exactly as engine_forward would for that
+ * sequence alone: every item's logits and state are bit-identical to its own call's, however
+ * the items are chosen, ordered or sized (matmuls run over all tokens at once and are
+ * batch-invariant; attention, the conv and the recurrence run per sequence, each token at its
+ * own position). The rows of all items go, in item order, to logits + k * n_vocab. At most
+ * engine_n_batch(e) tokens in all; each sequence at most once; an item may have n == 0.
+ * Errors as engine_forward's, checked for every item before any state changes. */
+struct engine_item {
+    struct seq *s;
+    const int32_t *tokens;
+    int64_t n;
+    struct engine_capture *caps;
+    int n_caps;
+    const int64_t *rows;        /* indices into tokens, ascending; NULL with n_rows 0 */
+    int n_rows;
+};
+
+int engine_forward_batch(struct engine *e, struct engine_item *items, int n_items, float *logits,
+                         struct hs_err *err);
+/* The most tokens one engine_forward_batch step holds (engine_opts.n_batch). */
+int64_t engine_n_batch(const struct engine *e);
+
 /* ---- state blobs ------------------------------------------------------------------------ */
 
 /* Serialise the whole sequence state at its position (KV rows [0, pos) + GDN state + pos)

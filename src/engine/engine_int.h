@@ -39,6 +39,28 @@ struct engine_geom {
     float eps, theta;
 };
 
+/* One forward step over several sequences (forward.c): a segment is one sequence's tokens,
+ * contiguous in the step; an attention block is at most KERN_ATTN_TOKS tokens of one
+ * segment. */
+struct fwd_seg {
+    struct seq *s;
+    const int32_t *tokens;                 /* [T] */
+    int64_t t0, T, p0;                     /* first index in the step, tokens, seq position */
+    struct engine_capture *caps;
+    int n_caps;
+};
+struct fwd_block {
+    int seg;
+    int64_t t0, nt;                        /* first index in the step, tokens */
+};
+struct fwd_step {
+    const struct fwd_seg *seg;
+    int n_seg;
+    const int32_t *tok_seg;                /* [T] token -> segment */
+    const struct fwd_block *blk;
+    int64_t n_blk, T;
+};
+
 /* Forward scratch, sized once for n_batch tokens (invariant 1 of engine.h). */
 struct engine_scratch {
     float *x, *xn, *out;                   /* residual, normed input, projection out: [T, H] */
@@ -56,6 +78,10 @@ struct engine_scratch {
     uint16_t *xb_a, *xb_b;                 /* bf16-rounded activations for bf16 weights, [T, max K] */
     float *attn_scores;                    /* n_threads * KERN_ATTN_TOKS * KERN_ATTN_HEADS * attn_cap floats */
     int64_t attn_cap;                      /* positions each thread's score row holds */
+    struct fwd_seg *seg;                   /* [n_batch] the step's segments */
+    int32_t *tok_seg;                      /* [n_batch] */
+    struct fwd_block *blk;                 /* [n_batch] */
+    int64_t *row_idx;                      /* [n_batch] step indices of the logit rows */
 };
 
 struct engine {

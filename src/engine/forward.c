@@ -4,7 +4,8 @@
  *
  * Design note
  * -----------
- * One step = T tokens at positions p0 .. p0+T-1. Per layer:
+ * One step = T tokens of one or several sequences (engine_forward_batch): each sequence's
+ * tokens are a contiguous segment of the step at its own positions p0 .. p0+T_i-1. Per layer:
  *   xn = rmsnorm(x, attn_norm)          (folded weight, per token)
  *   attention: qg = Wq xn, k = Wk xn, v = Wv xn for all T (batch matmuls); per token the
  *     query heads (rows j*2hd .. j*2hd+hd-1 of qg) are copied out, q_norm / k_norm per
@@ -19,6 +20,12 @@
  *     captured piecewise (channel range, head) when p0+t+1 is a capture position; Wout.
  *   residual add; xn = rmsnorm(x, post_attn_norm); dense SwiGLU or MoE; residual add.
  * Then, for the requested rows only: final norm and the lm_head.
+ *
+ * Several sequences: the matmuls, norms, gates and MoE run over all T tokens at once (per token
+ * or batch-invariant, so a token's result does not depend on its neighbours); the KV append,
+ * the attention (blocks never span two segments, and are cut from each segment's start), the
+ * conv and the recurrence run per segment against that sequence's own state. A sequence's
+ * results in a mixed step are therefore the bits of its own engine_forward call.
  *
  * Exactness (docs/DESIGN.md §4): every matmul is kern_matmul, batch-invariant, threads split
  * its output rows (matrices that read the same activation — q/k/v, qkv/z/b/a, gate/up,
@@ -266,10 +273,9 @@ static void swiglu_par(struct engine *e, float *y, const float *up, int64_t n)
 
 struct attn_job {
     struct engine *e;
-    struct seq *s;
+    const struct fwd_step *st;
     const struct model_layer *L;
     int ai;
-    int64_t p0, T;
 };
 
 /* Per token: query heads out of qg, q/k norms, RoPE, KV append. */
@@ -294,9 +300,10 @@ static void attn_prep_fn(void *ctx, int64_t t0, int64_t t1, int ti)
             kern_rope_apply(q, g->hd, g->n_rot, cs, 0, g->nh);
             kern_rope_apply(k, g->hd, g->n_rot, cs, 0, g->nkv);
         }
-        int64_t p = j->p0 + t;
-        memcpy(j->s->kc[j->ai] + p * kvw, k, (size_t)kvw * sizeof(float));
-        memcpy(j->s->vc[j->ai] + p * kvw, v, (size_t)kvw * sizeof(float));
+        const struct fwd_seg *sg = &j->st->seg[j->st->tok_seg[t]];
+        int64_t p = sg->p0 + (t - sg->t0);
+        memcpy(sg->s->kc[j->ai] + p * kvw, k, (size_t)kvw * sizeof(float));
+        memcpy(sg->s->vc[j->ai] + p * kvw, v, (size_t)kvw * sizeof(float));
     }
 }
 
@@ -323,10 +330,12 @@ static void attn_fn(void *ctx, int64_t i0, int64_t i1, int ti)
     float scale = 1.0f / sqrtf((float)g->hd);
     float *scores = sc->attn_scores + (int64_t)ti * KERN_ATTN_TOKS * KERN_ATTN_HEADS * sc->attn_cap;
     for (int64_t i = i0; i < i1; i++) {
-        int64_t t0 = i / runs * KERN_ATTN_TOKS, h0 = (i % runs) * hc, nt = HS_MIN(KERN_ATTN_TOKS, j->T - t0);
-        e->ops->attn_tokens(sc->att + t0 * qw, qw, sc->q + t0 * qw, qw, j->s->kc[j->ai], j->s->vc[j->ai],
-                            (int64_t)g->kv_row_floats, j->p0 + t0 + 1, nt, g->hd, g->nh, g->nkv, scale, scores,
-                            h0, h0 + hc);
+        const struct fwd_block *b = &j->st->blk[i / runs];
+        const struct fwd_seg *sg = &j->st->seg[b->seg];
+        int64_t t0 = b->t0, h0 = (i % runs) * hc, nt = b->nt;
+        e->ops->attn_tokens(sc->att + t0 * qw, qw, sc->q + t0 * qw, qw, sg->s->kc[j->ai], sg->s->vc[j->ai],
+                            (int64_t)g->kv_row_floats, sg->p0 + (t0 - sg->t0) + 1, nt, g->hd, g->nh, g->nkv, scale,
+                            scores, h0, h0 + hc);
         for (int64_t t = t0; t < t0 + nt; t++) {
             float *out = sc->att + t * qw;
             for (int64_t h = h0; h < h0 + hc; h++)
@@ -336,21 +345,20 @@ static void attn_fn(void *ctx, int64_t i0, int64_t i1, int ti)
     }
 }
 
-static void layer_attn(struct engine *e, struct seq *s, const struct model_layer *L, int ai,
-                       int64_t p0, int64_t T)
+static void layer_attn(struct engine *e, const struct fwd_step *st, const struct model_layer *L, int ai)
 {
+    const int64_t T = st->T;
     const struct engine_geom *g = &e->g;
     struct engine_scratch *sc = &e->s;
     struct act xq = quant(e, sc->xq_a, sc->xk_a, sc->xn, T, g->H, act_need(&L->wq) | act_need(&L->wk) | act_need(&L->wv));
     struct mm_part qkv[3] = { part(sc->qg, L->wq.rows, &L->wq, L->wq.data), part(sc->k, L->wk.rows, &L->wk, L->wk.data),
                               part(sc->v, L->wv.rows, &L->wv, L->wv.data) };
     mm_n(e, sc->xn, xq, T, g->H, 3, qkv);
-    struct attn_job j = { e, s, L, ai, p0, T };
+    struct attn_job j = { e, st, L, ai };
     sys_pool_run(e->pool, T, attn_prep_fn, &j);
     /* later tokens see more keys: blocks are handed out first come, first served (every
      * block's result is the same whichever thread runs it) */
-    int64_t blocks = (T + KERN_ATTN_TOKS - 1) / KERN_ATTN_TOKS;
-    sys_pool_run_chunks(e->pool, blocks * (g->nh / attn_heads_per_call(g)), 1, attn_fn, &j);
+    sys_pool_run_chunks(e->pool, st->n_blk * (g->nh / attn_heads_per_call(g)), 1, attn_fn, &j);
     int64_t qw = g->nh * g->hd;
     struct act aq = quant(e, sc->xq_b, sc->xk_b, sc->att, T, qw, act_need(&L->wo));
     mm(e, sc->out, g->H, &L->wo, L->wo.data, sc->att, aq, T);
@@ -360,30 +368,32 @@ static void layer_attn(struct engine *e, struct seq *s, const struct model_layer
 
 struct gdn_job {
     struct engine *e;
+    const struct fwd_step *st;
     const struct model_layer *L;
-    float *state;       /* conv [K-1, C] then recurrent [Hv, Dk, Dv] */
-    uint64_t off;       /* the layer's offset in floats inside the snapshot layout */
-    int64_t p0, T;
-    struct engine_capture *caps;
-    int n_caps;
+    uint64_t off;       /* the layer's offset in floats inside the snapshot layout: its state in
+                           each sequence is seq->gdn + off, conv [K-1, C] then recurrent [Hv, Dk, Dv] */
 };
 
-/* Conv step + SiLU for channels [c0, c1) of every token, in place in qkv (token order is the
- * recurrence order; channels are independent). A capture after token t copies this
- * channel range of the conv state. */
+/* Conv step + SiLU for channels [c0, c1) of every token, in place in qkv: each sequence's
+ * tokens in order through its own conv state (token order is the recurrence order; channels
+ * are independent). A capture after token t copies this channel range of the conv state. */
 static void gdn_conv_fn(void *ctx, int64_t c0, int64_t c1, int ti)
 {
     const struct gdn_job *j = ctx;
     const struct engine_geom *g = &j->e->g;
     (void)ti;
-    for (int64_t t = 0; t < j->T; t++) {
-        float *x = j->e->s.qkv + t * g->C;
-        j->e->ops->conv1d_step(x, j->state, x, j->L->conv, g->C, g->kconv, c0, c1);
-        for (int c = 0; c < j->n_caps; c++)
-            if (j->caps[c].pos == j->p0 + t + 1)
-                for (int64_t r = 0; r < g->kconv - 1; r++)
-                    memcpy((float *)j->caps[c].buf + j->off + r * g->C + c0, j->state + r * g->C + c0,
-                           (size_t)(c1 - c0) * sizeof(float));
+    for (int si = 0; si < j->st->n_seg; si++) {
+        const struct fwd_seg *sg = &j->st->seg[si];
+        float *state = sg->s->gdn + j->off;
+        for (int64_t t = sg->t0; t < sg->t0 + sg->T; t++) {
+            float *x = j->e->s.qkv + t * g->C;
+            j->e->ops->conv1d_step(x, state, x, j->L->conv, g->C, g->kconv, c0, c1);
+            for (int c = 0; c < sg->n_caps; c++)
+                if (sg->caps[c].pos == sg->p0 + (t - sg->t0) + 1)
+                    for (int64_t r = 0; r < g->kconv - 1; r++)
+                        memcpy((float *)sg->caps[c].buf + j->off + r * g->C + c0, state + r * g->C + c0,
+                               (size_t)(c1 - c0) * sizeof(float));
+        }
     }
 }
 
@@ -403,9 +413,9 @@ static void gdn_prep_fn(void *ctx, int64_t t0, int64_t t1, int ti)
     }
 }
 
-/* The recurrence of v-heads [h0, h1), head by head through all T tokens (a head's state
- * stays in cache for the whole step; heads are independent), then the gated norm of each
- * (token, head). A capture after token t copies the head's state. */
+/* The recurrence of v-heads [h0, h1), head by head through each sequence's tokens (a head's
+ * state stays in cache for the sequence's whole step; heads are independent), then the
+ * gated norm of each (token, head). A capture after token t copies the head's state. */
 static void gdn_step_fn(void *ctx, int64_t h0, int64_t h1, int ti)
 {
     const struct gdn_job *j = ctx;
@@ -414,32 +424,35 @@ static void gdn_step_fn(void *ctx, int64_t h0, int64_t h1, int ti)
     struct engine_scratch *sc = &e->s;
     int64_t vw = g->hv * g->dv, hs = g->dk * g->dv;
     bool sig = model_hparams(e->m)->gdn_gate == GDN_GATE_SIGMOID;
-    float *S = j->state + g->conv_floats;
     (void)ti;
-    for (int64_t h = h0; h < h1; h++) {
-        for (int64_t t = 0; t < j->T; t++) {
-            const float *c = sc->qkv + t * g->C;
-            float *y = sc->y + t * vw, *z = sc->z + t * vw;
-            e->ops->gdn_step(y, S, c, c + g->hk * g->dk, c + 2 * g->hk * g->dk, sc->a + t * g->hv,
-                             sc->b + t * g->hv, g->hk, g->hv, g->dk, g->dv, h, h + 1);
-            if (sig) {
-                /* ((o * r) * w) * sigmoid(z): the gated norm with the other activation */
-                rmsnorm_v(e->ops, y + h * g->dv, y + h * g->dv, j->L->ssm_norm, g->dv, g->eps);
-                e->ops->sigmoid_mul(y + h * g->dv, y + h * g->dv, z + h * g->dv, g->dv);
-            } else {
-                rmsnorm_gated_v(e->ops, y + h * g->dv, z + h * g->dv, j->L->ssm_norm, g->dv, g->eps);
+    for (int si = 0; si < j->st->n_seg; si++) {
+        const struct fwd_seg *sg = &j->st->seg[si];
+        float *S = sg->s->gdn + j->off + g->conv_floats;
+        for (int64_t h = h0; h < h1; h++) {
+            for (int64_t t = sg->t0; t < sg->t0 + sg->T; t++) {
+                const float *c = sc->qkv + t * g->C;
+                float *y = sc->y + t * vw, *z = sc->z + t * vw;
+                e->ops->gdn_step(y, S, c, c + g->hk * g->dk, c + 2 * g->hk * g->dk, sc->a + t * g->hv,
+                                 sc->b + t * g->hv, g->hk, g->hv, g->dk, g->dv, h, h + 1);
+                if (sig) {
+                    /* ((o * r) * w) * sigmoid(z): the gated norm with the other activation */
+                    rmsnorm_v(e->ops, y + h * g->dv, y + h * g->dv, j->L->ssm_norm, g->dv, g->eps);
+                    e->ops->sigmoid_mul(y + h * g->dv, y + h * g->dv, z + h * g->dv, g->dv);
+                } else {
+                    rmsnorm_gated_v(e->ops, y + h * g->dv, z + h * g->dv, j->L->ssm_norm, g->dv, g->eps);
+                }
+                for (int cc = 0; cc < sg->n_caps; cc++)
+                    if (sg->caps[cc].pos == sg->p0 + (t - sg->t0) + 1)
+                        memcpy((float *)sg->caps[cc].buf + j->off + g->conv_floats + h * hs, S + h * hs,
+                               (size_t)hs * sizeof(float));
             }
-            for (int cc = 0; cc < j->n_caps; cc++)
-                if (j->caps[cc].pos == j->p0 + t + 1)
-                    memcpy((float *)j->caps[cc].buf + j->off + g->conv_floats + h * hs, S + h * hs,
-                           (size_t)hs * sizeof(float));
         }
     }
 }
 
-static void layer_gdn(struct engine *e, struct seq *s, const struct model_layer *L, int gi,
-                      int64_t p0, int64_t T, struct engine_capture *caps, int n_caps)
+static void layer_gdn(struct engine *e, const struct fwd_step *st, const struct model_layer *L, int gi)
 {
+    const int64_t T = st->T;
     const struct engine_geom *g = &e->g;
     struct engine_scratch *sc = &e->s;
     int q8 = act_need(&L->wqkv) | act_need(&L->wz) | act_need(&L->wb) | act_need(&L->wa);
@@ -448,7 +461,7 @@ static void layer_gdn(struct engine *e, struct seq *s, const struct model_layer 
                              part(sc->b, g->hv, &L->wb, L->wb.data), part(sc->a, g->hv, &L->wa, L->wa.data) };
     mm_n(e, sc->xn, xq, T, g->H, 4, in);
     uint64_t off = engine_gdn_offset(e, gi);
-    struct gdn_job j = { e, L, s->gdn + off, off, p0, T, caps, n_caps };
+    struct gdn_job j = { e, st, L, off };
     sys_pool_run(e->pool, g->C, gdn_conv_fn, &j);
     sys_pool_run(e->pool, T, gdn_prep_fn, &j);
     sys_pool_run(e->pool, g->hv, gdn_step_fn, &j);
@@ -545,31 +558,79 @@ static int check_args(struct engine *e, struct seq *s, const int32_t *tokens, in
     return HS_OK;
 }
 
-static void forward_step(struct engine *e, struct seq *s, const int32_t *tokens, int64_t T,
-                         struct engine_capture *caps, int n_caps)
+/* The step table of one forward: segments (one per sequence, its tokens contiguous in the
+ * step), each token's segment, and the attention blocks (KERN_ATTN_TOKS tokens of one
+ * segment at most, counted from the segment's start, as a forward of that sequence alone
+ * cuts them). In the engine's scratch, sized for n_batch tokens. */
+static struct fwd_step step_begin(struct engine *e)
+{
+    struct fwd_step st = { .seg = e->s.seg, .tok_seg = e->s.tok_seg, .blk = e->s.blk };
+    return st;
+}
+
+static void step_add(struct engine *e, struct fwd_step *st, struct seq *s, const int32_t *tokens, int64_t T,
+                     struct engine_capture *caps, int n_caps)
+{
+    struct fwd_seg *sg = &e->s.seg[st->n_seg];
+    *sg = (struct fwd_seg){ .s = s, .tokens = tokens, .t0 = st->T, .T = T, .p0 = s->pos, .caps = caps, .n_caps = n_caps };
+    for (int64_t t = 0; t < T; t++) e->s.tok_seg[st->T + t] = st->n_seg;
+    for (int64_t b = 0; b < T; b += KERN_ATTN_TOKS)
+        e->s.blk[st->n_blk++] = (struct fwd_block){ .seg = st->n_seg, .t0 = st->T + b, .nt = HS_MIN(KERN_ATTN_TOKS, T - b) };
+    st->n_seg++;
+    st->T += T;
+}
+
+static void forward_step(struct engine *e, const struct fwd_step *st)
 {
     const struct engine_geom *g = &e->g;
     struct engine_scratch *sc = &e->s;
     const struct model_weight *emb = model_token_embd(e->m);
-    int64_t p0 = s->pos;
-    for (int64_t t = 0; t < T; t++)
-        kern_row_to_f32(sc->x + t * g->H, emb->data, (enum kern_wtype)emb->dtype, g->H, tokens[t]);
-    if (g->n_attn > 0 && g->n_rot > 0)
-        for (int64_t t = 0; t < T; t++) kern_rope_table(sc->rope + t * g->n_rot, g->n_rot, g->theta, p0 + t);
+    const int64_t T = st->T;
+    for (int si = 0; si < st->n_seg; si++) {
+        const struct fwd_seg *sg = &st->seg[si];
+        for (int64_t t = 0; t < sg->T; t++) {
+            kern_row_to_f32(sc->x + (sg->t0 + t) * g->H, emb->data, (enum kern_wtype)emb->dtype, g->H, sg->tokens[t]);
+            if (g->n_attn > 0 && g->n_rot > 0)
+                kern_rope_table(sc->rope + (sg->t0 + t) * g->n_rot, g->n_rot, g->theta, sg->p0 + t);
+        }
+    }
     const struct model_hparams *hp = model_hparams(e->m);
     for (int il = 0; il < g->n_layer; il++) {
         const struct model_layer *L = model_layer(e->m, il);
         rmsnorm_rows(e, sc->xn, sc->x, L->attn_norm, T, g->H, g->eps);
-        if (L->kind == LAYER_KIND_ATTN) layer_attn(e, s, L, g->attn_index[il], p0, T);
-        else layer_gdn(e, s, L, g->gdn_index[il], p0, T, caps, n_caps);
+        if (L->kind == LAYER_KIND_ATTN) layer_attn(e, st, L, g->attn_index[il]);
+        else layer_gdn(e, st, L, g->gdn_index[il]);
         kern_add(sc->x, sc->out, T * g->H);
         rmsnorm_rows(e, sc->xn, sc->x, L->post_attn_norm, T, g->H, g->eps);
         if (hp->layer_moe[il]) ffn_moe(e, L, T);
         else ffn_dense(e, L, T);
     }
-    for (int c = 0; c < n_caps; c++)
-        if (caps[c].pos > p0 && caps[c].pos <= p0 + T) caps[c].filled = true;
-    s->pos = p0 + T;
+    for (int si = 0; si < st->n_seg; si++) {
+        const struct fwd_seg *sg = &st->seg[si];
+        for (int c = 0; c < sg->n_caps; c++)
+            if (sg->caps[c].pos > sg->p0 && sg->caps[c].pos <= sg->p0 + sg->T) sg->caps[c].filled = true;
+        sg->s->pos = sg->p0 + sg->T;
+    }
+}
+
+/* Logits of the step's tokens idx[0..n) (indices into the step) into logits + k * n_vocab:
+ * the final norm per row, then one lm_head matmul over all of them (batch-invariant, so a
+ * row's logits do not depend on which others share the call). */
+static void lm_rows(struct engine *e, const int64_t *idx, int n, float *logits)
+{
+    if (n == 0) return;
+    for (int r = 0; r < n; r++)
+        kern_rmsnorm(e->s.hrow + (int64_t)r * e->g.H, e->s.x + idx[r] * e->g.H, model_output_norm(e->m), e->g.H,
+                     e->g.eps);
+    const struct model_weight *lm = model_lm_head(e->m);
+    struct act hq = quant(e, e->s.xq_a, e->s.xk_a, e->s.hrow, n, e->g.H, act_need(lm));
+    mm(e, logits, e->g.V, lm, lm->data, e->s.hrow, hq, n);
+}
+
+static void reserve(struct engine *e, struct seq *s, int64_t n)
+{
+    seq_kv_reserve(s, s->pos + n);
+    if (e->g.n_attn > 0) engine_attn_reserve(e, s->pos + n);
 }
 
 int engine_forward(struct engine *e, struct seq *s, const int32_t *tokens, int64_t n,
@@ -580,24 +641,59 @@ int engine_forward(struct engine *e, struct seq *s, const int32_t *tokens, int64
     if (rc) return rc;
     if ((rc = model_mapping_check(e->m, err))) return rc; /* the file was truncated earlier */
     if (n == 0) return HS_OK;
-    seq_kv_reserve(s, s->pos + n);
-    if (e->g.n_attn > 0) engine_attn_reserve(e, s->pos + n);
+    reserve(e, s, n);
     int k = 0; /* next requested row */
     for (int64_t i0 = 0; i0 < n; i0 += e->n_batch) {
         int64_t T = HS_MIN(e->n_batch, n - i0);
-        forward_step(e, s, tokens + i0, T, caps, n_caps);
+        struct fwd_step st = step_begin(e);
+        step_add(e, &st, s, tokens + i0, T, caps, n_caps);
+        forward_step(e, &st);
         int k0 = k;
-        while (k < n_rows && rows[k] < i0 + T) k++;
-        if (k > k0) {
-            /* rows relative to this step, in the engine's hrow order */
-            for (int r = k0; r < k; r++)
-                kern_rmsnorm(e->s.hrow + (int64_t)(r - k0) * e->g.H, e->s.x + (rows[r] - i0) * e->g.H,
-                             model_output_norm(e->m), e->g.H, e->g.eps);
-            const struct model_weight *lm = model_lm_head(e->m);
-            struct act hq = quant(e, e->s.xq_a, e->s.xk_a, e->s.hrow, k - k0, e->g.H, act_need(lm));
-            mm(e, logits + (int64_t)k0 * e->g.V, e->g.V, lm, lm->data, e->s.hrow, hq, k - k0);
-        }
+        for (; k < n_rows && rows[k] < i0 + T; k++) e->s.row_idx[k - k0] = rows[k] - i0;
+        lm_rows(e, e->s.row_idx, k - k0, logits ? logits + (int64_t)k0 * e->g.V : NULL);
     }
     /* a SIGBUS during the pass left zeros where weights were (sys.h's guard): discard it */
+    return model_mapping_check(e->m, err);
+}
+
+int64_t engine_n_batch(const struct engine *e) { return e->n_batch; }
+
+int engine_forward_batch(struct engine *e, struct engine_item *items, int n_items, float *logits,
+                         struct hs_err *err)
+{
+    if (n_items < 0 || (n_items > 0 && !items))
+        return hs_err_set(err, HS_ERR_INVALID, "engine_forward_batch: %d items", n_items);
+    int64_t total = 0;
+    int n_rows = 0;
+    for (int i = 0; i < n_items; i++) {
+        const struct engine_item *it = &items[i];
+        int rc = check_args(e, it->s, it->tokens, it->n, it->caps, it->n_caps, it->rows, it->n_rows, logits, err);
+        if (rc) return rc;
+        for (int j = 0; j < i; j++)
+            if (items[j].s == it->s)
+                return hs_err_set(err, HS_ERR_INVALID, "engine_forward_batch: items %d and %d are one sequence", j, i);
+        total += it->n;
+        n_rows += it->n_rows;
+    }
+    if (total > e->n_batch)
+        return hs_err_set(err, HS_ERR_LIMIT, "engine_forward_batch: %lld tokens in one step; the engine's step holds %lld",
+                          (long long)total, (long long)e->n_batch);
+    int rc = model_mapping_check(e->m, err);
+    if (rc || total == 0) return rc;
+    struct fwd_step st = step_begin(e);
+    for (int i = 0; i < n_items; i++) {
+        struct engine_item *it = &items[i];
+        if (it->n == 0) continue;
+        reserve(e, it->s, it->n);
+        step_add(e, &st, it->s, it->tokens, it->n, it->caps, it->n_caps);
+    }
+    forward_step(e, &st);
+    int k = 0;
+    for (int i = 0, si = 0; i < n_items; i++) {
+        if (items[i].n == 0) continue;
+        for (int r = 0; r < items[i].n_rows; r++) e->s.row_idx[k++] = st.seg[si].t0 + items[i].rows[r];
+        si++;
+    }
+    lm_rows(e, e->s.row_idx, n_rows, logits);
     return model_mapping_check(e->m, err);
 }

@@ -352,3 +352,150 @@ Test(forward_exact, engine_uses_the_expected_table)
     engine_free(e);
     model_free(m);
 }
+
+/* ---- several sequences per step (engine_forward_batch, [F10]) ------------------------------
+ * Five sequences of different lengths (one of a single token) go through steps that mix them
+ * at random: any subset, any order, chunks of 1 (decode) to 20 tokens, within n_batch. Every
+ * position's logits, an in-flight capture and the final state of each equal, bit for bit,
+ * those of the sequence run alone; for 1 and 2 threads and a small n_batch. */
+#define BATCH_SEQS 5
+
+static uint64_t xs(uint64_t *x)
+{
+    *x ^= *x << 13; *x ^= *x >> 7; *x ^= *x << 17;
+    return *x;
+}
+
+static void batch_sweep(const struct spec *sp)
+{
+    struct model *m = make_model(sp, "b");
+    int64_t V = model_hparams(m)->n_vocab;
+    static const int64_t len[BATCH_SEQS] = { 37, N_PROMPT, 1, 64, 90 };
+    int32_t ids[BATCH_SEQS][N_PROMPT];
+    float *ref[BATCH_SEQS];
+    void *ref_cap[BATCH_SEQS], *ref_state[BATCH_SEQS];
+    int64_t cap_pos[BATCH_SEQS];
+    struct hs_err err;
+    hs_err_clear(&err);
+    struct engine *e1 = make_engine(m, 1, 512);
+    uint64_t nb = engine_snapshot_bytes(e1);
+    for (int k = 0; k < BATCH_SEQS; k++) {
+        prompt(ids[k], len[k], V, sp->seed * 10 + (uint64_t)k);
+        ref[k] = logits_of(m, ids[k], len[k], len[k], 1, 512);
+        cap_pos[k] = 1 + (int64_t)(((uint64_t)k * 31 + sp->seed) % (uint64_t)len[k]); /* 1 .. len */
+        struct engine_capture c = { cap_pos[k], calloc(1, nb), false };
+        struct seq *s = seq_new(e1, len[k]);
+        cr_assert_eq(engine_forward(e1, s, ids[k], len[k], &c, 1, NULL, 0, NULL, &err), 0, "%s", err.msg);
+        cr_assert(c.filled);
+        ref_cap[k] = c.buf;
+        ref_state[k] = malloc(nb);
+        memcpy(ref_state[k], seq_gdn_state(s), nb);
+        seq_free(s);
+    }
+    static const struct { int threads; int64_t n_batch; uint64_t seed; } runs[] = {
+        { 1, 512, 1 }, { 2, 512, 2 }, { 2, 24, 3 }, { 1, 9, 4 },
+    };
+    for (size_t r = 0; r < HS_ARRAY_LEN(runs); r++) {
+        struct engine *e = make_engine(m, runs[r].threads, runs[r].n_batch);
+        struct seq *sq[BATCH_SEQS];
+        struct engine_capture caps[BATCH_SEQS];
+        for (int k = 0; k < BATCH_SEQS; k++) {
+            sq[k] = seq_new(e, len[k]);
+            caps[k] = (struct engine_capture){ cap_pos[k], calloc(1, nb), false };
+        }
+        float *logits = malloc((size_t)(runs[r].n_batch * V) * sizeof(float));
+        int64_t rows[BATCH_SEQS][N_PROMPT];
+        for (int64_t i = 0; i < N_PROMPT; i++)
+            for (int k = 0; k < BATCH_SEQS; k++) rows[k][i] = i;
+        uint64_t x = runs[r].seed * 0x9e3779b97f4a7c15ull + 5;
+        int steps = 0, mixed = 0;
+        for (;;) {
+            struct engine_item it[BATCH_SEQS];
+            int n_it = 0, order[BATCH_SEQS] = { 0, 1, 2, 3, 4 };
+            for (int k = BATCH_SEQS - 1; k > 0; k--) { /* a random order */
+                int o = (int)(xs(&x) % (uint64_t)(k + 1)), t = order[k];
+                order[k] = order[o];
+                order[o] = t;
+            }
+            int64_t budget = runs[r].n_batch;
+            static const int64_t sizes[] = { 1, 1, 1, 3, 7, 20 };
+            for (int oi = 0; oi < BATCH_SEQS; oi++) {
+                int k = order[oi];
+                int64_t left = len[k] - seq_pos(sq[k]);
+                if (left == 0 || budget == 0 || (n_it > 0 && xs(&x) % 4 == 0)) continue;
+                int64_t want = sizes[xs(&x) % HS_ARRAY_LEN(sizes)]; /* once: HS_MIN evaluates twice */
+                int64_t c = HS_MIN(HS_MIN(want, left), budget);
+                it[n_it++] = (struct engine_item){ .s = sq[k], .tokens = ids[k] + seq_pos(sq[k]), .n = c,
+                                                   .caps = &caps[k], .n_caps = 1, .rows = rows[k], .n_rows = (int)c };
+                budget -= c;
+            }
+            if (n_it == 0) break;
+            int64_t at[BATCH_SEQS];
+            for (int i = 0; i < n_it; i++) at[i] = seq_pos(it[i].s);
+            cr_assert_eq(engine_forward_batch(e, it, n_it, logits, &err), 0, "%s", err.msg);
+            steps++;
+            mixed += n_it > 1;
+            int64_t row = 0;
+            for (int i = 0; i < n_it; i++) {
+                int k = (int)(it[i].s == sq[0] ? 0 : it[i].s == sq[1] ? 1 : it[i].s == sq[2] ? 2 : it[i].s == sq[3] ? 3 : 4);
+                int64_t d = first_diff(ref[k] + at[i] * V, logits + row * V, it[i].n, V);
+                cr_assert_eq(d, -1, "run %zu step %d: sequence %d position %lld differs from alone (%d in the step)", r,
+                             steps, k, (long long)(at[i] + d), n_it);
+                row += it[i].n;
+            }
+        }
+        cr_assert_gt(mixed, 3, "the schedule mixed sequences in only %d steps", mixed);
+        for (int k = 0; k < BATCH_SEQS; k++) {
+            cr_assert_eq(seq_pos(sq[k]), len[k]);
+            cr_assert(caps[k].filled);
+            cr_assert_eq(memcmp(caps[k].buf, ref_cap[k], nb), 0, "run %zu: capture of sequence %d differs", r, k);
+            cr_assert_eq(memcmp(seq_gdn_state(sq[k]), ref_state[k], nb), 0, "run %zu: final state of sequence %d differs", r, k);
+            free(caps[k].buf);
+            seq_free(sq[k]);
+        }
+        free(logits);
+        engine_free(e);
+    }
+    for (int k = 0; k < BATCH_SEQS; k++) {
+        free(ref[k]);
+        free(ref_cap[k]);
+        free(ref_state[k]);
+    }
+    engine_free(e1);
+    model_free(m);
+}
+
+Test(forward_exact, batch_qwen35_q8_0_gguf) { struct spec s = { MODEL_ARCH_QWEN35, DTYPE_Q8_0, true, 0, 0, 31 }; batch_sweep(&s); }
+Test(forward_exact, batch_qwen35_bf16_hf) { struct spec s = { MODEL_ARCH_QWEN35, DTYPE_BF16, false, 1, 3, 32 }; batch_sweep(&s); }
+Test(forward_exact, batch_qwen35moe_q4_k_m_gguf) { struct spec s = { MODEL_ARCH_QWEN35MOE, DTYPE_Q4_K, true, 0, 0, 33 }; batch_sweep(&s); }
+Test(forward_exact, batch_qwen3next_f32_gguf) { struct spec s = { MODEL_ARCH_QWEN3NEXT, DTYPE_F32, true, 0, 0, 34 }; batch_sweep(&s); }
+Test(forward_exact, batch_qwen35_q5_k_m_gguf) { struct spec s = { MODEL_ARCH_QWEN35, DTYPE_Q5_K, true, 0, 0, 35 }; batch_sweep(&s); }
+
+/* Bad batches fail before any state changes: one sequence twice, more tokens than a step
+ * holds, a bad token in the last item. */
+Test(forward_exact, batch_refuses_bad_items)
+{
+    struct spec sp = { MODEL_ARCH_QWEN35, DTYPE_F32, true, 0, 0, 36 };
+    struct model *m = make_model(&sp, "bb");
+    struct engine *e = make_engine(m, 1, 8);
+    struct seq *a = seq_new(e, 64), *b = seq_new(e, 64);
+    int32_t t[10] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 }, bad = -1;
+    struct hs_err err;
+    hs_err_clear(&err);
+    struct engine_item twice[2] = { { .s = a, .tokens = t, .n = 2 }, { .s = a, .tokens = t, .n = 1 } };
+    cr_assert_eq(engine_forward_batch(e, twice, 2, NULL, &err), HS_ERR_INVALID);
+    struct engine_item big[2] = { { .s = a, .tokens = t, .n = 5 }, { .s = b, .tokens = t, .n = 4 } };
+    cr_assert_eq(engine_forward_batch(e, big, 2, NULL, &err), HS_ERR_LIMIT);
+    struct engine_item badtok[2] = { { .s = a, .tokens = t, .n = 3 }, { .s = b, .tokens = &bad, .n = 1 } };
+    cr_assert_eq(engine_forward_batch(e, badtok, 2, NULL, &err), HS_ERR_INVALID);
+    cr_assert_eq(seq_pos(a), 0);
+    cr_assert_eq(seq_pos(b), 0);
+    struct engine_item ok[2] = { { .s = a, .tokens = t, .n = 3 }, { .s = b, .tokens = t, .n = 0 } };
+    cr_assert_eq(engine_forward_batch(e, ok, 2, NULL, &err), 0, "%s", err.msg);
+    cr_assert_eq(seq_pos(a), 3);
+    cr_assert_eq(seq_pos(b), 0);
+    seq_free(a);
+    seq_free(b);
+    engine_free(e);
+    model_free(m);
+}
