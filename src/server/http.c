@@ -270,7 +270,9 @@ static enum MHD_Result route_metrics(struct server *srv, struct MHD_Connection *
 {
     struct strbuf b;
     strbuf_init(&b);
-    metrics_write(&srv->metrics, route_names, ROUTE_N, sched_depth(&srv->sched), &b);
+    int running, waiting;
+    sched_counts(&srv->sched, &running, &waiting);
+    metrics_write(&srv->metrics, route_names, ROUTE_N, running, waiting, &b);
     enum MHD_Result ret = reply(srv, c, rq, 200, "text/plain; version=0.0.4; charset=utf-8", b.buf, b.len, NULL, NULL);
     strbuf_free(&b);
     return ret;
@@ -1222,12 +1224,15 @@ int server_run(const struct server_opts *o)
     struct engine_opts eo;
     engine_opts_default(&eo);
     eo.n_threads = srv->opts.n_threads;
+    eo.n_batch = o->step_tokens > 0 ? o->step_tokens : SERVER_DEFAULT_STEP_TOKENS; /* one step's tokens */
     if (engine_new(srv->model, &eo, &srv->engine, &err)) goto out;
     int64_t train = model_hparams(srv->model)->n_ctx_train;
     srv->n_ctx = o->n_ctx > 0 ? o->n_ctx : HS_MIN(train > 0 ? train : 32768, 32768);
     char bank_desc[4352];
     bank_start(srv, bank_desc, sizeof(bank_desc));
-    if (sched_start(&srv->sched, o->max_queue, sched_job_session, srv, &err)) goto out;
+    if (batch_new(srv, &srv->batch, &err) ||
+        sched_start(&srv->sched, o->max_queue, o->parallel, &batch_ops, srv->batch, srv, &err))
+        goto out;
     atomic_store(&srv->ready, true);
     srv->guard = guard_new(&srv->opts);
     d = http_start(srv, &err);
@@ -1269,6 +1274,7 @@ out:
     if (d) MHD_stop_daemon(d);
     guard_free(srv->guard);
     sched_free(&srv->sched);
+    batch_free(srv->batch);
     log_debug("serve: engine stopped in %.3f s, http in %.3f s", t1 - t0, sys_time_sec() - t1);
     if (srv->disk) {
         bank_disk_flush(srv->disk); /* every queued write reaches the disk before exit */

@@ -77,8 +77,9 @@ void metrics_cancel(struct metrics *m, const struct session_report *r)
 }
 
 void metrics_write(struct metrics *m, const char *const *route_names, int n_routes,
-                   int queue_depth, struct strbuf *out)
+                   int running, int waiting, struct strbuf *out)
 {
+    int queue_depth = running + waiting;
     static const char *const cls_names[6] = { "other", "1xx", "2xx", "3xx", "4xx", "5xx" };
     pthread_mutex_lock(&m->mu);
     strbuf_puts(out, "# HELP headstart_requests_total HTTP requests by route and status class.\n"
@@ -115,6 +116,36 @@ void metrics_write(struct metrics *m, const char *const *route_names, int n_rout
                        "headstart_ttft_seconds_count %lld\n",
                   (long long)cum, m->ttft_sum, (long long)m->ttft_n);
     static const char *const stage_names[METRICS_CANCEL_COUNT] = { "queue", "prefill", "generation" };
+    strbuf_printf(out,
+                  "# HELP headstart_running_sequences Requests admitted and not ended (computing, or parked "
+                  "waiting for another's head).\n# TYPE headstart_running_sequences gauge\n"
+                  "headstart_running_sequences %d\n"
+                  "# HELP headstart_waiting_requests Requests queued for admission.\n"
+                  "# TYPE headstart_waiting_requests gauge\nheadstart_waiting_requests %d\n"
+                  "# HELP headstart_steps_total Forward steps (each carries every running request's work).\n"
+                  "# TYPE headstart_steps_total counter\nheadstart_steps_total %lld\n"
+                  "# HELP headstart_step_tokens_total Tokens computed in forward steps (prefill + decode).\n"
+                  "# TYPE headstart_step_tokens_total counter\nheadstart_step_tokens_total %lld\n"
+                  "# HELP headstart_step_seconds_total Seconds spent in forward steps.\n"
+                  "# TYPE headstart_step_seconds_total counter\nheadstart_step_seconds_total %.6f\n"
+                  "# HELP headstart_prefill_tokens_total Prompt tokens computed (not restored).\n"
+                  "# TYPE headstart_prefill_tokens_total counter\nheadstart_prefill_tokens_total %lld\n"
+                  "# HELP headstart_decode_tokens_total Generated tokens fed back through a forward step.\n"
+                  "# TYPE headstart_decode_tokens_total counter\nheadstart_decode_tokens_total %lld\n"
+                  "# HELP headstart_head_parked_total Requests that waited for another running request to "
+                  "compute their head.\n# TYPE headstart_head_parked_total counter\nheadstart_head_parked_total %lld\n"
+                  "# HELP headstart_head_shared_total Requests that restored a head another running request "
+                  "computed for them.\n# TYPE headstart_head_shared_total counter\nheadstart_head_shared_total %lld\n"
+                  "# HELP headstart_head_shared_tokens_total Head tokens those requests did not compute.\n"
+                  "# TYPE headstart_head_shared_tokens_total counter\nheadstart_head_shared_tokens_total %lld\n"
+                  "# HELP headstart_seq_bytes Sequence state reserved by the running requests (--seq-ram).\n"
+                  "# TYPE headstart_seq_bytes gauge\nheadstart_seq_bytes %llu\n"
+                  "# HELP headstart_seq_budget_bytes The --seq-ram budget.\n"
+                  "# TYPE headstart_seq_budget_bytes gauge\nheadstart_seq_budget_bytes %llu\n",
+                  running, waiting, (long long)m->steps, (long long)m->step_tokens, m->step_seconds,
+                  (long long)m->prefill_tokens, (long long)m->decode_tokens, (long long)m->head_parked,
+                  (long long)m->head_shared, (long long)m->head_shared_tokens, (unsigned long long)m->seq_bytes,
+                  (unsigned long long)m->seq_budget);
     strbuf_puts(out, "# HELP headstart_cancelled_requests_total Requests cancelled (the client went away or the "
                      "server was stopping), by where they stopped.\n"
                      "# TYPE headstart_cancelled_requests_total counter\n");

@@ -1,8 +1,9 @@
 /*
  * sched.c — the scheduler: a bounded FIFO of jobs consumed by the one engine thread that
- * owns the model and every sequence; the job object shared with the connection threads;
- * and the request path around session_run (session.c: the session bank around the
- * prefill), which the engine thread runs for every job. The numbers go to metrics.c.
+ * owns the model and every sequence, and the job object shared with the connection threads.
+ * What the engine thread does with a job is the caller's (struct sched_ops): the server's is
+ * batch.c, which admits up to --parallel jobs and runs them together, one forward step at a
+ * time.
  *
  * Design note
  * -----------
@@ -11,15 +12,21 @@
  * object holds a third while it streams. The engine side only appends bytes and signals; it
  * never waits for a reader, so a slow or dead client cannot stall other requests. A client
  * that goes away is noticed by its connection thread (socket hang-up) which sets
- * `cancelled`; the engine checks it before every token and between prefill chunks and stops
- * there. /metrics counts each cancel once, by where it stopped (metrics_cancel: in the queue,
- * in the prefill, with the prompt tokens it left, or in generation), so a test can see that a
- * prefill was cut rather than infer it from timing.
+ * `cancelled`; the engine checks it before every step and stops there. /metrics counts each
+ * cancel once, by where it stopped (metrics_cancel: in the queue, in the prefill, with the
+ * prompt tokens it left, or in generation), so a test can see that a prefill was cut rather
+ * than infer it from timing.
+ *
+ * The engine thread loops: admit jobs from the queue's head while fewer than `parallel`
+ * run (ops.admit may start one, finish it at once, or leave it at the head until running
+ * ones make room: SCHED_ADMIT_WAIT, only while others run), then one ops.step over all the
+ * running ones; it sleeps only when nothing runs or waits.
  *
  * Invariants:
  *   1. Exactly one thread ever touches the engine, its sequences and the tokenizer.
- *   2. Jobs run in submit order. At most max_queue + 1 jobs are in the scheduler (waiting
- *      or running); a submit beyond that fails at once with API_ERR_QUEUE_FULL.
+ *   2. Jobs are admitted in submit order. At most max_queue + parallel jobs are in the
+ *      scheduler (waiting or running); a submit beyond that fails at once with
+ *      API_ERR_QUEUE_FULL.
  *   3. Every job that was submitted ends with job_done exactly once, even when cancelled or
  *      when the server stops, so no connection thread waits forever.
  *   4. A job's byte queue only grows at the end; job_take hands bytes out in order, once.
@@ -145,17 +152,16 @@ size_t job_take(struct job *j, char *buf, size_t max, bool *eof)
 /* A cancelled job still ends with an answer: nobody reads it when the client is gone, and
  * a client waiting while the server stops gets a 503 it can retry. */
 
-static const char cancelled_msg[] = "the request was cancelled: the client went away or the server is stopping";
+const char job_cancelled_msg[] = "the request was cancelled: the client went away or the server is stopping";
 
-/* A whole body that goes out with its status (non-stream answers and early errors). */
-static void job_body(struct job *j, const struct strbuf *b)
+void job_body(struct job *j, const struct strbuf *b)
 {
     pthread_mutex_lock(&j->mu);
     strbuf_append(&j->out, b->buf ? b->buf : "", b->len);
     pthread_mutex_unlock(&j->mu);
 }
 
-static void job_fail(struct job *j, struct api_response *r, int code, const char *msg)
+void job_fail(struct job *j, struct api_response *r, int code, const char *msg)
 {
     struct strbuf out;
     strbuf_init(&out);
@@ -168,44 +174,65 @@ static void job_fail(struct job *j, struct api_response *r, int code, const char
 
 /* ---- the scheduler ----------------------------------------------------------------- */
 
+/* Admit from the queue's head while there is room (invariant 2), then one step of the
+ * running jobs; sleep only when nothing runs or waits. */
 static void *sched_main(void *arg)
 {
     struct sched *s = arg;
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        while (!s->n && !s->stopping) pthread_cond_wait(&s->cv, &s->mu);
-        if (!s->n && s->stopping) break;
-        struct job *j = s->ring[s->head];
-        s->head = (s->head + 1) % s->cap;
-        s->n--;
-        s->running = 1;
-        s->current = j;
-        pthread_mutex_unlock(&s->mu);
-        if (job_cancelled(j)) {
-            if (s->srv) metrics_cancel(&s->srv->metrics, NULL);
-            job_fail(j, NULL, API_ERR_OVERLOADED, cancelled_msg);
-        } else {
-            s->fn(s->srv, j);
+        while (!s->n && !s->running && !s->stopping) pthread_cond_wait(&s->cv, &s->mu);
+        if (!s->n && !s->running && s->stopping) break;
+        while (s->n && s->running < s->parallel) {
+            struct job *j = s->ring[s->head];
+            s->head = (s->head + 1) % s->cap;
+            s->n--;
+            s->running++; /* the admission holds its slot: depth stays n + running */
+            pthread_mutex_unlock(&s->mu);
+            enum sched_admit a = SCHED_ADMIT_DONE;
+            if (job_cancelled(j)) {
+                if (s->srv) metrics_cancel(&s->srv->metrics, NULL);
+                job_fail(j, NULL, API_ERR_OVERLOADED, job_cancelled_msg);
+            } else {
+                a = s->ops.admit(s->ctx, j, s->running - 1);
+            }
+            pthread_mutex_lock(&s->mu);
+            if (a == SCHED_ADMIT_RUNNING) continue; /* the ops hold the job's reference now */
+            s->running--;
+            if (a == SCHED_ADMIT_WAIT) { /* back to the head: it goes first once there is room */
+                s->head = (s->head + s->cap - 1) % s->cap;
+                s->ring[s->head] = j;
+                s->n++;
+                break;
+            }
+            job_release(j); /* under s->mu: sched_stop may be cancelling it */
         }
+        if (!s->running) continue;
+        bool stopping = s->stopping;
+        pthread_mutex_unlock(&s->mu);
+        int left = s->ops.step(s->ctx, stopping);
         pthread_mutex_lock(&s->mu);
-        s->running = 0;
-        s->current = NULL;
-        job_release(j); /* under s->mu: sched_stop may be cancelling `current` */
+        s->running = left;
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
 }
 
-int sched_start(struct sched *s, int max_queue, job_fn fn, struct server *srv, struct hs_err *err)
+int sched_start(struct sched *s, int max_queue, int parallel, const struct sched_ops *ops, void *ctx,
+                struct server *srv, struct hs_err *err)
 {
     memset(s, 0, sizeof(*s));
     if (max_queue < 0 || max_queue > 1 << 20)
         return hs_err_set(err, HS_ERR_INVALID, "--max-queue %d is outside 0..%d", max_queue, 1 << 20);
+    if (parallel < 1 || parallel > SERVER_MAX_PARALLEL)
+        return hs_err_set(err, HS_ERR_INVALID, "--parallel %d is outside 1..%d", parallel, SERVER_MAX_PARALLEL);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    s->cap = max_queue + 1;
+    s->cap = max_queue + parallel;
+    s->parallel = parallel;
     s->ring = hs_calloc((size_t)s->cap, sizeof(*s->ring));
-    s->fn = fn;
+    s->ops = *ops;
+    s->ctx = ctx;
     s->srv = srv;
     if (srv) watch_start(srv); /* before the engine thread: it may set the engine's identity */
     if (pthread_create(&s->thread, NULL, sched_main, s)) {
@@ -243,16 +270,25 @@ int sched_depth(struct sched *s)
     return d;
 }
 
+void sched_counts(struct sched *s, int *running, int *waiting)
+{
+    pthread_mutex_lock(&s->mu);
+    *running = s->running;
+    *waiting = s->n;
+    pthread_mutex_unlock(&s->mu);
+}
+
 void sched_stop(struct sched *s)
 {
     if (!s->started) return;
     pthread_mutex_lock(&s->mu);
     s->stopping = true;
     for (int i = 0; i < s->n; i++) job_cancel(s->ring[(s->head + i) % s->cap]);
-    if (s->current) job_cancel(s->current);
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
-    pthread_join(s->thread, NULL); /* the engine drains the queue: every job gets job_done */
+    /* the engine drains the queue and its next step cancels every running job: each gets
+     * job_done (invariant 3) */
+    pthread_join(s->thread, NULL);
     if (s->srv) watch_stop(s->srv); /* before the model can be freed */
     s->started = false;
 }
@@ -266,166 +302,3 @@ void sched_free(struct sched *s)
     pthread_mutex_destroy(&s->mu);
 }
 
-/* ---- the request path: session_run (session.c) -------------------------------------------
- * session_run does render -> tokenize -> bank restore -> prefill -> generate -> bank insert;
- * its start hook (before the prefill) opens the response with the prompt and cached token
- * counts and whether the generation prompt opened <think>; its text callback turns text into
- * the API's bytes; its prefill hook (between prefill chunks) sends a keep-alive to a stream
- * that has been quiet for --keepalive seconds (server_opts.keepalive_s, checked between
- * prefill chunks of about SESSION_PREFILL_CHUNK_S). All three return false once the job is
- * cancelled, so a client that goes away stops its generation within one token, its prefill
- * within one chunk (and before the prefill when it left while queued). */
-
-struct session_ctx {
-    struct server *srv;
-    struct job *j;
-    struct api_response *r;       /* made by the start hook; NULL when session_run failed before */
-    struct api_usage usage;
-    struct strbuf out;
-    double t_emit;                /* sys_time_sec() of the last bytes sent to a stream */
-};
-
-/* Stream out what the response appended (a no-op for a whole body). */
-static void session_flush(struct session_ctx *c)
-{
-    if (c->j->req.stream && c->out.len) {
-        job_emit(c->j, c->out.buf, c->out.len);
-        c->t_emit = sys_time_sec();
-    }
-    if (c->j->req.stream) strbuf_reset(&c->out);
-}
-
-static bool session_on_start(void *ctx, const struct session_start *st)
-{
-    struct session_ctx *c = ctx;
-    struct job *j = c->j;
-    const struct api_request *req = &j->req;
-    struct api_response_opts ro = {
-        .kind = req->kind, .stream = req->stream, .include_usage = req->include_usage,
-        .model = c->srv->model_name, .id = j->id, .created = j->created, .tools = req->chat.tools,
-        .starts_in_reasoning = st->thinking,
-    };
-    c->r = api_response_new(&ro);
-    c->usage.prompt_tokens = st->prompt_tokens;
-    c->usage.cached_tokens = st->cached_tokens;
-    if (j->req.stream && !job_cancelled(j)) api_response_begin(c->r, &c->usage, &c->out);
-    /* a forced tool call's start is the answer's first text (the parser enters the call) */
-    if (st->forced_len) api_response_feed(c->r, st->forced_text, st->forced_len, &c->out);
-    if (!job_cancelled(j)) session_flush(c);
-    return !job_cancelled(j);
-}
-
-/* Between prefill chunks: a keep-alive once keepalive_s passed without bytes, so a
- * long prompt does not look like a dead connection to the client; false once cancelled. */
-static bool session_on_prefill(void *ctx, int64_t done, int64_t total)
-{
-    struct session_ctx *c = ctx;
-    (void)done; (void)total;
-    if (job_cancelled(c->j)) return false;
-    if (c->j->req.stream && c->r && sys_time_sec() - c->t_emit >= c->srv->opts.keepalive_s) {
-        api_response_keepalive(c->r, &c->out);
-        session_flush(c);
-    }
-    return true;
-}
-
-static bool session_on_text(void *ctx, const char *text, size_t len)
-{
-    struct session_ctx *c = ctx;
-    if (len) api_response_feed(c->r, text, len, &c->out);
-    session_flush(c);
-    return !job_cancelled(c->j);
-}
-
-/* Bank numbers for /metrics, read on the engine thread (the bank's one owner). */
-static void session_bank_stats(struct server *srv)
-{
-    if (!srv->bank) return;
-    struct bank_stats st;
-    bank_stats_get(srv->bank, &st);
-    struct bank_disk_stats ds;
-    if (srv->disk) bank_disk_stats_get(srv->disk, &ds);
-    pthread_mutex_lock(&srv->metrics.mu);
-    srv->metrics.bank = st;
-    srv->metrics.have_bank = true;
-    if (srv->disk) {
-        srv->metrics.disk = ds;
-        srv->metrics.have_disk = true;
-    }
-    pthread_mutex_unlock(&srv->metrics.mu);
-}
-
-/* The output cap: the request's own, at most --max-tokens-default, which also applies when
- * the request sets none (cline, Continue); 0 there: up to the context. */
-static int64_t session_max_tokens(struct server *srv, struct job *j)
-{
-    int64_t cap = srv->opts.max_tokens_default, want = j->req.max_tokens;
-    if (cap > 0 && (want <= 0 || want > cap)) {
-        j->capped = true;
-        return cap;
-    }
-    return want > 0 ? want : srv->n_ctx;
-}
-
-void sched_job_session(struct server *srv, struct job *j)
-{
-    watch_poll(srv); /* an identity hashed in the background opens the disk tier */
-    double t_run = sys_time_sec();
-    struct hs_err err;
-    hs_err_clear(&err);
-    struct session_ctx c = { .srv = srv, .j = j };
-    strbuf_init(&c.out);
-    struct session_opts so = {
-        .max_tokens = session_max_tokens(srv, j),
-        .disk = srv->disk,
-        .n_ctx = srv->n_ctx,
-        .ignore_eos = j->req.ignore_eos,
-        .on_start = session_on_start,
-        .on_prefill = session_on_prefill,
-    };
-    session_sampling_opts(&j->req.sampling, j->seed, &so.sampling);
-    struct session_report rep;
-    int rc = session_run(srv->engine, &srv->text, srv->bank, &j->req, &so, session_on_text, &c, &rep, &err);
-    if (rc != HS_OK) {
-        /* an error once the response exists is the engine's (500); before, the request's */
-        job_fail(j, c.r, c.r ? API_ERR_INTERNAL : rc, err.msg);
-        watch_report(srv, NULL);
-    } else {
-        watch_report(srv, &rep);
-        /* for the request log, before job_done lets the connection thread read them */
-        pthread_mutex_lock(&j->mu);
-        j->ran = true;
-        j->n_prompt = rep.prompt_tokens;
-        j->n_cached = rep.cached_tokens;
-        j->n_generated = rep.n_output;
-        j->cache_source = rep.cache_source;
-        j->stop_reason = rep.stop_reason;
-        j->ttft_ms = rep.n_output ? (t_run - j->t_submit) * 1e3 + rep.ttft_ms : -1;
-        memcpy(j->first_logits, rep.first_logits_sha256, sizeof j->first_logits);
-        pthread_mutex_unlock(&j->mu);
-        if (rep.stop_reason == SESSION_STOP_CANCELLED) {
-            metrics_cancel(&srv->metrics, &rep);
-            job_fail(j, c.r, API_ERR_OVERLOADED, cancelled_msg);
-        } else {
-            c.usage.completion_tokens = rep.n_output;
-            static const enum api_stop api_stops[SESSION_STOP_COUNT] = {
-                [SESSION_STOP_LENGTH] = API_STOP_LENGTH, [SESSION_STOP_END] = API_STOP_END,
-                [SESSION_STOP_SEQUENCE] = API_STOP_STOP_SEQUENCE,
-            };
-            enum api_stop stop = api_stops[rep.stop_reason];
-            if (stop == API_STOP_END && api_response_n_tool_calls(c.r) > 0) stop = API_STOP_TOOL_CALLS;
-            api_response_finish(c.r, stop, rep.stop_sequence, &c.usage, &c.out);
-            if (j->req.stream) job_emit(j, c.out.buf, c.out.len);
-            else job_body(j, &c.out);
-            job_done(j, 200);
-        }
-        /* ttft: queue wait + session_run's own (render, restore, prefill, 1st token) */
-        metrics_tokens(&srv->metrics, rep.prompt_tokens, rep.cached_tokens, rep.n_output, rep.prefill_ms / 1e3,
-                       (rep.total_ms - rep.prefill_ms) / 1e3,
-                       rep.n_output ? t_run - j->t_submit + rep.ttft_ms / 1e3 : -1);
-        session_report_free(&rep);
-    }
-    session_bank_stats(srv);
-    api_response_free(c.r);
-    strbuf_free(&c.out);
-}

@@ -244,6 +244,32 @@ const struct session_start *session_start_info(const struct session *s);
  * capturing planned snapshots on the way; the first call plans them. *done = true once the
  * whole prompt is in and the first logits are ready. */
 int session_prefill(struct session *s, int64_t max_tokens, bool *done, struct hs_err *err);
+/* The engine work the next step needs, as one item of engine_forward_batch (a scheduler
+ * batches the items of several sessions into one forward): a prefill chunk of at most
+ * max_tokens (<= 0: the rest; the first call plans the captures), or the previous generated
+ * token (its logits row asked for). Returns the item's tokens; 0: the next step needs no
+ * forward (session_generate samples from the logits it has, or the session is over). */
+int64_t session_work(struct session *s, int64_t max_tokens, struct engine_item *it);
+/* The item of the last session_work went through the engine; row: its logits row (NULL:
+ * engine_forward already wrote it in place). Advances the prefill or clears the pending token. */
+void session_work_done(struct session *s, const float *row);
+/* Generation can sample now (the prompt is in and the last token fed). */
+bool session_ready_to_sample(const struct session *s);
+/* The session will still compute the snapshot at the end of its head (*head: the head's
+ * tokens): another session with the same head may wait for it instead of computing it too. */
+bool session_head_pending(const struct session *s, int64_t *head);
+const int32_t *session_prompt_ids(const struct session *s);
+/* The whole prompt is in (restored + computed). */
+bool session_prefill_done(const struct session *s);
+/* The output cap (max_tokens as the session applies it). */
+int64_t session_output_cap(const struct session *s);
+/* Bank the prompt head now (its KV rows and the head snapshot, once captured), for sessions
+ * waiting for it; session_finish stores the rest of the path later. A no-op before the head
+ * capture, after a first call, or without a bank. */
+int session_store_head(struct session *s, struct hs_err *err);
+/* Bytes of state the session may hold at most: KV rows of prompt + output cap, GDN state,
+ * planned snapshots, logits (what a scheduler reserves at admission). */
+uint64_t session_state_bytes(const struct session *s);
 /* Prompt tokens computed or restored so far, of session_prompt_tokens. */
 int64_t session_prefill_pos(const struct session *s);
 int64_t session_prompt_tokens(const struct session *s);

@@ -79,38 +79,67 @@ size_t job_take(struct job *j, char *buf, size_t max, bool *eof);
 
 /* ---- scheduler (sched.c): a bounded FIFO and the one engine thread ---- */
 
-/* Runs one job on the engine thread; must end with job_done. */
-typedef void (*job_fn)(struct server *srv, struct job *j);
+/* A job finished with an error in the API's shape: a whole body with its status, or an
+ * in-stream error once the response r has started. Ends with job_done. */
+void job_fail(struct job *j, struct api_response *r, int code, const char *msg);
+/* A whole body that goes out with its status (non-stream answers and early errors). */
+void job_body(struct job *j, const struct strbuf *b);
+extern const char job_cancelled_msg[];
+
+enum sched_admit {
+    SCHED_ADMIT_RUNNING = 0,  /* it runs now: the ops own the scheduler's job reference */
+    SCHED_ADMIT_DONE,         /* it ended at once (job_done was called) */
+    SCHED_ADMIT_WAIT,         /* no room yet: leave it at the queue's head (only while
+                                 others run) */
+};
+
+/* What the engine thread does with jobs (batch.c for the server). */
+struct sched_ops {
+    /* Admit j (engine thread); `running` others run. */
+    enum sched_admit (*admit)(void *ctx, struct job *j, int running);
+    /* One step over the running jobs (every one of them once `stopping`: cancel them);
+     * returns how many still run. Each job that ends gets job_done and its reference
+     * released. */
+    int (*step)(void *ctx, bool stopping);
+};
 
 struct sched {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    struct job **ring;            /* capacity cap = max_queue + 1 */
+    struct job **ring;            /* capacity cap = max_queue + parallel */
     int cap, head, n;
-    int running;                  /* 0 or 1 */
-    struct job *current;          /* the running job, NULL when idle */
+    int parallel;                 /* jobs running at once at most */
+    int running;                  /* admitted and not ended (an admission in progress too) */
     bool stopping;
     pthread_t thread;
     bool started;
-    job_fn fn;
-    struct server *srv;
+    struct sched_ops ops;
+    void *ctx;
+    struct server *srv;           /* NULL in tests: no metrics, no model watch */
 };
 
-/* --max-queue N: at most N requests wait while one runs (N = 0: a request is accepted only
- * when the engine is idle). */
-int sched_start(struct sched *s, int max_queue, job_fn fn, struct server *srv, struct hs_err *err);
+/* --max-queue N: at most N requests wait while `parallel` run (N = 0: a request is accepted
+ * only when a slot is free). */
+int sched_start(struct sched *s, int max_queue, int parallel, const struct sched_ops *ops, void *ctx,
+                struct server *srv, struct hs_err *err);
 /* Takes a reference on success. API_ERR_QUEUE_FULL, or API_ERR_OVERLOADED when stopping. */
 int sched_submit(struct sched *s, struct job *j);
 int sched_depth(struct sched *s);                 /* waiting + running */
+void sched_counts(struct sched *s, int *running, int *waiting);
 /* Stop: refuse new jobs (API_ERR_OVERLOADED from now on), cancel every queued and running
  * one, join the engine thread. */
 void sched_stop(struct sched *s);
 /* After sched_stop, once no thread can submit any more. Safe on a zeroed struct. */
 void sched_free(struct sched *s);
 
-/* The engine thread's job: a generation through session_run (session.c: the bank around
- * the prefill), cancelled within one token, bounded by the context. */
-void sched_job_session(struct server *srv, struct job *j);
+/* ---- the server's engine thread (batch.c): --parallel requests, one forward step at a time */
+
+struct batch;
+/* The server's sched_ops and their state (engine, bank, --parallel, --step-tokens,
+ * --seq-ram from srv). Engine thread only, after creation. */
+int batch_new(struct server *srv, struct batch **out, struct hs_err *err);
+void batch_free(struct batch *b);
+extern const struct sched_ops batch_ops;
 
 /* ---- metrics (metrics.c) ---- */
 
@@ -135,6 +164,12 @@ struct metrics {
     int64_t cancelled[METRICS_CANCEL_COUNT];
     int64_t cancelled_prefill_tokens; /* prompt tokens the cut prefills left uncomputed */
     int64_t media_placeholders;   /* tool-result images/documents replaced by text (api rule 4) */
+    /* the step loop (batch.c) */
+    int64_t steps, step_tokens, prefill_tokens, decode_tokens;
+    double step_seconds;
+    int64_t head_parked;          /* requests that waited for another's head */
+    int64_t head_shared, head_shared_tokens; /* ... and restored it: head tokens not computed */
+    uint64_t seq_bytes, seq_budget; /* --seq-ram: reserved by the running requests, the budget */
     /* the model's identity and files (watch.c) */
     const atomic_int *identity_state; /* enum watch_state; NULL: none (tests) */
     bool model_changed;           /* a model file changed in place under the server */
@@ -160,7 +195,7 @@ void metrics_tokens(struct metrics *m, int64_t prompt, int64_t cached, int64_t g
 void metrics_cancel(struct metrics *m, const struct session_report *r);
 /* Prometheus text exposition; route_names has n_routes entries. */
 void metrics_write(struct metrics *m, const char *const *route_names, int n_routes,
-                   int queue_depth, struct strbuf *out);
+                   int running, int waiting, struct strbuf *out);
 
 /* ---- the request log (reqlog.c) ---- */
 
@@ -244,6 +279,7 @@ struct server {
     const char *model_name;
     int64_t t_start;              /* unix seconds at start ("created" of /v1/models) */
     struct sched sched;
+    struct batch *batch;          /* the engine thread's running requests (batch.c) */
     struct model_watch watch;     /* the model's identity (watch.c) */
     struct metrics metrics;
     pthread_mutex_t ids_mu;

@@ -65,6 +65,8 @@
 
 #include <string.h>
 
+enum session_work_kind { WORK_NONE = 0, WORK_PREFILL, WORK_DECODE };
+
 enum session_state {
     SESSION_PROMPT = 0,
     SESSION_RESTORED,
@@ -99,6 +101,11 @@ struct session {
     struct engine_capture caps[BANK_PLAN_MAX];
     enum bank_snap_kind cap_kind[BANK_PLAN_MAX];
     int n_caps;
+    bool head_stored;             /* session_store_head banked the head early */
+
+    enum session_work_kind work;  /* what the last session_work asked the engine for */
+    int64_t work_n;               /* its tokens */
+    int64_t work_row;             /* its logits row (index into its tokens) */
 
     int32_t *gen;                 /* [max_tokens] generated ids */
     int64_t n_gen;
@@ -353,33 +360,141 @@ static void plan_captures(struct session *s)
     r->n_captures = s->n_caps;
 }
 
-int session_prefill(struct session *s, int64_t max_tokens, bool *done, struct hs_err *err)
+/* The first prefill step: the capture plan, and the prompt as the penalties' context. */
+static void prefill_begin(struct session *s)
+{
+    if (s->prefill_began) return;
+    s->prefill_began = true;
+    if (s->bank) plan_captures(s);
+    for (int64_t i = 0; i < s->n; i++) sampler_accept(s->smp, s->ids.v[i]);
+}
+
+int64_t session_work(struct session *s, int64_t max_tokens, struct engine_item *it)
+{
+    memset(it, 0, sizeof(*it));
+    s->work = WORK_NONE;
+    if (s->state == SESSION_RESTORED) {
+        prefill_begin(s);
+        int64_t k = s->n - s->at;
+        if (max_tokens > 0 && max_tokens < k) k = max_tokens;
+        const bool final = s->at + k == s->n;
+        s->work = WORK_PREFILL;
+        s->work_n = k;
+        s->work_row = k - 1;
+        *it = (struct engine_item){ .s = s->sq, .tokens = s->ids.v + s->at, .n = k, .caps = s->caps,
+                                    .n_caps = s->n_caps, .rows = final ? &s->work_row : NULL, .n_rows = final ? 1 : 0 };
+        return k;
+    }
+    if (s->state == SESSION_PREFILLED && s->pending) {
+        s->work = WORK_DECODE;
+        s->work_n = 1;
+        s->work_row = 0;
+        *it = (struct engine_item){ .s = s->sq, .tokens = &s->gen[s->n_gen - 1], .n = 1, .rows = &s->work_row, .n_rows = 1 };
+        return 1;
+    }
+    return 0;
+}
+
+void session_work_done(struct session *s, const float *row)
 {
     struct session_report *r = &s->rep;
+    if (row && s->work != WORK_NONE) memcpy(s->logits, row, (size_t)s->V * sizeof(float));
+    if (s->work == WORK_PREFILL) {
+        r->prefill_ms = (sys_time_sec() - s->t_pre) * 1e3;
+        s->at += s->work_n;
+        r->prefilled_tokens = s->at - r->cached_tokens;
+        if (s->at == s->n) {
+            s->prefilled = true;
+            s->state = SESSION_PREFILLED;
+            sys_sha256_hex(s->logits, (size_t)s->V * sizeof(float), r->first_logits_sha256);
+        }
+    } else if (s->work == WORK_DECODE) {
+        s->pending = false;
+    }
+    s->work = WORK_NONE;
+}
+
+/* One session_work item through engine_forward, its row straight into s->logits. */
+static int work_run(struct session *s, int64_t max_tokens, struct hs_err *err)
+{
+    struct engine_item it;
+    if (session_work(s, max_tokens, &it) == 0) return HS_OK;
+    int rc = engine_forward(s->e, it.s, it.tokens, it.n, it.caps, it.n_caps, it.rows, it.n_rows,
+                            it.n_rows ? s->logits : NULL, err);
+    if (rc != HS_OK) {
+        s->work = WORK_NONE;
+        return rc;
+    }
+    session_work_done(s, NULL);
+    return HS_OK;
+}
+
+int session_prefill(struct session *s, int64_t max_tokens, bool *done, struct hs_err *err)
+{
     *done = s->prefilled;
     if (s->state != SESSION_RESTORED) return HS_OK;
-    if (!s->prefill_began) {
-        s->prefill_began = true;
-        if (s->bank) plan_captures(s);
-        for (int64_t i = 0; i < s->n; i++) sampler_accept(s->smp, s->ids.v[i]);
+    int rc = work_run(s, max_tokens, err);
+    *done = s->prefilled;
+    return rc;
+}
+
+bool session_ready_to_sample(const struct session *s)
+{
+    return s->state == SESSION_PREFILLED && !s->pending;
+}
+
+bool session_head_pending(const struct session *s, int64_t *head)
+{
+    *head = s->rep.head_tokens;
+    if (s->state == SESSION_DONE || s->state == SESSION_CANCELLED || s->head_stored) return false;
+    for (int i = 0; i < s->n_caps; i++)
+        if (s->cap_kind[i] == BANK_SNAP_HEAD) return !s->caps[i].filled;
+    /* before the first prefill step the plan is not made: a prompt computing its head from
+     * scratch will capture it when the planner keeps a head anchor */
+    return !s->prefill_began && s->bank && s->at < *head && *head > 0;
+}
+
+const int32_t *session_prompt_ids(const struct session *s) { return s->ids.v; }
+bool session_prefill_done(const struct session *s) { return s->prefilled; }
+int64_t session_output_cap(const struct session *s) { return s->max_tokens; }
+
+int session_store_head(struct session *s, struct hs_err *err)
+{
+    int c = -1;
+    for (int i = 0; i < s->n_caps; i++)
+        if (s->cap_kind[i] == BANK_SNAP_HEAD && s->caps[i].filled) c = i;
+    if (c < 0 || s->head_stored || !s->bank) return HS_OK;
+    s->head_stored = true;
+    struct hs_err ferr;
+    hs_err_clear(&ferr);
+    if (model_files_check(engine_model(s->e), &ferr) != HS_OK) return HS_OK; /* invariant 2a: session_finish says it */
+    const int64_t pos = s->caps[c].pos;
+    int64_t from = bank_store_rows_from(s->bank, s->disk, &s->keys, s->ids.v, pos);
+    void *kv = hs_malloc(HS_MAX((size_t)(pos - from) * s->keys.kv_row_bytes, (size_t)1));
+    int rc = seq_kv_read(s->sq, from, pos, kv) == HS_OK
+                 ? HS_OK
+                 : hs_err_set(err, HS_ERR_INVALID, "session: KV rows [%lld, %lld) not in the sequence", (long long)from,
+                              (long long)pos);
+    struct bank_snap_in snap = { pos, BANK_SNAP_HEAD, s->caps[c].buf };
+    int puts = 0;
+    if (rc == HS_OK) rc = bank_store(s->bank, s->disk, &s->keys, s->ids.v, pos, from, kv, &snap, 1, &puts, err);
+    hs_free(kv);
+    return rc;
+}
+
+uint64_t session_state_bytes(const struct session *s)
+{
+    /* the sequence at its longest (KV rows of prompt + output cap + the fed last token, its
+     * GDN state), a snapshot per planned capture and one at the end, the logits row */
+    uint64_t snaps = 2;
+    if (s->bank) {
+        struct bank_plan_pos plan[BANK_PLAN_MAX];
+        struct bank_plan_in in = { .ids = s->ids.v, .n = s->n, .head_len = s->rep.head_tokens,
+                                   .user_start = s->rep.user_start, .genprompt_start = s->rep.genprompt_start };
+        snaps += (uint64_t)bank_plan(s->bank, s->keys.fp, NULL, &in, plan, NULL);
     }
-    int64_t k = s->n - s->at;
-    if (max_tokens > 0 && max_tokens < k) k = max_tokens;
-    const bool final = s->at + k == s->n;
-    int64_t last = k - 1;
-    int rc = engine_forward(s->e, s->sq, s->ids.v + s->at, k, s->caps, s->n_caps, final ? &last : NULL, final ? 1 : 0,
-                            final ? s->logits : NULL, err);
-    r->prefill_ms = (sys_time_sec() - s->t_pre) * 1e3;
-    if (rc != HS_OK) return rc;
-    s->at += k;
-    r->prefilled_tokens = s->at - r->cached_tokens;
-    if (final) {
-        s->prefilled = true;
-        s->state = SESSION_PREFILLED;
-        sys_sha256_hex(s->logits, (size_t)s->V * sizeof(float), r->first_logits_sha256);
-        *done = true;
-    }
-    return HS_OK;
+    return (uint64_t)(s->n + s->max_tokens + 1) * s->keys.kv_row_bytes + snaps * s->keys.snapshot_bytes +
+           (uint64_t)s->V * sizeof(float);
 }
 
 int64_t session_prefill_pos(const struct session *s) { return s->at; }
@@ -392,10 +507,8 @@ int session_generate(struct session *s, struct strbuf *piece, bool *emit, bool *
     *done = s->state != SESSION_PREFILLED;
     if (*done) return HS_OK;
     if (s->pending) {
-        int64_t row = 0;
-        int rc = engine_forward(s->e, s->sq, &s->gen[s->n_gen - 1], 1, NULL, 0, &row, 1, s->logits, err);
+        int rc = work_run(s, 1, err);
         if (rc != HS_OK) return rc;
-        s->pending = false;
     }
     if (s->n_gen == 0) s->script = test_emit_take(&s->n_script);
     int32_t tok = s->n_gen < s->n_script ? s->script[s->n_gen] : sampler_sample(s->smp, s->logits);

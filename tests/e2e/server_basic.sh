@@ -162,8 +162,9 @@ st=$(code POST /v1/messages "$tmp/e13" -H "x-api-key: $key" --data-binary "@$tmp
 st=$(code GET /health "$tmp/h2")
 [ "$st" = 200 ] && pass "still serving after the errors" || fail "health after errors: $st"
 
-# queue full and disconnect: --max-queue 0 accepts a request only while the engine is idle.
-e2e_start "$tmp/b.log" --no-bank-disk --max-queue 0 --ctx 16384 --max-tokens-default 0
+# queue full and disconnect: with --parallel 1, --max-queue 0 accepts a request only while
+# the engine is idle.
+e2e_start "$tmp/b.log" --no-bank-disk --parallel 1 --max-queue 0 --ctx 16384 --max-tokens-default 0
 base=http://127.0.0.1:$port
 bpid=$pid
 long='{"model":"m","messages":[{"role":"user","content":"go"}],"stream":true,"ignore_eos":true,"max_tokens":16000}'
@@ -344,9 +345,10 @@ e2e_stop "$kpid"; rc=$?
 [ $rc -eq 0 ] && pass "SIGTERM (keep-alive server): exit 0" || fail "keep-alive server: exit $rc"
 pid=$kpid_main base=$kbase
 
-# SIGTERM with one request running and one queued: the stream ends with an in-stream error
-# and [DONE], the queued request gets a 503 in its API's shape, and the server exits 0.
-e2e_start "$tmp/c.log" --no-bank-disk --ctx 16384 --max-tokens-default 0
+# SIGTERM with one request running and one queued (--parallel 1): the stream ends with an
+# in-stream error and [DONE], the queued request gets a 503 in its API's shape, and the
+# server exits 0.
+e2e_start "$tmp/c.log" --no-bank-disk --parallel 1 --ctx 16384 --max-tokens-default 0
 base=http://127.0.0.1:$port
 cpid_srv=$pid
 curl -s -H "$ct" -N -o "$tmp/run" -d "$long" "$base/v1/chat/completions" &

@@ -44,7 +44,7 @@ static void mx_check(struct metrics *m, long long queue, long long prefill, long
     static const char *const routes[] = { "/", "/v1/chat/completions" };
     struct strbuf out;
     strbuf_init(&out);
-    metrics_write(m, routes, 2, 0, &out);
+    metrics_write(m, routes, 2, 0, 0, &out);
     strbuf_putc(&out, '\0');
     const char *t = out.buf;
     cr_assert_eq(mx_value(t, "headstart_cancelled_requests_total{stage=\"queue\"}"), queue, "%s", t);

@@ -37,6 +37,24 @@ static void fn_record(struct server *srv, struct job *j)
     job_done(j, 200);
 }
 
+/* The one-at-a-time ops: admission runs the job to its end. */
+static enum sched_admit admit_record(void *ctx, struct job *j, int running)
+{
+    (void)ctx;
+    (void)running;
+    fn_record(NULL, j);
+    return SCHED_ADMIT_DONE;
+}
+
+static int step_none(void *ctx, bool stopping)
+{
+    (void)ctx;
+    (void)stopping;
+    return 0;
+}
+
+static const struct sched_ops record_ops = { .admit = admit_record, .step = step_none };
+
 static void reset(void)
 {
     n_ran = 0;
@@ -66,7 +84,7 @@ Test(sched_queue, fifo_and_bound)
 {
     reset();
     struct sched s;
-    cr_assert_eq(sched_start(&s, 2, fn_record, NULL, NULL), HS_OK);
+    cr_assert_eq(sched_start(&s, 2, 1, &record_ops, NULL, NULL, NULL), HS_OK);
     struct job *j[5];
     for (int i = 0; i < 5; i++) j[i] = numbered(i);
     cr_assert_eq(sched_submit(&s, j[0]), HS_OK);
@@ -91,7 +109,7 @@ Test(sched_queue, max_queue_zero_only_when_idle)
 {
     reset();
     struct sched s;
-    cr_assert_eq(sched_start(&s, 0, fn_record, NULL, NULL), HS_OK);
+    cr_assert_eq(sched_start(&s, 0, 1, &record_ops, NULL, NULL, NULL), HS_OK);
     struct job *a = numbered(1), *b = numbered(2);
     cr_assert_eq(sched_submit(&s, a), HS_OK);
     cr_assert_eq(sched_submit(&s, b), API_ERR_QUEUE_FULL);
@@ -116,7 +134,7 @@ Test(sched_queue, cancelled_before_run_is_skipped)
     /* a server of which the scheduler uses only the metrics (the skipped job counts there) */
     struct server *srv = hs_calloc(1, sizeof(*srv));
     pthread_mutex_init(&srv->metrics.mu, NULL);
-    cr_assert_eq(sched_start(&s, 4, fn_record, srv, NULL), HS_OK);
+    cr_assert_eq(sched_start(&s, 4, 1, &record_ops, NULL, srv, NULL), HS_OK);
     struct job *a = numbered(1), *b = numbered(2), *c = numbered(3);
     cr_assert_eq(sched_submit(&s, a), HS_OK);
     wait_running(&s);
@@ -145,7 +163,7 @@ Test(sched_queue, stop_drains_and_cancels)
 {
     reset();
     struct sched s;
-    cr_assert_eq(sched_start(&s, 8, fn_record, NULL, NULL), HS_OK);
+    cr_assert_eq(sched_start(&s, 8, 1, &record_ops, NULL, NULL, NULL), HS_OK);
     struct job *j[4];
     for (int i = 0; i < 4; i++) {
         j[i] = numbered(i);
@@ -228,4 +246,85 @@ Test(sched_job, wait_sees_a_closed_socket)
     cr_assert(job_cancelled(j));
     close(sv[0]);
     job_release(j);
+}
+
+/* Several at once: jobs stay running across steps until the gate opens; at most `parallel`
+ * run, the next waits in the queue (depth counts both), and an admission that says WAIT
+ * (no room in a budget) keeps the job at the head, admitted first once one ends. */
+struct pool_ctx {
+    pthread_mutex_t mu;
+    struct job *run[8];
+    int n_run, max_seen, admitted[16], n_admitted, budget; /* budget: jobs that fit */
+};
+
+static enum sched_admit admit_pool(void *ctx, struct job *j, int running)
+{
+    struct pool_ctx *p = ctx;
+    pthread_mutex_lock(&p->mu);
+    if (running > 0 && p->n_run >= p->budget) {
+        pthread_mutex_unlock(&p->mu);
+        return SCHED_ADMIT_WAIT;
+    }
+    p->run[p->n_run++] = j;
+    if (p->n_run > p->max_seen) p->max_seen = p->n_run;
+    p->admitted[p->n_admitted++] = (int)j->req.max_tokens;
+    pthread_mutex_unlock(&p->mu);
+    return SCHED_ADMIT_RUNNING;
+}
+
+static int step_pool(void *ctx, bool stopping)
+{
+    struct pool_ctx *p = ctx;
+    pthread_mutex_lock(&gate_mu);
+    bool open = gate_open;
+    pthread_mutex_unlock(&gate_mu);
+    pthread_mutex_lock(&p->mu);
+    if ((open || stopping) && p->n_run > 0) { /* the oldest ends */
+        struct job *j = p->run[0];
+        memmove(p->run, p->run + 1, (size_t)(p->n_run - 1) * sizeof(*p->run));
+        p->n_run--;
+        job_done(j, stopping ? 503 : 200);
+        job_release(j);
+    }
+    int left = p->n_run;
+    pthread_mutex_unlock(&p->mu);
+    if (!open) usleep(1000);
+    return left;
+}
+
+static const struct sched_ops pool_ops = { .admit = admit_pool, .step = step_pool };
+
+Test(sched_queue, parallel_slots_and_wait)
+{
+    reset();
+    struct pool_ctx p = { .budget = 2 };
+    pthread_mutex_init(&p.mu, NULL);
+    struct sched s;
+    cr_assert_eq(sched_start(&s, 2, 3, &pool_ops, &p, NULL, NULL), HS_OK);
+    struct job *j[6];
+    for (int i = 0; i < 6; i++) j[i] = numbered(i);
+    /* budget 2 of 3 slots: two run, the third waits at the head (WAIT), two more queue */
+    for (int i = 0; i < 5; i++) cr_assert_eq(sched_submit(&s, j[i]), HS_OK, "job %d", i);
+    cr_assert_eq(sched_submit(&s, j[5]), API_ERR_QUEUE_FULL, "max_queue 2 + parallel 3 = 5 in the scheduler");
+    for (int i = 0; i < 200; i++) {
+        pthread_mutex_lock(&p.mu);
+        int n = p.n_admitted;
+        pthread_mutex_unlock(&p.mu);
+        if (n == 2) break;
+        usleep(1000);
+    }
+    usleep(20000);
+    pthread_mutex_lock(&p.mu);
+    cr_assert_eq(p.n_admitted, 2, "only what fits the budget runs");
+    pthread_mutex_unlock(&p.mu);
+    cr_assert_eq(sched_depth(&s), 5);
+    gate_set(true);
+    for (int i = 0; i < 5; i++) cr_assert_eq(job_wait(j[i], false, -1), JOB_WAIT_READY);
+    sched_stop(&s);
+    sched_free(&s);
+    cr_assert_eq(p.n_admitted, 5);
+    for (int i = 0; i < 5; i++) cr_assert_eq(p.admitted[i], i, "admission in submit order");
+    cr_assert_leq(p.max_seen, 2);
+    for (int i = 0; i < 6; i++) job_release(j[i]);
+    pthread_mutex_destroy(&p.mu);
 }
