@@ -188,6 +188,7 @@ static void *sched_main(void *arg)
             s->head = (s->head + 1) % s->cap;
             s->n--;
             s->running++; /* the admission holds its slot: depth stays n + running */
+            s->admitting = j;
             pthread_mutex_unlock(&s->mu);
             enum sched_admit a = SCHED_ADMIT_DONE;
             if (job_cancelled(j)) {
@@ -197,6 +198,7 @@ static void *sched_main(void *arg)
                 a = s->ops.admit(s->ctx, j, s->running - 1);
             }
             pthread_mutex_lock(&s->mu);
+            s->admitting = NULL;
             if (a == SCHED_ADMIT_RUNNING) continue; /* the ops hold the job's reference now */
             s->running--;
             if (a == SCHED_ADMIT_WAIT) { /* back to the head: it goes first once there is room */
@@ -284,6 +286,7 @@ void sched_stop(struct sched *s)
     pthread_mutex_lock(&s->mu);
     s->stopping = true;
     for (int i = 0; i < s->n; i++) job_cancel(s->ring[(s->head + i) % s->cap]);
+    if (s->admitting) job_cancel(s->admitting);
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
     /* the engine drains the queue and its next step cancels every running job: each gets

@@ -110,6 +110,7 @@ struct sched {
     int cap, head, n;
     int parallel;                 /* jobs running at once at most */
     int running;                  /* admitted and not ended (an admission in progress too) */
+    struct job *admitting;        /* the job in ops.admit now (sched_stop cancels it) */
     bool stopping;
     pthread_t thread;
     bool started;
