@@ -4,14 +4,15 @@
 # one at a time on a server with --parallel 1 --no-bank; each answer's output (reasoning,
 # text, tool calls, stop reason, token counts) and its first_logits_sha256 (the request line
 # of --log-format json, matched by the response id) is the reference. The clients are Python
-# stdlib threads (tests/e2e/lib/concurrent_clients.py, whose note says how a wave is sent so that it
-# cannot pass vacuously). The checks, each counted on its own:
+# stdlib threads (tests/e2e/lib/concurrent_clients.py, whose note says how a wave is sent so
+# that it cannot pass vacuously). The checks, each counted on its own:
 #   1. 16 requests of mixed prompt lengths (~15 to ~1.5k tokens), APIs (OpenAI chat, Anthropic
 #      messages, OpenAI Responses; streaming or not), sampling (greedy; temperature 0.7 with a
 #      seed, with top_p, with top_k / min_p / presence_penalty), thinking on or off, 8-24
 #      tokens out, ignore_eos on half, sent at once to --parallel 4 --step-tokens 7 and to
 #      --parallel 16 --step-tokens 256 (both --no-bank), and twice to --parallel 16
-#      --step-tokens 64 with the bank in RAM: the same output and first logits as alone.
+#      --step-tokens 64 with the bank in RAM (the second time in reverse order, restoring):
+#      the same output and first logits as alone.
 #      On --parallel 16 the wave also took fewer forward steps (headstart_steps_total) than
 #      any one-at-a-time schedule needs: one per generated token after the first, plus the
 #      prompts' chunks.
@@ -31,10 +32,10 @@
 #      like requests (prompt + 128 tokens out) but not three: per token the attention KV
 #      (attention layers x 2 x kv heads x head_dim x 4 B, engine_kv_row_bytes) and per
 #      request one GDN state (conv window + recurrent state, engine_snapshot_bytes), read
-#      from config.json (concurrent_clients.py memsize; the size is 2 x the biggest + half the
-#      smallest). With --max-queue 64 (and a 2M bank) all 12 sent at once get 200 and equal
-#      their alone runs, /metrics reports the budget, and polled during the wave never more
-#      than 2 running while some wait; with --max-queue 2 the excess get 429 with
+#      from config.json (concurrent_clients.py memsize; the size is 2 x the biggest + half
+#      the smallest). With --max-queue 64 (and a 2M bank, which restores) all 12 sent at once
+#      get 200 and equal their alone runs, /metrics reports the budget, and polled during the
+#      wave never more than 2 running while some wait; with --max-queue 2 the excess get 429 with
 #      Retry-After and the API's error shape, the answered equal their alone runs; a request
 #      whose prompt + output cap could never fit gets 400 in the API's error shape (each
 #      API, one streaming), where a server without the small budget answers it with 200.
@@ -59,14 +60,22 @@ $py -c 'import json, sys; json.dump(json.load(open(sys.argv[1])) + json.load(ope
 # enough that one-at-a-time never refuses a wave; --max-tokens-default 0 lets the hang-up
 # streams run long (it changes no request that sets max_tokens below 1024)
 common="--log-format json --max-tokens-default 0"
-servers=""   # "name:pid:port ..." for check 5
-# start NAME ARGS... — a server logging to $tmp/NAME.log; sets $pid and $port
-start() { n=$1; shift; e2e_start "$tmp/$n.log" $common "$@"; servers="$servers $n:$pid:$port"; }
 # print the output of a subcommand indented under a FAIL line
 show() { sed 's/^/    /' "$1"; }
+servers=""   # "name:pid:port ..." for check 5
+# start NAME ARGS... — a server logging to $tmp/NAME.log; sets $pid and $port. One that
+# does not start is a failed check, and port 0 fails the checks that use it (not the rest)
+start() {
+    n=$1; shift
+    if e2e_serve "$tmp/$n.log" -m "$tmp/m" --threads 1 $common "$@"; then
+        servers="$servers $n:$pid:$port"
+    else
+        fail "server $n ($*) did not start"; show "$tmp/$n.log"; port=0; return 1
+    fi
+}
 
 # ---- the alone runs ------------------------------------------------------------------------
-start alone --parallel 1 --no-bank
+start alone --parallel 1 --no-bank || finish
 pa=$port
 alone_ok=1
 for s in main head mem never; do
@@ -97,11 +106,11 @@ sys.exit(1 if bad else 0)
 EOF
 
 # ---- 1. the wave on several --parallel / --step-tokens --------------------------------------
-# wave_cmp NAME SET TAG — sends SET at once to server NAME (its port in $p) and compares
-# every answer with the alone runs (those of "main" for "mainhang", whose hang-ups are not
-# compared); all must be 200
+# wave_cmp NAME SET TAG [reverse] — sends SET at once to server NAME (its port in $p) and
+# compares every answer with the alone runs (those of "main" for "mainhang", whose hang-ups
+# are not compared); all must be 200
 wave_cmp() {
-    cc run "$p" "$tmp/$2.json" "$tmp/$1.$3.json" wave > "$tmp/o" 2>&1
+    cc run "$p" "$tmp/$2.json" "$tmp/$1.$3.json" wave ${4:-} > "$tmp/o" 2>&1
     cc compare "$tmp/alone.${2%hang}.json" "$tmp/alone.log" "$tmp/$1.$3.json" "$tmp/$1.log" all >> "$tmp/o" 2>&1
 }
 # restored NAME TAG — status 0 when some answer of that wave reports cached tokens
@@ -141,7 +150,7 @@ start bank --parallel 16 --step-tokens 64 --bank-ram 64M --no-bank-disk --max-qu
 p=$port
 wave_cmp bank main w1 && pass "[1] --parallel 16 --step-tokens 64, bank in RAM (first wave): $(tail -1 "$tmp/o")" \
     || { fail "[1] bank, first wave"; show "$tmp/o"; }
-wave_cmp bank main w2 && restored bank w2 && pass "[1] the bank's second wave (restores beside prefills): $(tail -1 "$tmp/o")" \
+wave_cmp bank main w2 reverse && restored bank w2 && pass "[1] the bank's second wave, sent in reverse order (restores beside prefills): $(tail -1 "$tmp/o")" \
     || { fail "[1] bank, second wave"; show "$tmp/o"; }
 
 # ---- 2. disconnects -----------------------------------------------------------------------
@@ -219,7 +228,7 @@ if cc memsize "$tmp/m" "$tmp/alone.mem.json" "$tmp/alone.log" "$tmp/mem.json" "$
     p=$port
     cc run "$p" "$tmp/mem.json" "$tmp/mem.w1.json" wave sample > "$tmp/o" 2>&1
     cc compare "$tmp/alone.mem.json" "$tmp/alone.log" "$tmp/mem.w1.json" "$tmp/mem.log" all >> "$tmp/o" 2>&1 \
-        && pass "[4] --seq-ram $seqram, --max-queue 64: all 12 answered 200, $(tail -1 "$tmp/o")" \
+        && restored mem w1 && pass "[4] --seq-ram $seqram, --max-queue 64: all 12 answered 200, $(tail -1 "$tmp/o")" \
         || { fail "[4] small --seq-ram, big queue"; show "$tmp/o"; }
     cc metrics "$p" "$tmp/mem.m1"
     $py - "$tmp/mem.m1" "$tmp/mem.w1.json" "$seqram" <<'EOF' > "$tmp/o" 2>&1 \

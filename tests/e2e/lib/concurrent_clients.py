@@ -3,7 +3,8 @@ it lies in tests/e2e/lib, outside the *.sh glob the test runner runs).
 
 Subcommands (each prints what went wrong and exits 1, or prints a short summary and exits 0):
   specs DIR                 writes the request sets DIR/{main,hang,head,mem,never}.json
-  run PORT SET OUT MODE     sends every request of SET: MODE "alone" one after another,
+  run PORT SET OUT MODE [sample] [reverse]
+                            sends every request of SET: MODE "alone" one after another,
                             "wave" all at once; OUT gets one result per request
   compare ALONE ALOG WAVE WLOG [all]
                             every answered request of WAVE equals its ALONE run: the same
@@ -362,10 +363,11 @@ def sampler(port, stop, samples):
         stop.wait(0.003)
 
 
-def run(port, set_file, out, mode, sample=False):
+def run(port, set_file, out, mode, sample=False, reverse=False):
     """alone: one request after another. wave: every request sent but its last byte, then
-    one thread sends all the last bytes in a row (well under a millisecond), and a thread
-    per request reads its answer."""
+    one thread sends all the last bytes in a row (well under a millisecond; in reverse order
+    with `reverse`), and a thread per request reads its answer; `sample` polls /metrics
+    meanwhile."""
     port = int(port)
     reqs = json.load(open(set_file))
     results = [{} for _ in reqs]
@@ -384,7 +386,8 @@ def run(port, set_file, out, mode, sample=False):
             if smp:
                 smp.start()
                 time.sleep(0.02)
-            for (conn, last), res in zip(conns, results):
+            order = list(zip(conns, results))
+            for (conn, last), res in (order[::-1] if reverse else order):
                 res["t_start"] = time.time()
                 conn.send(last)
                 res["t_sent"] = time.time()
@@ -562,11 +565,15 @@ def main(argv):
     if cmd == "specs":
         return specs(*args)
     if cmd == "run":
-        return run(args[0], args[1], args[2], args[3], sample=len(args) > 4 and args[4] == "sample")
+        return run(args[0], args[1], args[2], args[3], sample="sample" in args[4:], reverse="reverse" in args[4:])
     if cmd == "compare":
         return compare(*args)
     if cmd == "metrics":
-        json.dump(metrics(args[0]), open(args[1], "w"))
+        try:
+            json.dump(metrics(args[0]), open(args[1], "w"))
+        except OSError as e:
+            print("/metrics on port %s: %r" % (args[0], e))
+            return 1
         return 0
     if cmd == "memsize":
         return memsize(*args)
