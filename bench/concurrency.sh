@@ -176,7 +176,8 @@ def render(path, b, what):
     t0 = time.time()
     render_calls[0] += 1
     f = os.path.join(tmp, "req.json")
-    json.dump(b, open(f, "w"))
+    with open(f, "w") as fh:
+        json.dump(b, fh)
     r = subprocess.run([hs, "render", "-m", path, "--request", f, "--api", "anthropic", what],
                        capture_output=True, text=True)
     if r.returncode != 0:
@@ -391,7 +392,7 @@ def part_streams(srv, path, pr):
         for p in sp: srv.stream(body(p["text"]))
     rows = []
     for n in streams:
-        hs_samples, ll_samples, hs_runs = [], [], []
+        hs_samples, ll_samples, hs_runs, ll_runs = [], [], [], []
         for rep in range(reps):
             for eng in (["headstart", "llama.cpp"] if rep % 2 == 0 else ["llama.cpp", "headstart"]):
                 loads.append(loadavg())
@@ -417,12 +418,13 @@ def part_streams(srv, path, pr):
                         sys.exit(f"concurrency: llama_batch failed: {p.stderr.strip()[-1500:]}")
                     j = json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][-1])
                     ll_samples.append(j["aggregate_tok_s"])
+                    ll_runs.append(j)
                     log(f"{n} streams: llama.cpp {j['aggregate_tok_s']:.2f} tok/s "
                         f"({j['decode_tokens']} tokens in {j['decode_seconds']:.2f} s)")
         best = max(range(len(hs_samples)), key=lambda i: hs_samples[i] or 0)
         rows.append({"streams": n, "headstart_tok_s": hs_samples[best], "llama_tok_s": max(ll_samples),
                      "headstart_samples": hs_samples, "llama_samples": ll_samples, "headstart_run": hs_runs[best],
-                     "headstart_runs": hs_runs})
+                     "headstart_runs": hs_runs, "llama_runs": ll_runs})
     one = next((r["headstart_tok_s"] for r in rows if r["streams"] == 1), None)
     for r in rows:
         r["vs_one"] = r["headstart_tok_s"] / one if one and r["headstart_tok_s"] else None
