@@ -460,7 +460,10 @@ static enum MHD_Result run_job(struct server *srv, struct MHD_Connection *c, str
     strbuf_init(&j->out);
     j->out_off = 0;
     pthread_mutex_unlock(&j->mu);
-    ret = reply(srv, c, rq, status, "application/json", out.buf ? out.buf + off : "", out.len - off, NULL, NULL);
+    /* refused after the submit (the queue shed it, the server stopping): retry later */
+    bool retry = status == 429 || status == 503;
+    ret = reply(srv, c, rq, status, "application/json", out.buf ? out.buf + off : "", out.len - off,
+                retry ? "Retry-After" : NULL, retry ? "1" : NULL);
     strbuf_free(&out);
     return ret;
 }

@@ -24,8 +24,9 @@
  *
  * Invariants:
  *   1. Exactly one thread ever touches the engine, its sequences and the tokenizer.
- *   2. Jobs are admitted in submit order. At most max_queue + parallel jobs are in the
- *      scheduler (waiting or running); a submit beyond that fails at once with
+ *   2. Jobs are admitted in submit order. At most max_queue jobs wait beyond the free
+ *      slots (parallel - running, none while the head waits for room: WAIT), so at most
+ *      max_queue + parallel are in the scheduler; a submit beyond that fails at once with
  *      API_ERR_QUEUE_FULL.
  *   3. Every job that was submitted ends with job_done exactly once, even when cancelled or
  *      when the server stops, so no connection thread waits forever.
@@ -201,10 +202,19 @@ static void *sched_main(void *arg)
             s->admitting = NULL;
             if (a == SCHED_ADMIT_RUNNING) continue; /* the ops hold the job's reference now */
             s->running--;
+            s->blocked = a == SCHED_ADMIT_WAIT;
             if (a == SCHED_ADMIT_WAIT) { /* back to the head: it goes first once there is room */
                 s->head = (s->head + s->cap - 1) % s->cap;
                 s->ring[s->head] = j;
                 s->n++;
+                /* no free slot after all: the youngest beyond max_queue are refused, as a
+                 * submit now would be (invariant 2) */
+                while (s->n > HS_MAX(s->max_queue, 1)) {
+                    struct job *y = s->ring[(s->head + s->n - 1) % s->cap];
+                    s->n--;
+                    job_fail(y, NULL, API_ERR_QUEUE_FULL, "the request queue is full; retry later");
+                    job_release(y);
+                }
                 break;
             }
             job_release(j); /* under s->mu: sched_stop may be cancelling it */
@@ -214,6 +224,7 @@ static void *sched_main(void *arg)
         pthread_mutex_unlock(&s->mu);
         int left = s->ops.step(s->ctx, stopping);
         pthread_mutex_lock(&s->mu);
+        if (left < s->running) s->blocked = false; /* room again: the head is tried next */
         s->running = left;
     }
     pthread_mutex_unlock(&s->mu);
@@ -231,6 +242,7 @@ int sched_start(struct sched *s, int max_queue, int parallel, const struct sched
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     s->cap = max_queue + parallel;
+    s->max_queue = max_queue;
     s->parallel = parallel;
     s->ring = hs_calloc((size_t)s->cap, sizeof(*s->ring));
     s->ops = *ops;
@@ -252,7 +264,7 @@ int sched_submit(struct sched *s, struct job *j)
     pthread_mutex_lock(&s->mu);
     int rc = HS_OK;
     if (s->stopping) rc = API_ERR_OVERLOADED;
-    else if (s->n + s->running >= s->cap) rc = API_ERR_QUEUE_FULL;
+    else if (s->n >= s->max_queue + (s->blocked ? 0 : s->parallel - s->running)) rc = API_ERR_QUEUE_FULL;
     else {
         job_retain(j);
         j->t_submit = sys_time_sec();

@@ -109,6 +109,8 @@ struct sched {
     struct job **ring;            /* capacity cap = max_queue + parallel */
     int cap, head, n;
     int parallel;                 /* jobs running at once at most */
+    int max_queue;                /* jobs that may wait beyond the free slots */
+    bool blocked;                 /* the head waits for room (SCHED_ADMIT_WAIT) */
     int running;                  /* admitted and not ended (an admission in progress too) */
     struct job *admitting;        /* the job in ops.admit now (sched_stop cancels it) */
     bool stopping;
