@@ -494,6 +494,8 @@ int batch_new(struct server *srv, struct batch **out, struct hs_err *err)
     return HS_OK;
 }
 
+uint64_t batch_budget(const struct batch *b) { return b->budget; }
+
 void batch_free(struct batch *b)
 {
     if (!b) return;

@@ -1244,10 +1244,11 @@ int server_run(const struct server_opts *o)
     int port = di ? di->port : o->port;
     bool v6 = strchr(srv->opts.host, ':') != NULL;
     char start[8192];
-    snprintf(start, sizeof start, "headstart serve: model %s (%s, %s), context %lld, threads %d, kernels %s, max queue %d, %s, "
-             "listening on http://%s%s%s:%d",
+    snprintf(start, sizeof start, "headstart serve: model %s (%s, %s), context %lld, threads %d, kernels %s, "
+             "parallel %d (steps of %lld tokens, sequence state %.1f GiB), max queue %d, %s, listening on http://%s%s%s:%d",
              srv->model_name, model_arch_name(model_hparams(srv->model)->arch), o->model_path,
-             (long long)srv->n_ctx, srv->opts.n_threads, engine_kernel_variant(srv->engine), o->max_queue,
+             (long long)srv->n_ctx, srv->opts.n_threads, engine_kernel_variant(srv->engine), o->parallel,
+             (long long)engine_n_batch(srv->engine), (double)batch_budget(srv->batch) / (1 << 30), o->max_queue,
              bank_desc, v6 ? "[" : "", srv->opts.host, v6 ? "]" : "", port);
     /* the start line: on stdout, or with --log-format json one log object like every line */
     if (hs_log_get_format() == HS_LOG_FORMAT_JSON) log_info("%s", start);

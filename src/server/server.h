@@ -1,7 +1,8 @@
 /*
  * server — `headstart serve`: HTTP with libmicrohttpd (only server/http.c touches it),
  * routes, auth, limits, SSE streaming, and the scheduler: one engine thread owning the
- * model and all sequences, a bounded FIFO queue, the bank between requests. A model's
+ * model and all sequences, running up to --parallel requests at once (one forward step
+ * for all of them), a bounded FIFO queue, the bank between requests. A model's
  * tokenizer and chat template come from the text module (text/text.h).
  *
  * Design note (contract; docs/DESIGN.md §6):
@@ -10,10 +11,10 @@
  *      engine thread only appends to those queues.
  *   2. Bad input gets an error in the API's own shape, never a crash.
  *
- * Status: `headstart serve` runs every generation through session_run (the bank in RAM,
- * optionally the disk tier), with stop strings, tool_choice and keep-alives during long
- * prefills; tests/e2e/server_load.sh is the bounded load test. The real-client and demo
- * parts of [F6] are open.
+ * Status: `headstart serve` runs every generation as the steps of session.c, batched by
+ * batch.c (the bank in RAM, optionally the disk tier), with stop strings, tool_choice and
+ * keep-alives during long prefills; tests/e2e/server_load.sh is the bounded load test,
+ * tests/e2e/concurrent.sh the exactness test under load.
  */
 #ifndef HS_SERVER_H
 #define HS_SERVER_H
@@ -94,12 +95,12 @@ void server_opts_default(struct server_opts *o);
 int server_run(const struct server_opts *o);
 
 /* ---- the request path (session.c) ------------------------------------------------------
- * One request as named steps, each small, that a scheduler runs one at a time (session.c's
- * design note): prompt (render, tokenize, anchors, limits) -> restore (bank_restore over
- * RAM and disk) -> prefill (in chunks of any size, captures at planned positions) ->
- * generate (one token per step, text out) -> finish (bank_store of prompt + generated).
- * session_run drives them for one request with callbacks: `headstart replay` and the HTTP
- * scheduler both use it. */
+ * One request as named steps, each small (session.c's design note): prompt (render,
+ * tokenize, anchors, limits) -> restore (bank_restore over RAM and disk) -> prefill (in
+ * chunks of any size, captures at planned positions) -> generate (one token per step, text
+ * out) -> finish (bank_store of prompt + generated). The engine work of a step is an item
+ * (session_work) that a scheduler batches with other requests' (server/batch.c); session_run
+ * drives the steps for one request with callbacks (`headstart replay`). */
 #include "bank/bank.h"
 #include "engine/engine.h"
 

@@ -142,6 +142,7 @@ struct batch;
  * --seq-ram from srv). Engine thread only, after creation. */
 int batch_new(struct server *srv, struct batch **out, struct hs_err *err);
 void batch_free(struct batch *b);
+uint64_t batch_budget(const struct batch *b);     /* --seq-ram in bytes */
 extern const struct sched_ops batch_ops;
 
 /* ---- metrics (metrics.c) ---- */
@@ -191,7 +192,7 @@ void metrics_request(struct metrics *m, int route, int status);
 void metrics_media(struct metrics *m, int n);
 void metrics_tokens(struct metrics *m, int64_t prompt, int64_t cached, int64_t generated,
                     double prefill_s, double decode_s, double ttft_s);
-/* Count a cancelled request: r NULL, one skipped before it ran; otherwise session_run's
+/* Count a cancelled request: r NULL, one skipped before it ran; otherwise its session's
  * report, counted only when its stop_reason is cancelled, at the stage its numbers show
  * (tokens generated: generation; a prefill cut short: prefill, with the tokens it left;
  * no prefill: queue). */
@@ -251,7 +252,7 @@ struct server;
 void watch_start(struct server *srv);
 /* Engine thread, before each job: give the engine an identity the thread finished. */
 void watch_poll(struct server *srv);
-/* Engine thread, after each session_run (r NULL when it failed): log a model file changed
+/* Engine thread, after each request (r NULL when it failed): log a model file changed
  * in place once, set the gauge, count r's bank_off. */
 void watch_report(struct server *srv, const struct session_report *r);
 /* Stop and join the hashing thread (sched_stop); safe when none was started. */
