@@ -18,10 +18,11 @@
  * (session_store_head) and the parked ones restore it (cached_tokens >= head). A parked
  * request whose leader ends without the snapshot restores whatever the bank has.
  *
- * A step: every generating request's previous token, then prefill chunks of the others in
- * admission order, up to --step-tokens tokens in all (a long prompt goes in chunks, so the
- * others wait at most one chunk for their next token); round-robin over the start so no
- * request's prefill is always last. One engine_forward_batch; each request takes its
+ * A step: every generating request's previous token (each generating request gets one
+ * token per step, so none starves another), then prefill chunks of the others, the least
+ * left first, up to --step-tokens tokens in all (a long prompt goes in chunks, so the
+ * others wait at most one chunk for their next token, and a short prompt arriving beside a
+ * long one is computed first). One engine_forward_batch; each request takes its
  * logits row, samples, and its text goes out. Requests that ended (stop, cap, cancel, a
  * client gone, the server stopping) finish (the bank store) and leave between steps.
  *
@@ -119,7 +120,6 @@ struct batch {
     struct job *next_job;
     uint64_t budget, reserved;    /* --seq-ram and what the running requests hold */
     int64_t step_tokens;
-    int rr;                       /* where the next step's prefill order starts */
     struct engine_item *items;    /* [parallel] */
     struct run **item_run;        /* [parallel] */
     float *logits;                /* [parallel, n_vocab]: the step's rows */
@@ -229,7 +229,6 @@ static void end_run(struct batch *b, int i, int rc, struct hs_err *err)
     hs_free(r);
     memmove(b->runs + i, b->runs + i + 1, (size_t)(b->n_runs - i - 1) * sizeof(*b->runs));
     b->n_runs--;
-    if (b->rr > i) b->rr--;
 }
 
 /* The restore step and the response's start; false when it failed (the run ended). */
@@ -430,10 +429,25 @@ static int batch_step(void *ctx, bool stopping)
         b->item_run[n++] = r;
         left -= k;
     }
-    int64_t prefill = 0;
-    for (int q = 0; q < b->n_runs && left > 0; q++) {
-        struct run *r = b->runs[(b->rr + q) % b->n_runs];
+    /* prefills, the least left first (a short request's first token does not wait for a
+     * long prompt; the long one takes what the short ones leave), admission order on ties */
+    int order[SERVER_MAX_PARALLEL], n_pre = 0;
+    for (int i = 0; i < b->n_runs; i++) {
+        struct run *r = b->runs[i];
         if (!r->started || session_prefill_done(r->s)) continue;
+        int64_t rest = session_prompt_tokens(r->s) - session_prefill_pos(r->s);
+        int at = n_pre++;
+        while (at > 0) {
+            const struct session *o = b->runs[order[at - 1]]->s;
+            if (session_prompt_tokens(o) - session_prefill_pos(o) <= rest) break;
+            order[at] = order[at - 1];
+            at--;
+        }
+        order[at] = i;
+    }
+    int64_t prefill = 0;
+    for (int q = 0; q < n_pre && left > 0; q++) {
+        struct run *r = b->runs[order[q]];
         int64_t k = session_work(r->s, left, &it);
         if (!k) continue;
         b->items[n] = it;
@@ -441,7 +455,6 @@ static int batch_step(void *ctx, bool stopping)
         left -= k;
         prefill += k;
     }
-    b->rr = b->n_runs ? (b->rr + 1) % b->n_runs : 0;
     if (n > 0) {
         struct hs_err err;
         hs_err_clear(&err);
