@@ -510,3 +510,131 @@ Test(session_controls, forced_tool_call, .init = ss_setup, .fini = ss_teardown, 
     json_decref(none);
     ss_close(&x);
 }
+
+/* ---- several requests stepped together ([F10]) ------------------------------------------
+ * Four requests (one greedy, two sampled with seeds, one with a bank restore of a head the
+ * first banked) run alone through session_run, then as sessions whose engine work
+ * (session_work) goes into shared engine_forward_batch steps of at most 9 tokens, in
+ * rotating order: every one gives the same first logits, output ids and text as alone. */
+#define SB_N 4
+
+static json_t *sb_body(int k)
+{
+    static const char *const users[SB_N] = { "List the files.", "Say hello in three languages, please.",
+                                             "Count to five.", "List the files, then read the largest one." };
+    json_t *b = ss_body(users[k]);
+    json_object_set_new(b, "max_tokens", json_integer(6 + k));
+    if (k == 1 || k == 2) {
+        json_object_set_new(b, "temperature", json_real(0.8));
+        json_object_set_new(b, "seed", json_integer(100 + k));
+    }
+    return b;
+}
+
+static struct session *sb_new(struct ss_model *x, struct bank *bank, const json_t *body, struct api_request *req)
+{
+    struct api_sampling defaults;
+    session_sampling_defaults(&defaults);
+    struct hs_err err;
+    hs_err_clear(&err);
+    cr_assert_eq(api_request_parse(API_KIND_OPENAI_CHAT, body, &defaults, req, &err), 0, "%s", err.msg);
+    struct session_opts so = { 0 };
+    session_sampling_opts(&req->sampling, req->sampling.seed_given ? (uint64_t)req->sampling.seed : 0, &so.sampling);
+    struct session *s = NULL;
+    cr_assert_eq(session_new(x->e, &x->mt, bank, req, &so, &s, &err), 0, "%s", err.msg);
+    cr_assert_eq(session_restore(s, &err), 0, "%s", err.msg);
+    return s;
+}
+
+Test(session_steps, batched_equals_alone, .init = ss_setup, .fini = ss_teardown, .timeout = 120)
+{
+    struct ss_model x;
+    ss_open(&x, 41);
+    struct session_report alone[SB_N];
+    for (int k = 0; k < SB_N; k++) {
+        struct bank *bank = bank_init(NULL);
+        json_t *body = sb_body(k);
+        struct api_sampling defaults;
+        session_sampling_defaults(&defaults);
+        struct api_request req;
+        struct hs_err err;
+        hs_err_clear(&err);
+        cr_assert_eq(api_request_parse(API_KIND_OPENAI_CHAT, body, &defaults, &req, &err), 0);
+        struct session_opts so = { 0 };
+        session_sampling_opts(&req.sampling, req.sampling.seed_given ? (uint64_t)req.sampling.seed : 0, &so.sampling);
+        cr_assert_eq(session_run(x.e, &x.mt, bank, &req, &so, NULL, NULL, &alone[k], &err), 0, "%s", err.msg);
+        api_request_free(&req);
+        json_decref(body);
+        bank_free(bank);
+    }
+    /* together, with one bank: the first three join at steps 0, 3, 6; request 3 shares
+     * request 0's head and joins after 0 ended (banked), so it restores that head */
+    struct bank *bank = bank_init(NULL);
+    int64_t V = model_hparams(x.m)->n_vocab;
+    float *logits = malloc((size_t)(SB_N * V) * sizeof(float));
+    struct session *s[SB_N] = { 0 };
+    struct api_request req[SB_N];
+    json_t *body[SB_N];
+    struct strbuf text[SB_N];
+    bool over[SB_N] = { false };
+    int joined = 0, steps = 0, mixed = 0;
+    struct hs_err err;
+    hs_err_clear(&err);
+    while (joined < SB_N || !over[0] || !over[1] || !over[2] || !over[3]) {
+        /* a new request joins every third step (request 3 only after 0 ended) */
+        if (joined < SB_N && steps % 3 == 0 && (joined < 3 || over[0])) {
+            body[joined] = sb_body(joined);
+            strbuf_init(&text[joined]);
+            s[joined] = sb_new(&x, bank, body[joined], &req[joined]);
+            joined++;
+        }
+        struct engine_item it[SB_N];
+        int who[SB_N], n = 0;
+        int64_t left = 9;
+        for (int q = 0; q < joined; q++) {
+            int k = (q + steps) % joined;
+            if (over[k] || left == 0) continue;
+            int64_t w = session_work(s[k], left, &it[n]);
+            if (!w) continue;
+            who[n++] = k;
+            left -= w;
+        }
+        if (n > 0) cr_assert_eq(engine_forward_batch(x.e, it, n, logits, &err), 0, "%s", err.msg);
+        steps++;
+        mixed += n > 1;
+        for (int i = 0, row = 0; i < n; i++) {
+            session_work_done(s[who[i]], it[i].n_rows ? logits + (int64_t)row * V : NULL);
+            row += it[i].n_rows;
+        }
+        for (int k = 0; k < joined; k++) {
+            if (over[k] || !session_ready_to_sample(s[k])) continue;
+            bool emit, done;
+            cr_assert_eq(session_generate(s[k], &text[k], &emit, &done, &err), 0, "%s", err.msg);
+            if (!done) continue;
+            session_generate_end(s[k], &text[k]);
+            cr_assert_eq(session_finish(s[k], &err), 0, "%s", err.msg);
+            over[k] = true;
+        }
+        cr_assert_lt(steps, 2000);
+    }
+    cr_assert_gt(mixed, 5, "only %d steps mixed requests", mixed);
+    for (int k = 0; k < SB_N; k++) {
+        struct session_report r;
+        session_take_report(s[k], &r);
+        cr_assert_str_eq(r.first_logits_sha256, alone[k].first_logits_sha256, "request %d: first logits differ", k);
+        cr_assert_eq(r.n_output, alone[k].n_output, "request %d", k);
+        cr_assert_eq(memcmp(r.output_ids, alone[k].output_ids, (size_t)r.n_output * sizeof(int32_t)), 0,
+                     "request %d: tokens differ", k);
+        cr_assert_eq(text[k].len, alone[k].text_len);
+        if (k == 3) cr_assert_gt(r.cached_tokens, 0, "request 3 restores request 0's head");
+        session_report_free(&r);
+        session_report_free(&alone[k]);
+        session_free(s[k]);
+        api_request_free(&req[k]);
+        json_decref(body[k]);
+        strbuf_free(&text[k]);
+    }
+    free(logits);
+    bank_free(bank);
+    ss_close(&x);
+}
