@@ -54,6 +54,10 @@
 
 /* ---- threaded helpers ------------------------------------------------------------------ */
 
+/* At most this many tokens per matmul count as "a few" (a decode step of several sequences):
+ * the weights stream from memory, so the rows are handed out in small pieces as for one. */
+#define ENGINE_FEW_TOKENS 8
+
 /* Quantized copies of one activation [T, K], NULL where no weight reading it needs them:
  * q8 (kern_q8_quantize) for Q8_0 weights, qk (kern_q8k_quantize) for Q4_K / Q6_K, bf
  * (kern_bf16_round) for bf16 weights. */
@@ -131,13 +135,14 @@ static void mm_n(struct engine *e, const float *x, struct act xa, int64_t T, int
         j.p[i] = p[i];
         rows += p[i].rows;
     }
-    if (T > 1) {
+    if (T > ENGINE_FEW_TOKENS) {
         sys_pool_run(e->pool, rows, mm_fn, &j);
         return;
     }
-    /* One token streams the weights from memory: threads claim pieces of about 1/16 of a
-     * thread's share (multiples of 16 rows, the Q8_0 row groups) as they go, so a thread
-     * that wakes late or shares its core does less instead of making the others wait. */
+    /* One token (or a decode step's few, one per sequence) streams the weights from memory:
+     * threads claim pieces of about 1/16 of a thread's share (multiples of 16 rows, the Q8_0
+     * row groups) as they go, so a thread that wakes late or shares its core does less
+     * instead of making the others wait. */
     int64_t nt = sys_pool_threads(e->pool), chunk = (rows / (16 * nt) + 15) / 16 * 16;
     sys_pool_run_chunks(e->pool, rows, HS_MAX(chunk, 32), mm_fn, &j);
 }

@@ -444,6 +444,66 @@ static void q8v_single(float *y, const uint8_t *w, size_t rb, const struct kern_
     }
 }
 
+/* A few tokens (2 .. V_FEW, a decode step of several sequences): q8v_single's stream, each
+ * weight group loaded once for all of them; per token the same operations in the same order
+ * as q8v_single (so the same bits as one call per token), only the loads are shared. The
+ * matrix is read once per V_FEW tokens instead of once per token. */
+#define V_FEW 4
+
+static void q8v_few(float *y, int64_t y_ld, const uint8_t *w, size_t rb, const struct kern_q8_block *xq,
+                    int64_t nt, int64_t nb, int64_t r0, int64_t r1)
+{
+    int8_t qx[V_FEW][V_KMAX] __attribute__((aligned(64)));
+    int32_t cx[V_FEW][V_NBMAX] __attribute__((aligned(64)));
+    float dx[V_FEW][V_NBMAX] __attribute__((aligned(64)));
+    const int64_t ng = nb / V_GROUP;
+    for (int64_t j = 0; j < nt; j++)
+        for (int64_t b = 0; b < nb; b++) {
+            const struct kern_q8_block *xb = &xq[j * nb + b];
+            memcpy(qx[j] + b * KERN_Q8_BLOCK, xb->q, KERN_Q8_BLOCK);
+            int32_t sum = 0;
+            for (int i = 0; i < KERN_Q8_BLOCK; i++) sum += xb->q[i];
+            cx[j][b] = 128 * sum;
+            dx[j][b] = xb->d;
+        }
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(KERN_Q8_BLOCK_BYTES));
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = w + (size_t)r * rb;
+        __m256 acc[V_FEW];
+        for (int j = 0; j < V_FEW; j++) acc[j] = _mm256_setzero_ps();
+        for (int64_t g = 0; g < ng; g++) {
+            const uint8_t *wg = row + (size_t)g * V_GROUP * KERN_Q8_BLOCK_BYTES;
+#pragma GCC unroll 9
+            for (int l = 0; l < 9; l++) _mm_prefetch((const char *)wg + V_PREFETCH + 64 * l, _MM_HINT_T0);
+            __m512i wx[8];
+#pragma GCC unroll 8
+            for (int p = 0; p < 8; p++) {
+                const uint8_t *q = wg + 2 * p * KERN_Q8_BLOCK_BYTES + 2;
+                __m512i wv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)q)),
+                                                _mm256_loadu_si256((const __m256i *)(q + KERN_Q8_BLOCK_BYTES)), 1);
+                wx[p] = _mm512_xor_si512(wv, flip);
+            }
+            __m512i raw = _mm512_i32gather_epi32(off, wg, 1);
+            __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw));
+            for (int64_t j = 0; j < nt; j++) {
+                const int8_t *xg = qx[j] + g * V_GROUP * KERN_Q8_BLOCK;
+                __m512i v[8];
+#pragma GCC unroll 8
+                for (int p = 0; p < 8; p++)
+                    v[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wx[p], _mm512_load_si512(xg + 64 * p));
+                __m512i isum = _mm512_sub_epi32(sums16(v), _mm512_load_si512(cx[j] + g * V_GROUP));
+                acc[j] = fma16(acc[j], _mm512_mul_ps(dw, _mm512_load_ps(dx[j] + g * V_GROUP)), isum);
+            }
+        }
+        for (int64_t j = 0; j < nt; j++) {
+            __m256 a = q8_tail(acc[j], row, xq + j * nb, ng * V_GROUP, nb);
+            y[j * y_ld + r] = tree8(a);
+        }
+    }
+}
+
 /* Panel path (several tokens): 16 rows at a time are transposed so that lane i of a zmm is
  * row i, and 4 consecutive bytes of one block k-range sit in each lane: then one vpdpbusd
  * with the token's 4 quants (offset to unsigned, broadcast) advances 16 rows' block sums,
@@ -617,6 +677,9 @@ static void matmul_q8_0_vnni(float *y, int64_t y_ld, const uint8_t *w, const str
         matmul_q8_0(y, y_ld, w, xq, n_tok, k, r0, r1);
     } else if (n_tok == 1) {
         q8v_single(y, w, rb, xq, nb, r0, r1);
+    } else if (n_tok <= 2 * V_FEW) {
+        for (int64_t t = 0; t < n_tok; t += V_FEW)
+            q8v_few(y + t * y_ld, y_ld, w, rb, xq + t * nb, HS_MIN((int64_t)V_FEW, n_tok - t), nb, r0, r1);
     } else {
         q8v_panels(y, y_ld, w, rb, xq, n_tok, nb, r0, r1);
     }

@@ -387,7 +387,7 @@ static void step_finish(struct batch *b, int n_items)
     for (int i = 0; i < b->n_runs;) {
         struct run *r = b->runs[i];
         if (!r->started || !session_ready_to_sample(r->s)) {
-            if (r->started) ctx_keepalive(&r->c);
+            if (r->started && !session_prefill_done(r->s)) ctx_keepalive(&r->c);
             i++;
             continue;
         }
@@ -402,8 +402,21 @@ static void step_finish(struct batch *b, int n_items)
             session_generate_end(r->s, &b->piece);
             if (b->piece.len) ctx_text(&r->c, b->piece.buf, b->piece.len);
         }
-        if (rc != HS_OK || done) {
+        if (rc != HS_OK) {
             end_run(b, i, rc, &err);
+            continue;
+        }
+        i++;
+    }
+    /* ended ones finish once nothing is left to feed (the bank's last token rides in the
+     * next step with the others' work) */
+    for (int i = 0; i < b->n_runs;) {
+        struct run *r = b->runs[i];
+        struct engine_item it;
+        if (r->started && session_generation_over(r->s) && session_work(r->s, 1, &it) == 0) {
+            struct hs_err err;
+            hs_err_clear(&err);
+            end_run(b, i, HS_OK, &err);
             continue;
         }
         i++;
@@ -422,7 +435,7 @@ static int batch_step(void *ctx, bool stopping)
     struct engine_item it;
     for (int i = 0; i < b->n_runs && left > 0; i++) {
         struct run *r = b->runs[i];
-        if (!r->started || !session_prefill_done(r->s)) continue;
+        if (!r->started || !session_prefill_done(r->s)) continue; /* decode, or the last token's feed */
         int64_t k = session_work(r->s, left, &it);
         if (!k) continue;
         b->items[n] = it;

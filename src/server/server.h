@@ -247,9 +247,11 @@ const struct session_start *session_start_info(const struct session *s);
 int session_prefill(struct session *s, int64_t max_tokens, bool *done, struct hs_err *err);
 /* The engine work the next step needs, as one item of engine_forward_batch (a scheduler
  * batches the items of several sessions into one forward): a prefill chunk of at most
- * max_tokens (<= 0: the rest; the first call plans the captures), or the previous generated
- * token (its logits row asked for). Returns the item's tokens; 0: the next step needs no
- * forward (session_generate samples from the logits it has, or the session is over). */
+ * max_tokens (<= 0: the rest; the first call plans the captures), the previous generated
+ * token (its logits row asked for), or, once generation ended by itself, the last token fed
+ * for the bank (no row; session_finish then skips its own feed). Returns the item's tokens;
+ * 0: the next step needs no forward (session_generate samples from the logits it has, or
+ * session_finish may run). */
 int64_t session_work(struct session *s, int64_t max_tokens, struct engine_item *it);
 /* The item of the last session_work went through the engine; row: its logits row (NULL:
  * engine_forward already wrote it in place). Advances the prefill or clears the pending token. */
@@ -260,6 +262,8 @@ bool session_ready_to_sample(const struct session *s);
  * tokens): another session with the same head may wait for it instead of computing it too. */
 bool session_head_pending(const struct session *s, int64_t *head);
 const int32_t *session_prompt_ids(const struct session *s);
+/* Generation ended by itself (a stop, the cap): what is left is session_finish. */
+bool session_generation_over(const struct session *s);
 /* The whole prompt is in (restored + computed). */
 bool session_prefill_done(const struct session *s);
 /* The output cap (max_tokens as the session applies it). */

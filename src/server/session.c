@@ -65,7 +65,7 @@
 
 #include <string.h>
 
-enum session_work_kind { WORK_NONE = 0, WORK_PREFILL, WORK_DECODE };
+enum session_work_kind { WORK_NONE = 0, WORK_PREFILL, WORK_DECODE, WORK_FEED_LAST };
 
 enum session_state {
     SESSION_PROMPT = 0,
@@ -110,6 +110,7 @@ struct session {
     int32_t *gen;                 /* [max_tokens] generated ids */
     int64_t n_gen;
     bool pending;                 /* gen[n_gen - 1] is not fed yet */
+    bool fed_last;                /* the last generated token was fed for the bank (finish) */
     int32_t *script;              /* TEST ONLY (test_emit.c): scripted ids instead of sampling */
     int64_t n_script;
     struct chat_stop *stopper;    /* NULL: nothing to match */
@@ -369,6 +370,13 @@ static void prefill_begin(struct session *s)
     for (int64_t i = 0; i < s->n; i++) sampler_accept(s->smp, s->ids.v[i]);
 }
 
+/* The bank will store the path: the last generated token must be in the sequence first
+ * (invariant 4). */
+static bool feed_last_wanted(const struct session *s)
+{
+    return s->n_gen > 0 && s->prefilled && s->bank && !s->fed_last;
+}
+
 int64_t session_work(struct session *s, int64_t max_tokens, struct engine_item *it)
 {
     memset(it, 0, sizeof(*it));
@@ -392,6 +400,12 @@ int64_t session_work(struct session *s, int64_t max_tokens, struct engine_item *
         *it = (struct engine_item){ .s = s->sq, .tokens = &s->gen[s->n_gen - 1], .n = 1, .rows = &s->work_row, .n_rows = 1 };
         return 1;
     }
+    if (s->state == SESSION_GENERATED && feed_last_wanted(s)) {
+        s->work = WORK_FEED_LAST;
+        s->work_n = 1;
+        *it = (struct engine_item){ .s = s->sq, .tokens = &s->gen[s->n_gen - 1], .n = 1 };
+        return 1;
+    }
     return 0;
 }
 
@@ -410,6 +424,8 @@ void session_work_done(struct session *s, const float *row)
         }
     } else if (s->work == WORK_DECODE) {
         s->pending = false;
+    } else if (s->work == WORK_FEED_LAST) {
+        s->fed_last = true;
     }
     s->work = WORK_NONE;
 }
@@ -456,6 +472,7 @@ bool session_head_pending(const struct session *s, int64_t *head)
 
 const int32_t *session_prompt_ids(const struct session *s) { return s->ids.v; }
 bool session_prefill_done(const struct session *s) { return s->prefilled; }
+bool session_generation_over(const struct session *s) { return s->state == SESSION_GENERATED; }
 int64_t session_output_cap(const struct session *s) { return s->max_tokens; }
 
 int session_store_head(struct session *s, struct hs_err *err)
@@ -581,7 +598,10 @@ int session_finish(struct session *s, struct hs_err *err)
     /* feed the last token so the sequence sits at the end of the path the bank stores
      * (invariant 4) */
     int rc = HS_OK;
-    if (s->n_gen > 0 && s->prefilled && s->bank) rc = engine_forward(s->e, s->sq, &s->gen[s->n_gen - 1], 1, NULL, 0, NULL, 0, NULL, err);
+    if (feed_last_wanted(s)) {
+        rc = engine_forward(s->e, s->sq, &s->gen[s->n_gen - 1], 1, NULL, 0, NULL, 0, NULL, err);
+        s->fed_last = rc == HS_OK;
+    }
     struct hs_err ferr;
     hs_err_clear(&ferr);
     if (rc == HS_OK && s->prefilled && s->bank && model_files_check(engine_model(s->e), &ferr) != HS_OK) {
