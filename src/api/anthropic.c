@@ -237,14 +237,7 @@ static int ant_tool_use(const json_t *b, const char *path, json_t **out, struct 
     const json_t *input = json_object_get(b, "input");
     if (input && !json_is_null(input) && !json_is_object(input))
         return api_req_bad(err, path, "\"input\" must be an object, not %s", api_req_kind(input));
-    json_t *f = json_object();
-    json_object_set_new(f, "name", json_string(name));
-    json_object_set_new(f, "arguments", json_is_object(input) ? json_deep_copy(input) : json_object());
-    json_t *call = json_object();
-    json_object_set_new(call, "type", json_string("function"));
-    if (id) json_object_set_new(call, "id", json_string(id));
-    json_object_set_new(call, "function", f);
-    *out = call;
+    *out = api_call_new(id, name, json_is_object(input) ? json_deep_copy(input) : json_object());
     return HS_OK;
 }
 
@@ -369,14 +362,7 @@ static int ant_tools(const json_t *tools, json_t **out, struct hs_err *err)
             json_decref(arr);
             return rc;
         }
-        json_t *fn = json_object();
-        json_object_set_new(fn, "name", json_string(name));
-        if (desc) json_object_set_new(fn, "description", json_string(desc));
-        if (json_is_object(schema)) json_object_set_new(fn, "parameters", json_deep_copy(schema));
-        json_t *tool = json_object();
-        json_object_set_new(tool, "type", json_string("function"));
-        json_object_set_new(tool, "function", fn);
-        json_array_append_new(arr, tool);
+        json_array_append_new(arr, api_tool_new(name, desc, desc ? strlen(desc) : 0, schema));
     }
     *out = arr;
     return HS_OK;
