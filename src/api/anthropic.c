@@ -72,43 +72,79 @@ static int ant_block_text(const json_t *b, const char *path, const char *field, 
     return HS_OK;
 }
 
-/* Text of a string or an array of text blocks (joined with ""), appended to out; `where`
- * names the container in errors. media: the conversation that counts placeholders for
- * image / document blocks (a tool result, rule 4), or NULL (an error). */
-static int ant_text(const json_t *content, const char *path, const char *where, struct api_conv *media,
-                    struct strbuf *out, struct hs_err *err)
+/* Calls fn for each block of the array `content`, in order, with the block's path
+ * ("<path>[i]") and type; a block that is not an object with a string type, or fn's first
+ * error, ends the walk. */
+typedef int (*ant_block_fn)(void *ctx, const json_t *b, const char *type, const char *path, struct hs_err *err);
+
+static int ant_blocks(const json_t *content, const char *path, ant_block_fn fn, void *ctx, struct hs_err *err)
 {
-    if (!content || json_is_null(content)) return HS_OK;
-    if (json_is_string(content)) {
-        strbuf_append(out, json_string_value(content), json_string_length(content));
-        return HS_OK;
-    }
-    if (!json_is_array(content))
-        return api_req_bad(err, path, "expected a string or an array of text blocks, not %s", api_req_kind(content));
     size_t i;
     const json_t *b;
     json_array_foreach(content, i, b) {
         char p[API_PATH_LEN];
-        const char *type, *s;
-        size_t len;
+        const char *type;
         api_req_path(p, "%s[%zu]", path, i);
         int rc = ant_block_type(b, p, &type, err);
+        if (!rc) rc = fn(ctx, b, type, p, err);
         if (rc) return rc;
-        if (media && api_is_media(type)) {
-            api_media_placeholder(media, b, type, out);
-            continue;
-        }
-        if (strcmp(type, "text") != 0) return ant_block_error(type, p, where, err);
-        if ((rc = ant_block_text(b, p, "text", &s, &len, err))) return rc;
-        strbuf_append(out, s, len);
     }
     return HS_OK;
 }
 
+/* Where ant_text puts the text it reads, piece by piece. */
+typedef void (*ant_piece_fn)(void *ctx, const char *s, size_t len);
+
+static void ant_piece_append(void *ctx, const char *s, size_t len) { strbuf_append(ctx, s, len); }
+
+struct ant_text_walk {
+    const char *where;
+    struct api_conv *media;
+    ant_piece_fn piece;
+    void *ctx;
+};
+
+static int ant_text_block(void *ctx, const json_t *b, const char *type, const char *path, struct hs_err *err)
+{
+    const struct ant_text_walk *w = ctx;
+    if (w->media && api_is_media(type)) {
+        struct strbuf ph;
+        strbuf_init(&ph);
+        api_media_placeholder(w->media, b, type, &ph);
+        w->piece(w->ctx, ph.buf, ph.len);
+        strbuf_free(&ph);
+        return HS_OK;
+    }
+    if (strcmp(type, "text") != 0) return ant_block_error(type, path, w->where, err);
+    const char *s;
+    size_t len;
+    int rc = ant_block_text(b, path, "text", &s, &len, err);
+    if (!rc) w->piece(w->ctx, s, len);
+    return rc;
+}
+
+/* Text of a string or an array of text blocks, given to piece(ctx) a string or a block at a
+ * time; `where` names the container in errors. media: the conversation that counts
+ * placeholders for image / document blocks (a tool result, rule 4), or NULL (an error). */
+static int ant_text(const json_t *content, const char *path, const char *where, struct api_conv *media,
+                    ant_piece_fn piece, void *ctx, struct hs_err *err)
+{
+    if (!content || json_is_null(content)) return HS_OK;
+    if (json_is_string(content)) {
+        piece(ctx, json_string_value(content), json_string_length(content));
+        return HS_OK;
+    }
+    if (!json_is_array(content))
+        return api_req_bad(err, path, "expected a string or an array of text blocks, not %s", api_req_kind(content));
+    struct ant_text_walk w = { where, media, piece, ctx };
+    return ant_blocks(content, path, ant_text_block, &w, err);
+}
+
 #define BILLING_PREFIX "x-anthropic-billing-header:"
 
-/* One piece of the top-level system: the billing line removed, then merged (rule 1). */
-static void ant_system_piece(struct api_conv *c, const char *s, size_t len)
+/* One piece of the top-level system (a string, or one text block): the billing line
+ * removed, then merged "\n\n"-joined (rule 1). */
+static void ant_system_piece(void *ctx, const char *s, size_t len)
 {
     size_t pl = strlen(BILLING_PREFIX);
     if (len >= pl && memcmp(s, BILLING_PREFIX, pl) == 0) {
@@ -117,33 +153,7 @@ static void ant_system_piece(struct api_conv *c, const char *s, size_t len)
         s += skip;
         len -= skip;
     }
-    api_conv_system(c, s, len);
-}
-
-/* Top-level `system`: a string or text blocks, each block a separate "\n\n"-joined piece. */
-static int ant_system(struct api_conv *c, const json_t *sys, struct hs_err *err)
-{
-    if (!sys || json_is_null(sys)) return HS_OK;
-    if (json_is_string(sys)) {
-        ant_system_piece(c, json_string_value(sys), json_string_length(sys));
-        return HS_OK;
-    }
-    if (!json_is_array(sys))
-        return api_req_bad(err, "system", "expected a string or an array of text blocks, not %s", api_req_kind(sys));
-    size_t i;
-    const json_t *b;
-    json_array_foreach(sys, i, b) {
-        char p[API_PATH_LEN];
-        const char *type, *s;
-        size_t len;
-        api_req_path(p, "system[%zu]", i);
-        int rc = ant_block_type(b, p, &type, err);
-        if (rc) return rc;
-        if (strcmp(type, "text") != 0) return ant_block_error(type, p, "the system prompt", err);
-        if ((rc = ant_block_text(b, p, "text", &s, &len, err))) return rc;
-        ant_system_piece(c, s, len);
-    }
-    return HS_OK;
+    api_conv_system(ctx, s, len);
 }
 
 /* A tool_result block → a role "tool" message. is_error has no place in the templates;
@@ -161,7 +171,7 @@ static int ant_tool_result(struct api_conv *c, const json_t *b, const char *path
     api_req_path(p, "%s.content", path);
     struct strbuf text;
     strbuf_init(&text);
-    if ((rc = ant_text(json_object_get(b, "content"), p, "a tool result", c, &text, err))) {
+    if ((rc = ant_text(json_object_get(b, "content"), p, "a tool result", c, ant_piece_append, &text, err))) {
         strbuf_free(&text);
         return rc;
     }
@@ -174,41 +184,44 @@ static int ant_tool_result(struct api_conv *c, const json_t *b, const char *path
 
 /* A user message's blocks: runs of text blocks become user messages, each tool_result a
  * tool message, in the order they came. */
+struct ant_user_walk {
+    struct api_conv *c;
+    struct strbuf text;
+    bool in_text, any_result;
+};
+
+static int ant_user_block(void *ctx, const json_t *b, const char *type, const char *path, struct hs_err *err)
+{
+    struct ant_user_walk *w = ctx;
+    int rc;
+    if (strcmp(type, "text") == 0) {
+        const char *s;
+        size_t len;
+        if ((rc = ant_block_text(b, path, "text", &s, &len, err))) return rc;
+        strbuf_append(&w->text, s, len);
+        w->in_text = true;
+    } else if (strcmp(type, "tool_result") == 0) {
+        json_t *msg;
+        if ((rc = ant_tool_result(w->c, b, path, &msg, err))) return rc;
+        if (w->in_text) api_conv_add(w->c, api_msg_new("user", w->text.buf, w->text.len));
+        strbuf_reset(&w->text);
+        w->in_text = false;
+        api_conv_add(w->c, msg);
+        w->any_result = true;
+    } else {
+        return ant_block_error(type, path, "user messages", err);
+    }
+    return HS_OK;
+}
+
 static int ant_user_blocks(struct api_conv *c, const json_t *content, const char *path, struct hs_err *err)
 {
-    struct strbuf text;
-    strbuf_init(&text);
-    bool in_text = false, any_result = false;
-    int rc = HS_OK;
-    size_t i;
-    const json_t *b;
-    json_array_foreach(content, i, b) {
-        char p[API_PATH_LEN];
-        const char *type, *s;
-        size_t len;
-        api_req_path(p, "%s[%zu]", path, i);
-        if ((rc = ant_block_type(b, p, &type, err))) goto out;
-        if (strcmp(type, "text") == 0) {
-            if ((rc = ant_block_text(b, p, "text", &s, &len, err))) goto out;
-            strbuf_append(&text, s, len);
-            in_text = true;
-        } else if (strcmp(type, "tool_result") == 0) {
-            json_t *msg;
-            if ((rc = ant_tool_result(c, b, p, &msg, err))) goto out;
-            if (in_text) api_conv_add(c, api_msg_new("user", text.buf, text.len));
-            strbuf_reset(&text);
-            in_text = false;
-            api_conv_add(c, msg);
-            any_result = true;
-        } else {
-            rc = ant_block_error(type, p, "user messages", err);
-            goto out;
-        }
-    }
+    struct ant_user_walk w = { .c = c };
+    strbuf_init(&w.text);
+    int rc = ant_blocks(content, path, ant_user_block, &w, err);
     /* a message of text only (even none: []) is one user message */
-    if (in_text || !any_result) api_conv_add(c, api_msg_new("user", text.buf, text.len));
-out:
-    strbuf_free(&text);
+    if (!rc && (w.in_text || !w.any_result)) api_conv_add(c, api_msg_new("user", w.text.buf, w.text.len));
+    strbuf_free(&w.text);
     return rc;
 }
 
@@ -224,60 +237,60 @@ static int ant_tool_use(const json_t *b, const char *path, json_t **out, struct 
     const json_t *input = json_object_get(b, "input");
     if (input && !json_is_null(input) && !json_is_object(input))
         return api_req_bad(err, path, "\"input\" must be an object, not %s", api_req_kind(input));
-    json_t *f = json_object();
-    json_object_set_new(f, "name", json_string(name));
-    json_object_set_new(f, "arguments", json_is_object(input) ? json_deep_copy(input) : json_object());
-    json_t *call = json_object();
-    json_object_set_new(call, "type", json_string("function"));
-    if (id) json_object_set_new(call, "id", json_string(id));
-    json_object_set_new(call, "function", f);
-    *out = call;
+    *out = api_call_new(id, name, json_is_object(input) ? json_deep_copy(input) : json_object());
     return HS_OK;
 }
 
 /* An assistant message's blocks → one assistant message. */
+struct ant_assistant_walk {
+    struct strbuf text, reasoning;
+    bool has_reasoning;
+    json_t *calls;
+};
+
+static int ant_assistant_block(void *ctx, const json_t *b, const char *type, const char *path,
+                               struct hs_err *err)
+{
+    struct ant_assistant_walk *w = ctx;
+    const char *s;
+    size_t len;
+    int rc;
+    if (strcmp(type, "text") == 0) {
+        if ((rc = ant_block_text(b, path, "text", &s, &len, err))) return rc;
+        strbuf_append(&w->text, s, len);
+    } else if (strcmp(type, "thinking") == 0) {
+        if ((rc = ant_block_text(b, path, "thinking", &s, &len, err))) return rc;
+        strbuf_append(&w->reasoning, s, len);
+        w->has_reasoning = true;
+    } else if (strcmp(type, "redacted_thinking") == 0) {
+        return HS_OK; /* encrypted; nothing another model could read */
+    } else if (strcmp(type, "tool_use") == 0) {
+        json_t *call;
+        if ((rc = ant_tool_use(b, path, &call, err))) return rc;
+        json_array_append_new(w->calls, call);
+    } else {
+        return ant_block_error(type, path, "assistant messages", err);
+    }
+    return HS_OK;
+}
+
 static int ant_assistant_blocks(struct api_conv *c, const json_t *content, const char *path, struct hs_err *err)
 {
-    struct strbuf text, reasoning;
-    strbuf_init(&text);
-    strbuf_init(&reasoning);
-    bool has_reasoning = false;
-    json_t *calls = json_array();
-    int rc = HS_OK;
-    size_t i;
-    const json_t *b;
-    json_array_foreach(content, i, b) {
-        char p[API_PATH_LEN];
-        const char *type, *s;
-        size_t len;
-        api_req_path(p, "%s[%zu]", path, i);
-        if ((rc = ant_block_type(b, p, &type, err))) goto out;
-        if (strcmp(type, "text") == 0) {
-            if ((rc = ant_block_text(b, p, "text", &s, &len, err))) goto out;
-            strbuf_append(&text, s, len);
-        } else if (strcmp(type, "thinking") == 0) {
-            if ((rc = ant_block_text(b, p, "thinking", &s, &len, err))) goto out;
-            strbuf_append(&reasoning, s, len);
-            has_reasoning = true;
-        } else if (strcmp(type, "redacted_thinking") == 0) {
-            continue; /* encrypted; nothing another model could read */
-        } else if (strcmp(type, "tool_use") == 0) {
-            json_t *call;
-            if ((rc = ant_tool_use(b, p, &call, err))) goto out;
-            json_array_append_new(calls, call);
-        } else {
-            rc = ant_block_error(type, p, "assistant messages", err);
-            goto out;
-        }
+    struct ant_assistant_walk w = { .calls = json_array() };
+    strbuf_init(&w.text);
+    strbuf_init(&w.reasoning);
+    int rc = ant_blocks(content, path, ant_assistant_block, &w, err);
+    if (!rc) {
+        json_t *msg = api_msg_new("assistant", w.text.buf, w.text.len);
+        if (w.has_reasoning)
+            json_object_set_new(msg, "reasoning_content",
+                                json_stringn(w.reasoning.len ? w.reasoning.buf : "", w.reasoning.len));
+        if (json_array_size(w.calls)) json_object_set(msg, "tool_calls", w.calls);
+        api_conv_add(c, msg);
     }
-    json_t *msg = api_msg_new("assistant", text.buf, text.len);
-    if (has_reasoning) json_object_set_new(msg, "reasoning_content", json_stringn(reasoning.len ? reasoning.buf : "", reasoning.len));
-    if (json_array_size(calls)) json_object_set(msg, "tool_calls", calls);
-    api_conv_add(c, msg);
-out:
-    json_decref(calls);
-    strbuf_free(&text);
-    strbuf_free(&reasoning);
+    json_decref(w.calls);
+    strbuf_free(&w.text);
+    strbuf_free(&w.reasoning);
     return rc;
 }
 
@@ -298,7 +311,7 @@ static int ant_message(struct api_conv *c, const json_t *m, size_t i, struct hs_
         /* Claude Code's environment note after the user turn: rule 2 */
         struct strbuf text;
         strbuf_init(&text);
-        int rc = ant_text(content, pf, "system messages", NULL, &text, err);
+        int rc = ant_text(content, pf, "system messages", NULL, ant_piece_append, &text, err);
         if (!rc) api_conv_system(c, text.buf, text.len);
         strbuf_free(&text);
         return rc;
@@ -349,14 +362,7 @@ static int ant_tools(const json_t *tools, json_t **out, struct hs_err *err)
             json_decref(arr);
             return rc;
         }
-        json_t *fn = json_object();
-        json_object_set_new(fn, "name", json_string(name));
-        if (desc) json_object_set_new(fn, "description", json_string(desc));
-        if (json_is_object(schema)) json_object_set_new(fn, "parameters", json_deep_copy(schema));
-        json_t *tool = json_object();
-        json_object_set_new(tool, "type", json_string("function"));
-        json_object_set_new(tool, "function", fn);
-        json_array_append_new(arr, tool);
+        json_array_append_new(arr, api_tool_new(name, desc, desc ? strlen(desc) : 0, schema));
     }
     *out = arr;
     return HS_OK;
@@ -420,7 +426,9 @@ int chat_from_anthropic(const json_t *body, struct chat_request *out, struct hs_
     struct api_conv c;
     api_conv_init(&c);
     json_t *tools = NULL;
-    if ((rc = ant_system(&c, json_object_get(body, "system"), err))) goto fail;
+    if ((rc = ant_text(json_object_get(body, "system"), "system", "the system prompt", NULL, ant_system_piece, &c,
+                       err)))
+        goto fail;
     size_t i;
     const json_t *m;
     json_array_foreach(msgs, i, m)

@@ -64,6 +64,23 @@ bool api_is_media(const char *type);
 /* A media part inside a tool result: append its placeholder (fixed bytes for a given kind
  * and media type, so the prefix of a conversation stays stable) to out, count it in c. */
 void api_media_placeholder(struct api_conv *c, const json_t *part, const char *type, struct strbuf *out);
+/* {type: "function", id (when not NULL), function: {name, arguments}}: a tool call of the
+ * neutral conversation; takes arguments. */
+json_t *api_call_new(const char *id, const char *name, json_t *arguments);
+/* {type: "function", function: {name, description (when not NULL), parameters (copied,
+ * when an object)}}: a tool of the neutral conversation. */
+json_t *api_tool_new(const char *name, const char *desc, size_t desc_len, const json_t *params);
+/* A content part type whose text a dialect reads, and the field that holds the text. */
+struct api_text_part {
+    const char *type;
+    const char *field;
+};
+/* Append the text of `content`: null/absent (nothing), a string, or an array of parts of
+ * the types in parts[n_parts], their text joined with "" (rule 3); anything else is an
+ * error saying it expected `forms`. media: the conversation that counts placeholders for
+ * media parts (a tool result, rule 4), or NULL (media parts are errors). */
+int api_parts_text(const json_t *content, const char *path, const struct api_text_part *parts, size_t n_parts,
+                   const char *forms, struct api_conv *media, struct strbuf *out, struct hs_err *err);
 /* Move the conversation (system message first), tools and thinking flag into out. */
 void api_conv_deliver(struct api_conv *c, struct chat_request *out, json_t *tools, int thinking);
 /* `chat_template_kwargs` (an object, or absent / null): enable_thinking (a boolean) sets

@@ -157,6 +157,63 @@ void api_media_placeholder(struct api_conv *c, const json_t *part, const char *t
     c->n_media++;
 }
 
+json_t *api_call_new(const char *id, const char *name, json_t *arguments)
+{
+    json_t *f = json_object();
+    json_object_set_new(f, "name", json_string(name));
+    json_object_set_new(f, "arguments", arguments);
+    json_t *call = json_object();
+    json_object_set_new(call, "type", json_string("function"));
+    if (id) json_object_set_new(call, "id", json_string(id));
+    json_object_set_new(call, "function", f);
+    return call;
+}
+
+json_t *api_tool_new(const char *name, const char *desc, size_t desc_len, const json_t *params)
+{
+    json_t *fn = json_object();
+    json_object_set_new(fn, "name", json_string(name));
+    if (desc) json_object_set_new(fn, "description", json_stringn(desc, desc_len));
+    if (json_is_object(params)) json_object_set_new(fn, "parameters", json_deep_copy(params));
+    json_t *tool = json_object();
+    json_object_set_new(tool, "type", json_string("function"));
+    json_object_set_new(tool, "function", fn);
+    return tool;
+}
+
+int api_parts_text(const json_t *content, const char *path, const struct api_text_part *parts, size_t n_parts,
+                   const char *forms, struct api_conv *media, struct strbuf *out, struct hs_err *err)
+{
+    if (!content || json_is_null(content)) return HS_OK;
+    if (json_is_string(content)) {
+        strbuf_append(out, json_string_value(content), json_string_length(content));
+        return HS_OK;
+    }
+    if (!json_is_array(content)) return api_req_bad(err, path, "expected %s, not %s", forms, api_req_kind(content));
+    size_t i;
+    const json_t *part;
+    json_array_foreach(content, i, part) {
+        char p[API_PATH_LEN];
+        api_req_path(p, "%s[%zu]", path, i);
+        if (!json_is_object(part)) return api_req_bad(err, p, "expected a content part object, not %s", api_req_kind(part));
+        const char *type = json_string_value(json_object_get(part, "type"));
+        if (!type) return api_req_bad(err, p, "\"type\" must be a string");
+        const char *field = NULL;
+        for (size_t k = 0; k < n_parts && !field; k++)
+            if (!strcmp(type, parts[k].type)) field = parts[k].field;
+        if (!field && media && api_is_media(type)) {
+            api_media_placeholder(media, part, type, out);
+            continue;
+        }
+        if (!field && api_is_media(type)) return api_req_bad(err, p, "%s parts are not supported (text-only model)", type);
+        if (!field) return api_req_bad(err, p, "unknown content part type '%.40s'", type);
+        const json_t *t = json_object_get(part, field);
+        if (!json_is_string(t)) return api_req_bad(err, p, "\"%s\" must be a string", field);
+        strbuf_append(out, json_string_value(t), json_string_length(t));
+    }
+    return HS_OK;
+}
+
 int api_opt_string(const json_t *obj, const char *key, const char *path, const char **s, size_t *len,
                    struct hs_err *err)
 {

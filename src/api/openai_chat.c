@@ -37,41 +37,17 @@
 
 /* ==== request: messages → the neutral conversation ======================================== */
 
-/* Append the text of an OpenAI `content`: a string, null/absent, or text parts joined
- * with "" (rule 3). `refusal` parts (assistant) count as text. media: the conversation
- * that counts placeholders for media parts (a tool message, rule 4), or NULL (an error). */
+/* Content parts whose text an OpenAI message reads: `refusal` parts (assistant) count as
+ * text. */
+static const struct api_text_part oai_text_parts[] = { { "text", "text" }, { "refusal", "refusal" } };
+
+/* Append the text of an OpenAI `content` (api_parts_text). media: the conversation that
+ * counts placeholders for media parts (a tool message, rule 4), or NULL (an error). */
 static int oai_text(const json_t *content, const char *path, struct api_conv *media, struct strbuf *out,
                     struct hs_err *err)
 {
-    if (!content || json_is_null(content)) return HS_OK;
-    if (json_is_string(content)) {
-        strbuf_append(out, json_string_value(content), json_string_length(content));
-        return HS_OK;
-    }
-    if (!json_is_array(content))
-        return api_req_bad(err, path, "expected a string, null or an array of content parts, not %s",
-                   api_req_kind(content));
-    size_t i;
-    const json_t *part;
-    json_array_foreach(content, i, part) {
-        char p[API_PATH_LEN];
-        api_req_path(p, "%s[%zu]", path, i);
-        if (!json_is_object(part)) return api_req_bad(err, p, "expected a content part object, not %s", api_req_kind(part));
-        const char *type = json_string_value(json_object_get(part, "type"));
-        if (!type) return api_req_bad(err, p, "\"type\" must be a string");
-        const char *field;
-        if (strcmp(type, "text") == 0) field = "text";
-        else if (strcmp(type, "refusal") == 0) field = "refusal";
-        else if (api_is_media(type) && media) {
-            api_media_placeholder(media, part, type, out);
-            continue;
-        } else if (api_is_media(type)) return api_req_bad(err, p, "%s parts are not supported (text-only model)", type);
-        else return api_req_bad(err, p, "unknown content part type '%.40s'", type);
-        const json_t *t = json_object_get(part, field);
-        if (!json_is_string(t)) return api_req_bad(err, p, "\"%s\" must be a string", field);
-        strbuf_append(out, json_string_value(t), json_string_length(t));
-    }
-    return HS_OK;
+    return api_parts_text(content, path, oai_text_parts, HS_ARRAY_LEN(oai_text_parts),
+                          "a string, null or an array of content parts", media, out, err);
 }
 
 /* One OpenAI tool call → {type: "function", id?, function: {name, arguments: object}}. */
@@ -96,14 +72,7 @@ static int oai_tool_call(const json_t *tc, const char *path, json_t **out, struc
     json_t *args;
     if ((rc = api_args_parse(json_object_get(fn, "arguments"), pa, &args, err))) return rc;
 
-    json_t *f = json_object();
-    json_object_set_new(f, "name", json_string(name));
-    json_object_set_new(f, "arguments", args);
-    json_t *call = json_object();
-    json_object_set_new(call, "type", json_string("function"));
-    if (id) json_object_set_new(call, "id", json_string(id));
-    json_object_set_new(call, "function", f);
-    *out = call;
+    *out = api_call_new(id, name, args);
     return HS_OK;
 }
 
@@ -314,21 +283,29 @@ static json_t *openai_usage(const struct api_usage *u)
 }
 
 /* Append one chunk with choice 0 carrying `delta` (stolen) and finish_reason (NULL: null). */
-static void openai_chunk(struct api_response *r, json_t *delta, const char *finish, struct strbuf *out)
+/* {id, object, created, model, choices: [{index: 0, <key>: value (stolen), finish_reason}]}:
+ * the envelope of a chat.completion and of its chunks. */
+static json_t *openai_envelope(struct api_response *r, const char *object, const char *key, json_t *value,
+                               const char *finish)
 {
     json_t *choice = json_object();
     json_object_set_new(choice, "index", json_integer(0));
-    json_object_set_new(choice, "delta", delta);
+    json_object_set_new(choice, key, value);
     json_object_set_new(choice, "finish_reason", finish ? json_string(finish) : json_null());
     json_t *choices = json_array();
     json_array_append_new(choices, choice);
-    json_t *c = json_object();
-    json_object_set_new(c, "id", json_string(r->id));
-    json_object_set_new(c, "object", json_string("chat.completion.chunk"));
-    json_object_set_new(c, "created", json_integer(r->created));
-    json_object_set_new(c, "model", api_jstr(r->model));
-    json_object_set_new(c, "choices", choices);
-    api_sse_data(out, c);
+    json_t *root = json_object();
+    json_object_set_new(root, "id", json_string(r->id));
+    json_object_set_new(root, "object", json_string(object));
+    json_object_set_new(root, "created", json_integer(r->created));
+    json_object_set_new(root, "model", api_jstr(r->model));
+    json_object_set_new(root, "choices", choices);
+    return root;
+}
+
+static void openai_chunk(struct api_response *r, json_t *delta, const char *finish, struct strbuf *out)
+{
+    api_sse_data(out, openai_envelope(r, "chat.completion.chunk", "delta", delta, finish));
 }
 
 static json_t *openai_tool_call(const struct api_block *b, int index, bool with_index)
@@ -370,18 +347,7 @@ static void openai_body(struct api_response *r, const char *finish, const struct
     strbuf_free(&text);
     strbuf_free(&reasoning);
 
-    json_t *choice = json_object();
-    json_object_set_new(choice, "index", json_integer(0));
-    json_object_set_new(choice, "message", msg);
-    json_object_set_new(choice, "finish_reason", json_string(finish));
-    json_t *choices = json_array();
-    json_array_append_new(choices, choice);
-    json_t *root = json_object();
-    json_object_set_new(root, "id", json_string(r->id));
-    json_object_set_new(root, "object", json_string("chat.completion"));
-    json_object_set_new(root, "created", json_integer(r->created));
-    json_object_set_new(root, "model", api_jstr(r->model));
-    json_object_set_new(root, "choices", choices);
+    json_t *root = openai_envelope(r, "chat.completion", "message", msg, finish);
     json_object_set_new(root, "usage", openai_usage(u));
     api_json_steal(out, root);
 }

@@ -86,10 +86,7 @@
 /* ==== request: input items → the neutral conversation ===================================== */
 
 /* Content part types and the field that holds their text; media types are errors. */
-static const struct {
-    const char *type;
-    const char *field;
-} rs_text_parts[] = {
+static const struct api_text_part rs_text_parts[] = {
     { "input_text", "text" }, { "output_text", "text" }, { "text", "text" },
     { "refusal", "refusal" }, { "summary_text", "text" }, { "reasoning_text", "text" },
 };
@@ -124,41 +121,13 @@ static void rconv_turn_break(struct rconv *c)
     c->have_reasoning = false;
 }
 
-/* Append the text of `content`: a string, null/absent, or text parts joined with "".
- * media: the conversation that counts placeholders for media parts (a tool's output,
- * conv.c rule 4), or NULL (an error). */
+/* Append the text of `content` (api_parts_text). media: the conversation that counts
+ * placeholders for media parts (a tool's output, conv.c rule 4), or NULL (an error). */
 static int rs_text(const json_t *content, const char *path, struct api_conv *media, struct strbuf *out,
                    struct hs_err *err)
 {
-    if (!content || json_is_null(content)) return HS_OK;
-    if (json_is_string(content)) {
-        strbuf_append(out, json_string_value(content), json_string_length(content));
-        return HS_OK;
-    }
-    if (!json_is_array(content))
-        return api_req_bad(err, path, "expected a string or an array of content parts, not %s", api_req_kind(content));
-    size_t i;
-    const json_t *part;
-    json_array_foreach(content, i, part) {
-        char p[API_PATH_LEN];
-        api_req_path(p, "%s[%zu]", path, i);
-        if (!json_is_object(part)) return api_req_bad(err, p, "expected a content part object, not %s", api_req_kind(part));
-        const char *type = json_string_value(json_object_get(part, "type"));
-        if (!type) return api_req_bad(err, p, "\"type\" must be a string");
-        const char *field = NULL;
-        for (size_t k = 0; k < HS_ARRAY_LEN(rs_text_parts); k++)
-            if (!strcmp(type, rs_text_parts[k].type)) field = rs_text_parts[k].field;
-        if (!field && media && api_is_media(type)) {
-            api_media_placeholder(media, part, type, out);
-            continue;
-        }
-        if (!field && api_is_media(type)) return api_req_bad(err, p, "%s parts are not supported (text-only model)", type);
-        if (!field) return api_req_bad(err, p, "unknown content part type '%.40s'", type);
-        const json_t *t = json_object_get(part, field);
-        if (!json_is_string(t)) return api_req_bad(err, p, "\"%s\" must be a string", field);
-        strbuf_append(out, json_string_value(t), json_string_length(t));
-    }
-    return HS_OK;
+    return api_parts_text(content, path, rs_text_parts, HS_ARRAY_LEN(rs_text_parts),
+                          "a string or an array of content parts", media, out, err);
 }
 
 /* A required non-empty string field. */
@@ -215,13 +184,7 @@ static int rs_item_call(struct rconv *c, const json_t *it, const char *p, bool c
         api_req_path(pa, "%s.arguments", p);
         if ((rc = api_args_parse(json_object_get(it, "arguments"), pa, &args, err))) return rc;
     }
-    json_t *fn = json_object();
-    json_object_set_new(fn, "name", json_string(name));
-    json_object_set_new(fn, "arguments", args);
-    json_t *call = json_object();
-    json_object_set_new(call, "type", json_string("function"));
-    json_object_set_new(call, "id", json_string(call_id));
-    json_object_set_new(call, "function", fn);
+    json_t *call = api_call_new(call_id, name, args);
     json_t *m = rconv_assistant(c, true);
     json_t *calls = json_object_get(m, "tool_calls");
     if (!calls) {
@@ -338,15 +301,7 @@ static int rs_tools(const json_t *tools, json_t **out, struct hs_err *err)
             json_decref(arr);
             return rc;
         }
-        json_t *fn = json_object();
-        json_object_set_new(fn, "name", json_string(name));
-        if (json_is_string(desc))
-            json_object_set_new(fn, "description", json_stringn(json_string_value(desc), json_string_length(desc)));
-        if (json_is_object(params)) json_object_set_new(fn, "parameters", json_deep_copy(params));
-        json_t *tool = json_object();
-        json_object_set_new(tool, "type", json_string("function"));
-        json_object_set_new(tool, "function", fn);
-        json_array_append_new(arr, tool);
+        json_array_append_new(arr, api_tool_new(name, json_string_value(desc), json_string_length(desc), params));
     }
     if (json_array_size(arr)) *out = arr;
     else json_decref(arr);

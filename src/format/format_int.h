@@ -25,6 +25,25 @@ const char *tensor_set_meta_get(const struct tensor_set *ts, const char *key); /
 /* "an object", "a string", ... for messages about a JSON value of the wrong kind. */
 const char *format_json_kind(const json_t *v);
 
+/* The tensors a writer (gguf_write.c, st_write.c) was given, in the order given: their
+ * data is borrowed until the file is written. */
+struct wtensor {
+    char *name;                     /* owned */
+    enum dtype dtype;
+    int n_dims;
+    int64_t shape[TENSOR_MAX_DIMS]; /* PyTorch order */
+    const void *data;               /* borrowed */
+    uint64_t n_bytes;
+};
+struct wtensor_list {
+    struct wtensor *v;
+    int n, cap;
+};
+/* Append a tensor whose arguments the writer checked (the name is copied). */
+void wtensor_list_add(struct wtensor_list *l, const char *name, enum dtype dtype, int n_dims,
+                      const int64_t *shape, const void *data, uint64_t n_bytes);
+void wtensor_list_free(struct wtensor_list *l);
+
 /* Check that no two tensors of the same file overlap; HS_ERR_FORMAT names both. */
 int tensor_set_check_overlaps(const struct tensor_set *ts, struct hs_err *err);
 

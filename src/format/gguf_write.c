@@ -52,21 +52,11 @@ struct wkv {
     struct gguf_value val; /* owned: strings and items are the writer's copies */
 };
 
-struct wtensor {
-    char *name;
-    enum dtype dtype;
-    int n_dims;
-    int64_t shape[TENSOR_MAX_DIMS]; /* PyTorch order */
-    const void *data;               /* borrowed */
-    uint64_t n_bytes;
-};
-
 struct gguf_writer {
     uint32_t alignment;
     struct wkv *kvs;
     int n_kv, cap_kv;
-    struct wtensor *tensors;
-    int n_tensors, cap_tensors;
+    struct wtensor_list tensors;
     struct hs_err err; /* first misuse; reported by gguf_writer_write */
 };
 
@@ -96,9 +86,8 @@ void gguf_writer_free(struct gguf_writer *w)
         hs_free(w->kvs[i].key);
         wvalue_free(&w->kvs[i].val);
     }
-    for (int i = 0; i < w->n_tensors; i++) hs_free(w->tensors[i].name);
+    wtensor_list_free(&w->tensors);
     hs_free(w->kvs);
-    hs_free(w->tensors);
     hs_free(w);
 }
 
@@ -324,24 +313,13 @@ void gguf_writer_add_tensor(struct gguf_writer *w, const char *name, enum dtype 
                    nm, n_bytes, data ? "" : " (no data)", di->name, want);
         return;
     }
-    for (int i = 0; i < w->n_tensors; i++) {
-        if (strcmp(w->tensors[i].name, nm) == 0) {
+    for (int i = 0; i < w->tensors.n; i++) {
+        if (strcmp(w->tensors.v[i].name, nm) == 0) {
             hs_err_set(&w->err, HS_ERR_INVALID, "tensor '%s' added twice", nm);
             return;
         }
     }
-    if (w->n_tensors == w->cap_tensors) {
-        w->cap_tensors = w->cap_tensors ? w->cap_tensors * 2 : 64;
-        w->tensors = hs_realloc(w->tensors, sizeof *w->tensors * (size_t)w->cap_tensors);
-    }
-    struct wtensor *t = &w->tensors[w->n_tensors++];
-    memset(t, 0, sizeof *t);
-    t->name = hs_strdup(nm);
-    t->dtype = dtype;
-    t->n_dims = n_dims;
-    for (int i = 0; i < n_dims; i++) t->shape[i] = shape[i];
-    t->data = data;
-    t->n_bytes = n_bytes;
+    wtensor_list_add(&w->tensors, nm, dtype, n_dims, shape, data, n_bytes);
 }
 
 /* ---- serialisation --------------------------------------------------------------------- */
@@ -408,7 +386,7 @@ int gguf_writer_write(struct gguf_writer *w, const char *path, struct hs_err *er
     strbuf_init(&meta);
     strbuf_append(&meta, "GGUF", 4);
     put_u32(&meta, GGUF_VERSION);
-    put_u64(&meta, (uint64_t)w->n_tensors);
+    put_u64(&meta, (uint64_t)w->tensors.n);
     put_u64(&meta, (uint64_t)w->n_kv + (write_alignment ? 1 : 0));
     if (write_alignment) {
         put_str(&meta, GGUF_KEY_ALIGNMENT, strlen(GGUF_KEY_ALIGNMENT));
@@ -420,10 +398,10 @@ int gguf_writer_write(struct gguf_writer *w, const char *path, struct hs_err *er
         put_u32(&meta, (uint32_t)w->kvs[i].val.type);
         put_value(&meta, w->kvs[i].val.type, &w->kvs[i].val);
     }
-    uint64_t *offsets = hs_calloc((size_t)(w->n_tensors ? w->n_tensors : 1), sizeof *offsets);
+    uint64_t *offsets = hs_calloc((size_t)(w->tensors.n ? w->tensors.n : 1), sizeof *offsets);
     uint64_t data_len = 0;
-    for (int i = 0; i < w->n_tensors; i++) {
-        const struct wtensor *t = &w->tensors[i];
+    for (int i = 0; i < w->tensors.n; i++) {
+        const struct wtensor *t = &w->tensors.v[i];
         put_str(&meta, t->name, strlen(t->name));
         put_u32(&meta, (uint32_t)t->n_dims);
         for (int d = t->n_dims - 1; d >= 0; d--) put_u64(&meta, (uint64_t)t->shape[d]); /* fastest first */
@@ -440,8 +418,8 @@ int gguf_writer_write(struct gguf_writer *w, const char *path, struct hs_err *er
     if (rc == HS_OK) {
         sys_wfile_pwrite(&f, meta.buf, meta.len, 0);
         sys_wfile_zeros(&f, meta_pad, meta.len);
-        for (int i = 0; i < w->n_tensors; i++) {
-            const struct wtensor *t = &w->tensors[i];
+        for (int i = 0; i < w->tensors.n; i++) {
+            const struct wtensor *t = &w->tensors.v[i];
             uint64_t at = data_start + offsets[i];
             sys_wfile_pwrite(&f, t->data, (size_t)t->n_bytes, at);
             sys_wfile_zeros(&f, pad_to(t->n_bytes, w->alignment), at + t->n_bytes);

@@ -24,18 +24,8 @@ static const char *const st_write_names[DTYPE_COUNT] = {
     [DTYPE_U8] = "U8",
 };
 
-struct st_entry {
-    char *name;
-    enum dtype dtype;
-    int n_dims;
-    int64_t shape[TENSOR_MAX_DIMS];
-    const void *data; /* borrowed until st_writer_write returns */
-    uint64_t n_bytes;
-};
-
 struct st_writer {
-    struct st_entry *entries;
-    int n, cap;
+    struct wtensor_list entries; /* data borrowed until st_writer_write returns */
     char **meta; /* key, value, key, value, ... (owned) */
     int n_meta;  /* pairs */
     struct hs_err err; /* first bad argument */
@@ -46,9 +36,8 @@ struct st_writer *st_writer_new(void) { return hs_calloc(1, sizeof(struct st_wri
 void st_writer_free(struct st_writer *w)
 {
     if (!w) return;
-    for (int i = 0; i < w->n; i++) hs_free(w->entries[i].name);
+    wtensor_list_free(&w->entries);
     for (int i = 0; i < 2 * w->n_meta; i++) hs_free(w->meta[i]);
-    hs_free(w->entries);
     hs_free(w->meta);
     hs_free(w);
 }
@@ -84,18 +73,7 @@ void st_writer_add(struct st_writer *w, const char *name, enum dtype dtype, int 
                    name, data ? n_bytes : 0, want);
         return;
     }
-    if (w->n == w->cap) {
-        w->cap = w->cap ? 2 * w->cap : 64;
-        w->entries = hs_realloc(w->entries, sizeof *w->entries * (size_t)w->cap);
-    }
-    struct st_entry *t = &w->entries[w->n++];
-    memset(t, 0, sizeof *t);
-    t->name = hs_strdup(name);
-    t->dtype = dtype;
-    t->n_dims = n_dims;
-    for (int i = 0; i < n_dims; i++) t->shape[i] = shape[i];
-    t->data = data;
-    t->n_bytes = n_bytes;
+    wtensor_list_add(&w->entries, name, dtype, n_dims, shape, data, n_bytes);
 }
 
 /* Setting a key again replaces its value; a NULL value removes the key. */
@@ -133,12 +111,12 @@ static int cmp_name(const void *a, const void *b)
 /* Duplicate names are found by sorting (models can hold 10^5 tensors). */
 static int st_check_unique(const struct st_writer *w, struct hs_err *err)
 {
-    if (w->n < 2) return HS_OK;
-    const char **names = hs_malloc(sizeof *names * (size_t)w->n);
-    for (int i = 0; i < w->n; i++) names[i] = w->entries[i].name;
-    qsort(names, (size_t)w->n, sizeof *names, cmp_name);
+    if (w->entries.n < 2) return HS_OK;
+    const char **names = hs_malloc(sizeof *names * (size_t)w->entries.n);
+    for (int i = 0; i < w->entries.n; i++) names[i] = w->entries.v[i].name;
+    qsort(names, (size_t)w->entries.n, sizeof *names, cmp_name);
     int rc = HS_OK;
-    for (int i = 1; i < w->n && rc == HS_OK; i++)
+    for (int i = 1; i < w->entries.n && rc == HS_OK; i++)
         if (strcmp(names[i - 1], names[i]) == 0)
             rc = hs_err_set(err, HS_ERR_INVALID, "safetensors writer: tensor '%.200s' added twice", names[i]);
     hs_free(names);
@@ -163,8 +141,8 @@ static void st_header_build(const struct st_writer *w, struct strbuf *out)
         jsonw_obj_end(&j);
     }
     uint64_t off = 0;
-    for (int i = 0; i < w->n; i++) {
-        const struct st_entry *t = &w->entries[i];
+    for (int i = 0; i < w->entries.n; i++) {
+        const struct wtensor *t = &w->entries.v[i];
         jsonw_key(&j, t->name);
         jsonw_obj_begin(&j);
         jsonw_key(&j, "dtype");
@@ -197,8 +175,8 @@ int st_writer_write(struct st_writer *w, const char *path, struct hs_err *err)
     int rc = st_check_unique(w, err);
     if (rc != HS_OK) { hs_err_prefix(err, "%s: ", path); return rc; }
     uint64_t total = 0;
-    for (int i = 0; i < w->n; i++)
-        if (hs_add_overflow(total, w->entries[i].n_bytes, &total) || total > (UINT64_C(1) << 62))
+    for (int i = 0; i < w->entries.n; i++)
+        if (hs_add_overflow(total, w->entries.v[i].n_bytes, &total) || total > (UINT64_C(1) << 62))
             return hs_err_set(err, HS_ERR_LIMIT, "%s: tensor data is too large", path);
 
     struct strbuf head;
@@ -209,8 +187,8 @@ int st_writer_write(struct st_writer *w, const char *path, struct hs_err *err)
     if (rc == HS_OK) {
         sys_wfile_pwrite(&f, head.buf, head.len, 0);
         uint64_t off = head.len;
-        for (int i = 0; i < w->n; i++) {
-            const struct st_entry *t = &w->entries[i];
+        for (int i = 0; i < w->entries.n; i++) {
+            const struct wtensor *t = &w->entries.v[i];
             sys_wfile_pwrite(&f, t->data, (size_t)t->n_bytes, off);
             off += t->n_bytes;
         }

@@ -300,3 +300,27 @@ const char *format_json_kind(const json_t *v)
     }
     return "?";
 }
+
+void wtensor_list_add(struct wtensor_list *l, const char *name, enum dtype dtype, int n_dims,
+                      const int64_t *shape, const void *data, uint64_t n_bytes)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        l->v = hs_realloc(l->v, sizeof *l->v * (size_t)l->cap);
+    }
+    struct wtensor *t = &l->v[l->n++];
+    memset(t, 0, sizeof *t);
+    t->name = hs_strdup(name);
+    t->dtype = dtype;
+    t->n_dims = n_dims;
+    for (int i = 0; i < n_dims; i++) t->shape[i] = shape[i];
+    t->data = data;
+    t->n_bytes = n_bytes;
+}
+
+void wtensor_list_free(struct wtensor_list *l)
+{
+    for (int i = 0; i < l->n; i++) hs_free(l->v[i].name);
+    hs_free(l->v);
+    memset(l, 0, sizeof *l);
+}

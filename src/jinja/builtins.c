@@ -457,7 +457,7 @@ static int m_join(const struct jcall *c, struct jv *out)
         strbuf_free(&sb);
         return rc;
     }
-    *out = sb.len ? jv_str_take(&sb) : (strbuf_free(&sb), jv_strn("", 0));
+    *out = jv_str_take(&sb);
     return HS_OK;
 }
 
@@ -544,17 +544,20 @@ static int m_list_find(const struct jcall *c, struct jv *out)
 
 /* ---- tests ------------------------------------------------------------------------------ */
 
-/* Tests set *out to a bool. The type tests only look at the value's kind. */
+/* Tests set *out to a bool. */
 
-static int t_defined(const struct jcall *c, struct jv *out) { *out = jv_bool(c->v->kind != JV_UNDEF); return HS_OK; }
-static int t_undefined(const struct jcall *c, struct jv *out) { *out = jv_bool(c->v->kind == JV_UNDEF); return HS_OK; }
-static int t_none(const struct jcall *c, struct jv *out) { *out = jv_bool(c->v->kind == JV_NONE); return HS_OK; }
-static int t_string(const struct jcall *c, struct jv *out) { *out = jv_bool(c->v->kind == JV_STR); return HS_OK; }
-static int t_mapping(const struct jcall *c, struct jv *out) { *out = jv_bool(c->v->kind == JV_DICT); return HS_OK; }
+#define KINDS(k) (1 << (k))
+_Static_assert(JV_METHOD < 31, "a set of kinds fits the variant");
+
+/* The type tests look only at the value's kind: the variant is the set of kinds that pass
+ * (KINDS(JV_STR) | ..., or ~KINDS(JV_UNDEF) for "defined"). */
+static int t_kind(const struct jcall *c, struct jv *out)
+{
+    *out = jv_bool(((unsigned)c->b->variant >> c->v->kind) & 1u);
+    return HS_OK;
+}
+
 static int t_number(const struct jcall *c, struct jv *out) { *out = jv_bool(jv_is_number(c->v)); return HS_OK; }
-static int t_integer(const struct jcall *c, struct jv *out) { *out = jv_bool(c->v->kind == JV_INT); return HS_OK; }
-static int t_float(const struct jcall *c, struct jv *out) { *out = jv_bool(c->v->kind == JV_FLOAT); return HS_OK; }
-static int t_boolean(const struct jcall *c, struct jv *out) { *out = jv_bool(c->v->kind == JV_BOOL); return HS_OK; }
 static int t_escaped(const struct jcall *c, struct jv *out) { *out = jv_bool(c->v->kind == JV_STR && c->v->markup); return HS_OK; }
 
 /* true (variant 1) / false (0): the bool itself, not truthiness */
@@ -564,25 +567,11 @@ static int t_bool_is(const struct jcall *c, struct jv *out)
     return HS_OK;
 }
 
-static int t_iterable(const struct jcall *c, struct jv *out)
-{
-    enum jv_kind k = c->v->kind;
-    *out = jv_bool(k == JV_STR || k == JV_LIST || k == JV_DICT || k == JV_UNDEF || k == JV_LOOP);
-    return HS_OK;
-}
-
 static int t_sequence(const struct jcall *c, struct jv *out)
 {
     enum jv_kind k = c->v->kind;
     *out = jv_bool(k == JV_STR || (k == JV_LIST && c->v->seq != JV_SEQ_GEN && c->v->seq != JV_SEQ_VIEW) ||
                    k == JV_DICT || k == JV_UNDEF);
-    return HS_OK;
-}
-
-static int t_callable(const struct jcall *c, struct jv *out)
-{
-    enum jv_kind k = c->v->kind;
-    *out = jv_bool(k == JV_MACRO || k == JV_FUNC || k == JV_METHOD);
     return HS_OK;
 }
 
@@ -1107,7 +1096,7 @@ static int f_escape(const struct jcall *c, struct jv *out)
     strbuf_init(&sb);
     jinja_html_escape(jv_str(&s), jv_len(&s), &sb);
     jv_free(&s);
-    *out = sb.len ? jv_str_take(&sb) : (strbuf_free(&sb), jv_strn("", 0));
+    *out = jv_str_take(&sb);
     out->markup = true;
     return HS_OK;
 }
@@ -1184,34 +1173,25 @@ static int f_join(const struct jcall *c, struct jv *out)
         jv_free(&it);
     }
     json_decref(items);
-    *out = sb.len ? jv_str_take(&sb) : (strbuf_free(&sb), jv_strn("", 0));
+    *out = jv_str_take(&sb);
     return HS_OK;
 }
 
-static int f_first(const struct jcall *c, struct jv *out)
-{
-    json_t *items;
-    int rc;
-    if ((rc = jinja_iter(c->r, c->line, c->v, &items)) != HS_OK)
-        return rc;
-    *out = json_array_size(items) ? jv_from_json(json_array_get(items, 0)) : jv_undef(NULL);
-    json_decref(items);
-    return HS_OK;
-}
-
-static int f_last(const struct jcall *c, struct jv *out)
+/* first (variant 0) / last (1); last reverses, so it refuses what Python cannot reverse */
+static int f_end(const struct jcall *c, struct jv *out)
 {
     const struct jv *v = c->v;
+    const bool last = c->b->variant;
     json_t *items;
     int rc;
-    if (v->kind == JV_UNDEF)
+    if (last && v->kind == JV_UNDEF)
         return jinja_undef_err(c->r, c->line, v);
-    if (v->kind == JV_LIST && v->seq == JV_SEQ_GEN)
+    if (last && v->kind == JV_LIST && v->seq == JV_SEQ_GEN)
         return jinja_err(c->r, c->line, "'generator' object is not reversible");
     if ((rc = jinja_iter(c->r, c->line, v, &items)) != HS_OK)
         return rc;
     size_t n = json_array_size(items);
-    *out = n ? jv_from_json(json_array_get(items, n - 1)) : jv_undef(NULL);
+    *out = n ? jv_from_json(json_array_get(items, last ? n - 1 : 0)) : jv_undef(NULL);
     json_decref(items);
     return HS_OK;
 }
@@ -1249,7 +1229,7 @@ static int f_reverse(const struct jcall *c, struct jv *out)
             end = starts[k - 1];
         }
         hs_free(starts);
-        *out = sb.len ? jv_str_take(&sb) : (strbuf_free(&sb), jv_strn("", 0));
+        *out = jv_str_take(&sb);
         return HS_OK;
     }
     json_t *items;
@@ -1494,20 +1474,20 @@ static const struct jbuiltin BUILTINS[] = {
     {"count", JB_LIST_METHOD, 0, m_list_find},
     {"index", JB_LIST_METHOD, 1, m_list_find},
     /* tests */
-    {"defined", JB_TEST, 0, t_defined},
-    {"undefined", JB_TEST, 0, t_undefined},
-    {"none", JB_TEST, 0, t_none},
-    {"string", JB_TEST, 0, t_string},
-    {"mapping", JB_TEST, 0, t_mapping},
-    {"iterable", JB_TEST, 0, t_iterable},
+    {"defined", JB_TEST, ~KINDS(JV_UNDEF), t_kind},
+    {"undefined", JB_TEST, KINDS(JV_UNDEF), t_kind},
+    {"none", JB_TEST, KINDS(JV_NONE), t_kind},
+    {"string", JB_TEST, KINDS(JV_STR), t_kind},
+    {"mapping", JB_TEST, KINDS(JV_DICT), t_kind},
+    {"iterable", JB_TEST, KINDS(JV_STR) | KINDS(JV_LIST) | KINDS(JV_DICT) | KINDS(JV_UNDEF) | KINDS(JV_LOOP), t_kind},
     {"sequence", JB_TEST, 0, t_sequence},
     {"number", JB_TEST, 0, t_number},
-    {"integer", JB_TEST, 0, t_integer},
-    {"float", JB_TEST, 0, t_float},
-    {"boolean", JB_TEST, 0, t_boolean},
+    {"integer", JB_TEST, KINDS(JV_INT), t_kind},
+    {"float", JB_TEST, KINDS(JV_FLOAT), t_kind},
+    {"boolean", JB_TEST, KINDS(JV_BOOL), t_kind},
     {"true", JB_TEST, 1, t_bool_is},
     {"false", JB_TEST, 0, t_bool_is},
-    {"callable", JB_TEST, 0, t_callable},
+    {"callable", JB_TEST, KINDS(JV_MACRO) | KINDS(JV_FUNC) | KINDS(JV_METHOD), t_kind},
     {"odd", JB_TEST, PARITY_ODD, t_parity},
     {"even", JB_TEST, PARITY_EVEN, t_parity},
     {"divisibleby", JB_TEST, PARITY_DIVISIBLE, t_parity},
@@ -1545,8 +1525,8 @@ static const struct jbuiltin BUILTINS[] = {
     {"upper", JB_FILTER, 1, f_case},
     {"capitalize", JB_FILTER, 2, f_case},
     {"title", JB_FILTER, 4, f_case},
-    {"first", JB_FILTER, 0, f_first},
-    {"last", JB_FILTER, 0, f_last},
+    {"first", JB_FILTER, 0, f_end},
+    {"last", JB_FILTER, 1, f_end},
     {"list", JB_FILTER, 0, f_list},
     {"replace", JB_FILTER, 0, f_replace},
     {"int", JB_FILTER, 0, f_int},

@@ -610,7 +610,7 @@ static int call_macro(struct rctx *r, int line, const struct jnode *m, const str
         strbuf_free(&sb);
         return rc;
     }
-    *out = sb.len ? jv_str_take(&sb) : (strbuf_free(&sb), jv_strn("", 0));
+    *out = jv_str_take(&sb);
     return HS_OK;
 }
 
@@ -687,7 +687,7 @@ static int eval_slice(struct rctx *r, struct scope *s, const struct jnode *n, co
                 strbuf_append(&sb, str + offs[i], offs[i + 1] - offs[i]);
         }
         hs_free(offs);
-        *out = sb.len ? jv_str_take(&sb) : (strbuf_free(&sb), jv_strn("", 0));
+        *out = jv_str_take(&sb);
         return HS_OK;
     }
     *out = jv_undef(NULL);
@@ -779,36 +779,23 @@ static int eval_node(struct rctx *r, struct scope *s, const struct jnode *n, str
         jv_free(&a);
         jv_free(&b);
         return rc;
-    case JN_CALL: {
-        if ((rc = eval(r, s, n->a, &a)) != HS_OK)
-            return rc;
-        struct args args;
-        if ((rc = eval_args(r, s, n, &args)) == HS_OK)
-            rc = call_value(r, n->line, &a, &args, out);
-        args_free(&args);
-        jv_free(&a);
-        return rc;
-    }
-    case JN_FILTER: {
-        if ((rc = eval(r, s, n->a, &a)) != HS_OK)
-            return rc;
-        struct args args;
-        if ((rc = eval_args(r, s, n, &args)) == HS_OK)
-            rc = jinja_filter(r, n->line, n->builtin, n->name, &a, &args, 0, out);
-        args_free(&args);
-        jv_free(&a);
-        return rc;
-    }
-    case JN_TEST: {
+    case JN_CALL: case JN_FILTER: case JN_TEST: {
         if ((rc = eval(r, s, n->a, &a)) != HS_OK)
             return rc;
         struct args args;
         bool res = false;
-        if ((rc = eval_args(r, s, n, &args)) == HS_OK)
-            rc = jinja_test(r, n->line, n->builtin, n->name, &a, &args, &res);
+        if ((rc = eval_args(r, s, n, &args)) == HS_OK) {
+            if (n->kind == JN_CALL)
+                rc = call_value(r, n->line, &a, &args, out);
+            else if (n->kind == JN_FILTER)
+                rc = jinja_filter(r, n->line, n->builtin, n->name, &a, &args, 0, out);
+            else
+                rc = jinja_test(r, n->line, n->builtin, n->name, &a, &args, &res);
+        }
         args_free(&args);
         jv_free(&a);
-        *out = jv_bool(n->op ? !res : res);
+        if (n->kind == JN_TEST)
+            *out = jv_bool(n->op ? !res : res);
         return rc;
     }
     case JN_BINOP:
@@ -892,7 +879,7 @@ static int eval_node(struct rctx *r, struct scope *s, const struct jnode *n, str
             jv_str_append(&a, &sb);
             jv_free(&a);
         }
-        *out = sb.len ? jv_str_take(&sb) : (strbuf_free(&sb), jv_strn("", 0));
+        *out = jv_str_take(&sb);
         return HS_OK;
     }
     case JN_LIST: case JN_TUPLE: case JN_DICT:

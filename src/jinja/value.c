@@ -245,6 +245,16 @@ static int num_cmp(const struct jv *a, const struct jv *b)
     return x < y ? -1 : x > y;
 }
 
+/* jv_equal of two items of a list or dict, as the template sees them. */
+static bool json_equal_as_jv(json_t *a, json_t *b)
+{
+    struct jv x = jv_from_json(a), y = jv_from_json(b);
+    bool eq = jv_equal(&x, &y);
+    jv_free(&x);
+    jv_free(&y);
+    return eq;
+}
+
 bool jv_equal(const struct jv *a, const struct jv *b)
 {
     if (jv_is_number(a) && jv_is_number(b))
@@ -260,15 +270,9 @@ bool jv_equal(const struct jv *a, const struct jv *b)
         size_t n = json_array_size(a->u.j);
         if (n != json_array_size(b->u.j))
             return false;
-        for (size_t i = 0; i < n; i++) {
-            struct jv x = jv_from_json(json_array_get(a->u.j, i));
-            struct jv y = jv_from_json(json_array_get(b->u.j, i));
-            bool eq = jv_equal(&x, &y);
-            jv_free(&x);
-            jv_free(&y);
-            if (!eq)
+        for (size_t i = 0; i < n; i++)
+            if (!json_equal_as_jv(json_array_get(a->u.j, i), json_array_get(b->u.j, i)))
                 return false;
-        }
         return true;
     }
     case JV_DICT: {
@@ -278,13 +282,7 @@ bool jv_equal(const struct jv *a, const struct jv *b)
         json_t *val;
         json_object_foreach(a->u.j, k, val) {
             json_t *o = json_object_get(b->u.j, k);
-            if (!o)
-                return false;
-            struct jv x = jv_from_json(val), y = jv_from_json(o);
-            bool eq = jv_equal(&x, &y);
-            jv_free(&x);
-            jv_free(&y);
-            if (!eq)
+            if (!o || !json_equal_as_jv(val, o))
                 return false;
         }
         return true;

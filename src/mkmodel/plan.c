@@ -64,14 +64,9 @@ void mk_job_add(struct mk_plan *p, const struct mk_src *src, enum mk_route route
         p->cap_jobs = p->cap_jobs ? 2 * p->cap_jobs : 64;
         p->jobs = hs_realloc(p->jobs, (size_t)p->cap_jobs * sizeof(*p->jobs));
     }
-    struct mk_job *j = &p->jobs[p->n_jobs++];
-    j->src = *src;
-    j->route = route;
-    j->xform = xform;
-    j->dst = dst;
-    j->dst2 = dst2;
-    j->p0 = p0;
-    j->p1 = p1;
+    p->jobs[p->n_jobs++] = (struct mk_job){
+        .src = *src, .route = route, .xform = xform, .dst = dst, .dst2 = dst2, .p0 = p0, .p1 = p1,
+    };
     p->max_row = HS_MAX(p->max_row, src->shape[src->n_dims - 1]);
 }
 

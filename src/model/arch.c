@@ -13,7 +13,9 @@
  * (model_int.h explains the name patterns, the scopes and the slot rule.) The loader
  * (load.c) walks the tables for every unit — the top, the MTP top, each main layer and
  * each MTP layer — and never asks which architecture it is loading. Rows shared by the
- * family live here; arch_*.c hold the rows that differ.
+ * family live here; arch_*.c hold the rows that differ. Writers read the same tables:
+ * model_arch_hf_walk lists a checkpoint's tensors unit by unit in slot order (the
+ * state_dict order, model_int.h), each with the GGUF tensor(s) it becomes.
  *
  * Invariants:
  *   1. Every slot a layer kind needs is filled by some row of every architecture, in
@@ -74,8 +76,6 @@ bool model_arch_info(enum model_arch a, struct model_arch_info *out)
         .tokenizer_pre = d->tokenizer_pre,
         .moe = d->moe,
         .norm_topk_always = d->norm_topk_always,
-        .fused_gdn = d->fused_gdn,
-        .fused_experts = d->fused_experts,
         .gguf_v_tiled = d->gguf_v_tiled,
         .mrope = d->mrope,
         .tied = d->tied,
@@ -83,27 +83,6 @@ bool model_arch_info(enum model_arch a, struct model_arch_info *out)
         .defaults = d->defaults,
     };
     return true;
-}
-
-const char *model_arch_gguf_name(enum model_arch a, const char *hf, int part)
-{
-    const struct arch_desc *d = arch_get(a);
-    if (!d || !hf) return NULL;
-    const struct tensor_spec *found = NULL;
-    for (int t = 0; t < d->n_tables && !found; t++)
-        for (int i = 0; i < d->tables[t]->n && !found; i++)
-            if (d->tables[t]->specs[i].hf && strcmp(d->tables[t]->specs[i].hf, hf) == 0)
-                found = &d->tables[t]->specs[i];
-    if (!found) return NULL;
-    enum model_slot slot = part ? found->slot2 : found->slot;
-    if (slot == SLOT_NONE) return NULL;
-    if (!part && found->gguf) return found->gguf;
-    for (int t = 0; t < d->n_tables; t++)
-        for (int i = 0; i < d->tables[t]->n; i++) {
-            const struct tensor_spec *s = &d->tables[t]->specs[i];
-            if (s->gguf && s->slot == slot && s->scope == found->scope) return s->gguf;
-        }
-    return NULL;
 }
 
 static bool in_list(const char *const *list, const char *s)
@@ -172,24 +151,26 @@ int64_t arch_dim_value(enum arch_dim d, const struct model_hparams *hp)
 
 /* ---- slots -------------------------------------------------------------------------- */
 
-#define TOP(s, f, k) [s] = { #f, true, k, offsetof(struct model_top, f) }
-#define LAY(s, f, k) [s] = { #f, false, k, offsetof(struct model_layer, f) }
+#define TOP(s, f, k) [s] = { #f, true, false, k, offsetof(struct model_top, f) }
+#define TAIL(s, f, k) [s] = { #f, true, true, k, offsetof(struct model_top, f) }
+#define LAY(s, f, k) [s] = { #f, false, false, k, offsetof(struct model_layer, f) }
 #define W SLOT_KIND_WEIGHT
 #define F SLOT_KIND_F32
 
 static const struct slot_info slots[SLOT_COUNT] = {
-    [SLOT_NONE] = { "none", true, W, 0 },
-    TOP(SLOT_TOKEN_EMBD, token_embd, W), TOP(SLOT_OUTPUT, output, W),
-    TOP(SLOT_OUTPUT_NORM, output_norm, F),
+    [SLOT_NONE] = { "none", true, false, W, 0 },
+    TOP(SLOT_TOKEN_EMBD, token_embd, W), TAIL(SLOT_OUTPUT_NORM, output_norm, F),
+    TAIL(SLOT_OUTPUT, output, W),
     TOP(SLOT_MTP_FC, mtp_fc, W), TOP(SLOT_MTP_ENORM, mtp_enorm, F),
     TOP(SLOT_MTP_HNORM, mtp_hnorm, F), TOP(SLOT_MTP_NORM, mtp_norm, F),
     TOP(SLOT_MTP_EMBD, mtp_embd, W), TOP(SLOT_MTP_HEAD, mtp_head, W),
-    LAY(SLOT_ATTN_NORM, attn_norm, F), LAY(SLOT_POST_ATTN_NORM, post_attn_norm, F),
+    LAY(SLOT_ATTN_NORM, attn_norm, F),
     LAY(SLOT_WQ, wq, W), LAY(SLOT_WK, wk, W), LAY(SLOT_WV, wv, W), LAY(SLOT_WO, wo, W),
     LAY(SLOT_Q_NORM, q_norm, F), LAY(SLOT_K_NORM, k_norm, F),
     LAY(SLOT_WQKV, wqkv, W), LAY(SLOT_WZ, wz, W), LAY(SLOT_WB, wb, W), LAY(SLOT_WA, wa, W),
     LAY(SLOT_CONV, conv, F), LAY(SLOT_DT_BIAS, dt_bias, F), LAY(SLOT_SSM_A, ssm_a, F),
     LAY(SLOT_SSM_NORM, ssm_norm, F), LAY(SLOT_WOUT, wout, W),
+    LAY(SLOT_POST_ATTN_NORM, post_attn_norm, F),
     LAY(SLOT_FFN_GATE, ffn_gate, W), LAY(SLOT_FFN_UP, ffn_up, W), LAY(SLOT_FFN_DOWN, ffn_down, W),
     LAY(SLOT_ROUTER, router, W), LAY(SLOT_EXP_GATE, exp_gate, W), LAY(SLOT_EXP_UP, exp_up, W),
     LAY(SLOT_EXP_DOWN, exp_down, W),
@@ -198,6 +179,7 @@ static const struct slot_info slots[SLOT_COUNT] = {
 };
 
 #undef TOP
+#undef TAIL
 #undef LAY
 #undef W
 #undef F
@@ -205,6 +187,132 @@ static const struct slot_info slots[SLOT_COUNT] = {
 const struct slot_info *arch_slot(enum model_slot s)
 {
     return (unsigned)s < SLOT_COUNT ? &slots[s] : &slots[SLOT_NONE];
+}
+
+/* ---- layer scopes and the checkpoint walk -------------------------------------------- */
+
+bool arch_scope_in_layer(enum spec_scope scope, enum layer_kind lkind, bool moe)
+{
+    switch (scope) {
+    case SCOPE_LAYER: return true;
+    case SCOPE_ATTN: return lkind == LAYER_KIND_ATTN;
+    case SCOPE_GDN: return lkind == LAYER_KIND_GDN;
+    case SCOPE_DENSE: return !moe;
+    case SCOPE_MOE: return moe;
+    case SCOPE_TOP:
+    case SCOPE_MTP: break;
+    }
+    return false;
+}
+
+/* One unit of the walk: the top (il < 0; before or after the layers) or layer il. */
+struct walk {
+    const struct arch_desc *d;
+    const struct model_hparams *hp;
+    int il;
+    bool after_layers;
+    int (*fn)(const struct model_arch_tensor *t, void *ctx);
+    void *ctx;
+};
+
+static bool walk_applies(const struct walk *w, const struct tensor_spec *s, bool hf)
+{
+    if (!(hf ? s->hf : s->gguf)) return false;
+    if (w->il < 0) return s->scope == SCOPE_TOP;
+    return arch_scope_in_layer(s->scope, w->hp->layer_kind[w->il], w->hp->layer_moe[w->il]);
+}
+
+/* The first row of the unit, in the given format, whose (first) slot is slot. */
+static const struct tensor_spec *walk_row(const struct walk *w, enum model_slot slot, bool hf)
+{
+    for (int t = 0; t < w->d->n_tables; t++)
+        for (int i = 0; i < w->d->tables[t]->n; i++) {
+            const struct tensor_spec *s = &w->d->tables[t]->specs[i];
+            if (s->slot == slot && walk_applies(w, s, hf)) return s;
+        }
+    return NULL;
+}
+
+static void walk_shape(const struct walk *w, const struct tensor_spec *s, int *n_dims, int64_t *shape)
+{
+    *n_dims = s->n_dims;
+    for (int k = 0; k < s->n_dims; k++) shape[k] = arch_dim_value(s->shape[k], w->hp);
+}
+
+/* HF row s as the walk reports it: its GGUF spelling is the row itself when the row names
+ * one, else the GGUF rows that fill its slot and slot2 (a tensor GGUF splits in two). */
+static int walk_emit(const struct walk *w, const struct tensor_spec *s, int e)
+{
+    struct model_arch_tensor t = {
+        .il = w->il,
+        .expert = e,
+        .hf = s->hf,
+        .hf_root = (s->flags & SPEC_ROOT) != 0,
+        .conv = s->conv,
+        .zero_centred = (s->flags & SPEC_ZC) != 0,
+        .weight = arch_slot(s->slot)->kind == SLOT_KIND_WEIGHT,
+    };
+    walk_shape(w, s, &t.n_dims, t.shape);
+    const struct tensor_spec *g[2] = { s, NULL };
+    if (!s->gguf) {
+        g[0] = walk_row(w, s->slot, false);
+        g[1] = s->slot2 != SLOT_NONE ? walk_row(w, s->slot2, false) : NULL;
+    }
+    for (int k = 0; k < 2; k++)
+        if (g[k]) {
+            t.gguf[k] = g[k]->gguf;
+            walk_shape(w, g[k], &t.gguf_n_dims[k], t.gguf_shape[k]);
+        }
+    return w->fn(&t, w->ctx);
+}
+
+/* A unit's HF tensors in slot order (model_int.h: the state_dict order); for each slot the
+ * first row that fills it (arch.c invariant 2: the preferred spelling). Per-expert rows
+ * come as one group, expert by expert, where the first of them falls. */
+static int walk_unit(const struct walk *w)
+{
+    uint64_t done = 0;
+    for (int slot = SLOT_NONE + 1; slot < SLOT_COUNT; slot++) {
+        const struct slot_info *si = arch_slot((enum model_slot)slot);
+        if (si->top != (w->il < 0) || (si->top && si->after_layers != w->after_layers)) continue;
+        if (done & (UINT64_C(1) << slot)) continue;
+        const struct tensor_spec *s = walk_row(w, (enum model_slot)slot, true);
+        if (!s || ((s->flags & SPEC_TIED) && w->hp->tied_embeddings)) continue;
+        if (s->conv != SPEC_CONV_EXPERT_LIST) {
+            done |= (UINT64_C(1) << s->slot) | (s->slot2 ? UINT64_C(1) << s->slot2 : 0);
+            int rc = walk_emit(w, s, -1);
+            if (rc) return rc;
+            continue;
+        }
+        const struct tensor_spec *group[SLOT_COUNT];
+        int n = 0;
+        for (int k = slot; k < SLOT_COUNT; k++) {
+            const struct tensor_spec *o = walk_row(w, (enum model_slot)k, true);
+            if (o && o->conv == SPEC_CONV_EXPERT_LIST) {
+                group[n++] = o;
+                done |= UINT64_C(1) << k;
+            }
+        }
+        for (int e = 0; e < (int)w->hp->n_expert; e++)
+            for (int k = 0; k < n; k++) {
+                int rc = walk_emit(w, group[k], e);
+                if (rc) return rc;
+            }
+    }
+    return HS_OK;
+}
+
+int model_arch_hf_walk(enum model_arch a, const struct model_hparams *hp,
+                       int (*fn)(const struct model_arch_tensor *t, void *ctx), void *ctx)
+{
+    struct walk w = { .d = arch_get(a), .hp = hp, .il = -1, .fn = fn, .ctx = ctx };
+    if (!w.d) return HS_ERR_INVALID;
+    int rc = walk_unit(&w);
+    for (w.il = 0; rc == HS_OK && w.il < (int)hp->n_layer; w.il++) rc = walk_unit(&w);
+    if (rc) return rc;
+    w.il = -1;
+    w.after_layers = true;
+    return walk_unit(&w);
 }
 
 /* ---- shared spec tables ------------------------------------------------------------- */

@@ -340,31 +340,30 @@ void model_identity_hex(const struct model_identity *id, char out[33])
     for (int i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", id->digest[i]);
 }
 
-int model_files_check(const struct model *m, struct hs_err *err)
+/* HS_ERR_IO naming the first mapped file of m that bad() finds: "<path>: <what>; replace a
+ * model by rename, then restart". */
+static int model_files_find(const struct model *m, bool (*bad)(const struct sys_map *f), const char *what,
+                            struct hs_err *err)
 {
     const struct tensor_set *ts = model_tensors(m);
     for (int i = 0; ts && i < tensor_set_n_files(ts); i++) {
         const struct sys_map *f = tensor_set_file(ts, i);
-        if (sys_file_map_changed(f))
-            return hs_err_set(err, HS_ERR_IO,
-                              "%s: the model file changed on disk since it was loaded (written, truncated or "
-                              "replaced in place); replace a model by rename, then restart",
-                              f->path);
+        if (bad(f)) return hs_err_set(err, HS_ERR_IO, "%s: %s; replace a model by rename, then restart", f->path, what);
     }
     return HS_OK;
+}
+
+int model_files_check(const struct model *m, struct hs_err *err)
+{
+    return model_files_find(m, sys_file_map_changed,
+                            "the model file changed on disk since it was loaded (written, truncated or "
+                            "replaced in place)", err);
 }
 
 int model_mapping_check(const struct model *m, struct hs_err *err)
 {
     if (!sys_file_map_faults()) return HS_OK; /* the common case: one atomic load */
-    const struct tensor_set *ts = model_tensors(m);
-    for (int i = 0; ts && i < tensor_set_n_files(ts); i++) {
-        const struct sys_map *f = tensor_set_file(ts, i);
-        if (sys_file_map_faulted(f))
-            return hs_err_set(err, HS_ERR_IO,
-                              "%s: the model file was truncated while it was in use (SIGBUS reading its "
-                              "mapping); replace a model by rename, then restart",
-                              f->path);
-    }
-    return HS_OK;
+    return model_files_find(m, sys_file_map_faulted,
+                            "the model file was truncated while it was in use (SIGBUS reading its mapping)",
+                            err);
 }

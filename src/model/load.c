@@ -175,14 +175,7 @@ static bool spec_applies(const struct tensor_spec *s, const struct unit *u, bool
     case UNIT_MTP_TOP: return s->scope == SCOPE_MTP;
     case UNIT_LAYER: break;
     }
-    switch (s->scope) {
-    case SCOPE_LAYER: return true;
-    case SCOPE_ATTN: return u->lkind == LAYER_KIND_ATTN;
-    case SCOPE_GDN: return u->lkind == LAYER_KIND_GDN;
-    case SCOPE_DENSE: return !u->moe;
-    case SCOPE_MOE: return u->moe;
-    default: return false;
-    }
+    return arch_scope_in_layer(s->scope, u->lkind, u->moe);
 }
 
 /* The file name of a spec in a unit; expert index e for per-expert patterns. */

@@ -155,8 +155,6 @@ struct model_arch_info {
     const char *tokenizer_pre;      /* GGUF tokenizer.ggml.pre of its tokenizer */
     bool moe;                       /* every layer's FFN is routed experts */
     bool norm_topk_always;          /* top-k always renormalised: no norm_topk_prob key */
-    bool fused_gdn;                 /* HF in_proj_qkvz + in_proj_ba, grouped by key head */
-    bool fused_experts;             /* HF experts as gate_up_proj / down_proj stacks */
     bool gguf_v_tiled;              /* GGUF value heads tiled (the converter re-orders) */
     bool mrope;                     /* rope_parameters with M-RoPE sections */
     bool tied;                      /* tie_word_embeddings of the real checkpoints */
@@ -166,13 +164,55 @@ struct model_arch_info {
 
 /* Fills *out for architecture a; false when a is not one. */
 bool model_arch_info(enum model_arch a, struct model_arch_info *out);
-/* The GGUF name (within its layer, or at the top) of architecture a's HF tensor `hf` (its
- * name within the text model or a layer, as the spec tables spell it: "mlp.gate.weight",
- * "mlp.experts.%d.gate_proj.weight"). part 1 names the second output of a tensor the
- * conversion splits (in_proj_qkvz -> attn_gate, gate_up_proj -> ffn_up_exps). From the spec
- * tables: the row's own GGUF name, else the first GGUF row that fills the same slot. NULL
- * when there is none. */
-const char *model_arch_gguf_name(enum model_arch a, const char *hf, int part);
+/* How the loader turns a file tensor into the engine's layout (design note, items 1-5); a
+ * writer that spells a tensor the other way (mkmodel's GGUF) does the inverse. */
+enum spec_conv {
+    SPEC_CONV_VIEW = 0,    /* zero-copy matrix (1-D: one row) */
+    SPEC_CONV_NORM,        /* f32; +1 in HF files when zero-centred */
+    SPEC_CONV_VEC,         /* f32 as stored (ssm_norm) */
+    SPEC_CONV_VEC_VHEAD,   /* f32, one entry per value head (dt_bias) */
+    SPEC_CONV_A,           /* f32 -exp(A_log) from HF; GGUF stores it already; per v head */
+    SPEC_CONV_CONV,        /* f32 [C, K] (HF [C, 1, K]); V channels per v head */
+    SPEC_CONV_QKV,         /* rows: q heads, k heads, v heads (v rows per v head) */
+    SPEC_CONV_VROWS,       /* rows in v-head blocks of Dv (z) */
+    SPEC_CONV_HROWS,       /* one row per v head (a, b) */
+    SPEC_CONV_OUT,         /* columns in v-head blocks of Dv */
+    SPEC_CONV_QKVZ,        /* grouped [q_g | k_g | v_g | z_g] -> qkv + z */
+    SPEC_CONV_BA,          /* grouped [b_g | a_g] -> b + a */
+    SPEC_CONV_EXPERTS,     /* [E, r, c] -> E zero-copy matrices */
+    SPEC_CONV_GATE_UP,     /* [E, 2I, c] -> gate + up, zero-copy */
+    SPEC_CONV_EXPERT_LIST, /* one tensor per expert ("%d") -> E zero-copy matrices */
+};
+
+/* One tensor of an architecture's HF checkpoint and its GGUF spelling, from the spec
+ * tables (model_arch_hf_walk): what a writer needs. */
+struct model_arch_tensor {
+    int il;                          /* layer, or -1 for a tensor outside the layers */
+    int expert;                      /* the expert of a per-expert tensor, else -1 */
+    const char *hf;                  /* HF name within the text model or the layer, as the
+                                        tables spell it ("%d": the expert) */
+    bool hf_root;                    /* at the checkpoint root (lm_head), not under hf_prefix */
+    int n_dims;
+    int64_t shape[TENSOR_MAX_DIMS];  /* HF shape, PyTorch order */
+    enum spec_conv conv;             /* what the loader does to the HF tensor */
+    bool zero_centred;               /* a norm HF stores as w and GGUF as 1 + w */
+    bool weight;                     /* binds as a matrix the kernels multiply (else f32) */
+    /* The GGUF tensor(s) it becomes (names within "blk.<il>." or at the top; NULL: the
+     * architecture has none). gguf[1]: the second output of a tensor that GGUF splits
+     * (in_proj_qkvz -> attn_gate, gate_up_proj -> ffn_up_exps), else NULL. A per-expert
+     * tensor's GGUF tensor is the stack of all experts. */
+    const char *gguf[2];
+    int gguf_n_dims[2];
+    int64_t gguf_shape[2][TENSOR_MAX_DIMS];
+};
+
+/* Calls fn for every tensor of architecture a's HF checkpoint (MTP blocks aside) with
+ * hyperparameters hp (the layer kinds, layer_moe and tied_embeddings decide which), in
+ * state_dict order: the embedding, each layer in order, the final norm, lm_head; a layer's
+ * per-expert tensors expert by expert. Stops at fn's first nonzero return and returns it;
+ * HS_ERR_INVALID when a is not an architecture. */
+int model_arch_hf_walk(enum model_arch a, const struct model_hparams *hp,
+                       int (*fn)(const struct model_arch_tensor *t, void *ctx), void *ctx);
 
 /* Load and bind a model: `path` is a Hugging Face directory (config.json + safetensors)
  * or a .gguf file. Every problem comes back in err naming the file and tensor/key. */

@@ -61,25 +61,6 @@ enum spec_scope {
     SCOPE_MOE,      /* layers with a routed-expert FFN */
 };
 
-/* How a file tensor becomes the engine's layout (model.h design note, items 1-5). */
-enum spec_conv {
-    SPEC_CONV_VIEW = 0,    /* zero-copy matrix (1-D: one row) */
-    SPEC_CONV_NORM,        /* f32; +1 in HF files when SPEC_ZC */
-    SPEC_CONV_VEC,         /* f32 as stored (ssm_norm) */
-    SPEC_CONV_VEC_VHEAD,   /* f32, one entry per value head (dt_bias) */
-    SPEC_CONV_A,           /* f32 -exp(A_log) from HF; GGUF stores it already; per v head */
-    SPEC_CONV_CONV,        /* f32 [C, K] (HF [C, 1, K]); V channels per v head */
-    SPEC_CONV_QKV,         /* rows: q heads, k heads, v heads (v rows per v head) */
-    SPEC_CONV_VROWS,       /* rows in v-head blocks of Dv (z) */
-    SPEC_CONV_HROWS,       /* one row per v head (a, b) */
-    SPEC_CONV_OUT,         /* columns in v-head blocks of Dv */
-    SPEC_CONV_QKVZ,        /* grouped [q_g | k_g | v_g | z_g] -> slot qkv + slot2 z */
-    SPEC_CONV_BA,          /* grouped [b_g | a_g] -> slot b + slot2 a */
-    SPEC_CONV_EXPERTS,     /* [E, r, c] -> E zero-copy matrices */
-    SPEC_CONV_GATE_UP,     /* [E, 2I, c] -> gate (slot) + up (slot2), zero-copy */
-    SPEC_CONV_EXPERT_LIST, /* one tensor per expert ("%d") -> E zero-copy matrices */
-};
-
 enum spec_flag {
     SPEC_OPT = 1u << 0,   /* this spec does not make its slot required */
     SPEC_TIED = 1u << 1,  /* lm_head: falls back to token_embd when absent / tied */
@@ -88,17 +69,21 @@ enum spec_flag {
 };
 
 /* Where a tensor binds. Top slots live in struct model_top, layer slots in
- * struct model_layer; arch.c's slot table gives each one's offset and kind. */
+ * struct model_layer; arch.c's slot table gives each one's offset and kind.
+ * The order is a checkpoint's state_dict order (the model's modules in definition order):
+ * model_arch_hf_walk, and with it every file mkmodel writes, lists a unit's tensors in
+ * slot order (top slots marked after_layers follow the layers). */
 enum model_slot {
     SLOT_NONE = 0,
     /* top */
-    SLOT_TOKEN_EMBD, SLOT_OUTPUT, SLOT_OUTPUT_NORM,
+    SLOT_TOKEN_EMBD, SLOT_OUTPUT_NORM, SLOT_OUTPUT,
     SLOT_MTP_FC, SLOT_MTP_ENORM, SLOT_MTP_HNORM, SLOT_MTP_NORM, SLOT_MTP_EMBD, SLOT_MTP_HEAD,
     /* layer */
-    SLOT_ATTN_NORM, SLOT_POST_ATTN_NORM,
+    SLOT_ATTN_NORM,
     SLOT_WQ, SLOT_WK, SLOT_WV, SLOT_WO, SLOT_Q_NORM, SLOT_K_NORM,
     SLOT_WQKV, SLOT_WZ, SLOT_WB, SLOT_WA, SLOT_CONV, SLOT_DT_BIAS, SLOT_SSM_A, SLOT_SSM_NORM,
     SLOT_WOUT,
+    SLOT_POST_ATTN_NORM,
     SLOT_FFN_GATE, SLOT_FFN_UP, SLOT_FFN_DOWN,
     SLOT_ROUTER, SLOT_EXP_GATE, SLOT_EXP_UP, SLOT_EXP_DOWN,
     SLOT_SH_GATE, SLOT_SH_UP, SLOT_SH_DOWN, SLOT_SH_GATE_INP,
@@ -110,6 +95,7 @@ enum slot_kind { SLOT_KIND_WEIGHT = 0, SLOT_KIND_F32 };
 struct slot_info {
     const char *name;     /* for messages and inspect */
     bool top;             /* in struct model_top (else struct model_layer) */
+    bool after_layers;    /* a top slot whose tensor follows the layers in a checkpoint */
     enum slot_kind kind;  /* struct model_weight or const float * */
     size_t offset;
 };
@@ -145,7 +131,7 @@ struct arch_desc {
     bool hf_text_config;      /* HF config nests the text model in text_config; its
                                  model_type is hf_model_types[1] (else flat) */
     const char *tokenizer_pre;
-    bool fused_gdn, fused_experts, mrope, tied;
+    bool mrope, tied;
     int64_t real_vocab;
     struct model_arch_defaults defaults; /* also what the loader applies */
     const struct spec_table *const *tables; /* walked in order */
@@ -170,6 +156,9 @@ const struct slot_info *arch_slot(enum model_slot s);
 /* Value of a shape symbol under hp, and its formula text ("2*Hk*Dk+Hv*Dv"). */
 int64_t arch_dim_value(enum arch_dim d, const struct model_hparams *hp);
 const char *arch_dim_name(enum arch_dim d);
+/* Whether a row of `scope` applies to a decoder layer of kind lkind (moe: its FFN is
+ * routed experts); the top scopes apply to no layer. */
+bool arch_scope_in_layer(enum spec_scope scope, enum layer_kind lkind, bool moe);
 
 /* Tables shared by the family (arch.c) and across archs (arch_qwen35.c, arch_qwen35moe.c). */
 extern const struct spec_table arch_specs_top, arch_specs_mtp, arch_specs_layer_norms,
