@@ -447,8 +447,9 @@ static void q8v_single(float *y, const uint8_t *w, size_t rb, const struct kern_
 /* A few tokens (2 .. V_FEW, a decode step of several sequences): q8v_single's stream, each
  * weight group loaded once for all of them; per token the same operations in the same order
  * as q8v_single (so the same bits as one call per token), only the loads are shared. The
- * matrix is read once per V_FEW tokens instead of once per token. */
-#define V_FEW 4
+ * matrix is read once per V_FEW tokens instead of once per token (the panel path would
+ * repack it first: one more pass over memory a decode step cannot amortize). */
+#define V_FEW 8
 
 static void q8v_few(float *y, int64_t y_ld, const uint8_t *w, size_t rb, const struct kern_q8_block *xq,
                     int64_t nt, int64_t nb, int64_t r0, int64_t r1)

@@ -127,7 +127,7 @@ static void q4k_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern
  */
 #define P_PANEL_BYTES (256 * 1024) /* repacked weights per panel (L2, on the stack) */
 #ifndef P_MIN_TOKS
-#define P_MIN_TOKS 4 /* fewer tokens: the per-row code (packing does not pay; measured) */
+#define P_MIN_TOKS 16 /* fewer tokens: the per-row code (packing does not pay: a decode step of several sequences streams the weights from memory once; measured) */
 #endif
 
 struct q4p_blk {

@@ -22,7 +22,8 @@
  * token per step, so none starves another), then prefill chunks of the others, the least
  * left first, up to --step-tokens tokens in all (a long prompt goes in chunks, so the
  * others wait at most one chunk for their next token, and a short prompt arriving beside a
- * long one is computed first). One engine_forward_batch; each request takes its
+ * long one is computed first, in a step of its own: a step where some prompt ends carries no
+ * chunk of a prompt that does not). One engine_forward_batch; each request takes its
  * logits row, samples, and its text goes out. Requests that ended (stop, cap, cancel, a
  * client gone, the server stopping) finish (the bank store) and leave between steps.
  *
@@ -459,10 +460,16 @@ static int batch_step(void *ctx, bool stopping)
         order[at] = i;
     }
     int64_t prefill = 0;
+    bool completes = false; /* a prompt ends in this step: its first token is due */
     for (int q = 0; q < n_pre && left > 0; q++) {
         struct run *r = b->runs[order[q]];
+        int64_t rest = session_prompt_tokens(r->s) - session_prefill_pos(r->s);
+        /* a chunk that will not end its prompt would only make that first token wait for
+         * more work in the same step: it waits for the next step instead */
+        if (completes && rest > left) break;
         int64_t k = session_work(r->s, left, &it);
         if (!k) continue;
+        completes |= k == rest;
         b->items[n] = it;
         b->item_run[n++] = r;
         left -= k;
