@@ -118,7 +118,9 @@ struct batch {
     struct run **runs;            /* admission order */
     int n_runs;
     struct session *next;         /* the queue head's prompt step, kept while it waits */
-    struct job *next_job;
+    struct job *next_job;         /* ... its job, and the job's id: a job cancelled while it
+                                     waited is freed, and another may reuse its address */
+    char next_id[API_ID_MAX];
     uint64_t budget, reserved;    /* --seq-ram and what the running requests hold */
     int64_t step_tokens;
     struct engine_item *items;    /* [parallel] */
@@ -272,10 +274,13 @@ static enum sched_admit batch_admit(void *ctx, struct job *j, int running)
     struct hs_err err;
     hs_err_clear(&err);
     struct session *s = NULL;
-    if (b->next_job == j) { /* waited at the head: its prompt step is done */
+    if (b->next && (b->next_job != j || strcmp(b->next_id, j->id))) { /* its job left the queue */
+        session_free(b->next);
+        b->next = NULL;
+    }
+    if (b->next) { /* waited at the head: its prompt step is done */
         s = b->next;
         b->next = NULL;
-        b->next_job = NULL;
     } else {
         struct session_opts so = {
             .max_tokens = max_tokens_for(srv, j),
@@ -305,6 +310,7 @@ static enum sched_admit batch_admit(void *ctx, struct job *j, int running)
     if (running > 0 && b->reserved + need > b->budget) {
         b->next = s;
         b->next_job = j;
+        snprintf(b->next_id, sizeof b->next_id, "%s", j->id);
         return SCHED_ADMIT_WAIT;
     }
     struct run *r = hs_calloc(1, sizeof(*r));
