@@ -7,23 +7,39 @@
 #   Claude Code  (@anthropic-ai/claude-code, `claude --bare -p`: POST /v1/messages?beta=true)
 #   Qwen Code    (@qwen-code/qwen-code, `qwen --bare --auth-type openai -p`:
 #                 POST /v1/chat/completions)
+#   pi           (@mariozechner/pi-coding-agent, `pi -p`, three providers in its models.json,
+#                 one per API: openai-completions, openai-responses, anthropic-messages)
+#   opencode     (opencode-ai's linux-x64 binary, `opencode run`, an @ai-sdk/openai-compatible
+#                 provider in its config: POST /v1/chat/completions)
+#   cline        (the cline CLI's linux-x64 binary, `cline --json`, an openai-compatible
+#                 provider set with `cline auth`: POST /v1/chat/completions)
 # Each client runs two sessions (different prompts, same cwd and settings). Checks: every
 # session exits 0; in the second session some request reports cached tokens at least the
 # head length (system + tools) that `headstart render --head` gives for that request's own
 # body — the head was restored from the session bank, not recomputed.
+#
+# Overflow: pi (each API), opencode and cline also run once against a second server whose
+# --ctx (1024) is below any of their heads, so its answer is the context-overflow error in
+# the provider wording (OpenAI: context_length_exceeded, "maximum context length is N
+# tokens"; Anthropic: "prompt is too long: N tokens > M maximum"). Each client must take its
+# own overflow path — pi emits an overflow compaction, opencode compacts and says so, cline
+# raises its ContextWindowOverflowError and tries its overflow-recovery compaction — rather
+# than report a generic error.
 #
 # A recording proxy (node, below) sits between the clients and the server: it logs what
 # each client sent (endpoint, fields, tool count; printed at the end and summarised in
 # docs/API.md) and the usage the server answered. Because the model's weights are random,
 # the proxy also adds test controls to each generate body: stop strings [" ", "e", "a",
 # "."], thinking off and at most 48 output tokens, so every answer ends after a word or two
-# with a normal stop (a length cut is an error for Codex: response.incomplete). These touch
-# neither the system text nor the tools, so the head the check uses is the client's own.
+# with a normal stop (a length cut is an error for Codex: response.incomplete). cline also
+# counts an empty answer as an error, so its only stop string is "e". These touch neither
+# the system text nor the tools, so the head the check uses is the client's own.
 #
-# The default run takes about 2.5 min: Codex, Claude Code with and without --bare (24 tools,
+# The default run takes about 3 min on 2 cores: Codex, Claude Code with and without --bare (24 tools,
 # a ~17k-token head: about 50 s of cold prefill for the tiny model on 2 cores, then the second
-# session restores it) and Qwen Code with --bare. HS_CLIENTS_FULL=1 also runs Qwen Code
-# without --bare (11 tools, a ~15k-token head; about 3.5 min in all).
+# session restores it), Qwen Code with --bare, pi (~1.5k-token heads), opencode (~7k) and
+# cline (~5.5k) with their overflow runs (about 2 min of it). HS_CLIENTS_FULL=1 also runs Qwen Code without --bare (11 tools, a ~15k-token
+# head; about 1 min more). HS_CLIENTS_ONLY=pi,cline (say) runs only the clients it names.
 # A client whose package is missing, or a machine without `unshare -n` (needs root or user
 # namespaces) or `ip`, is skipped with a SKIP line. Ends with "RESULT: N passed, N failed".
 set -u
@@ -57,8 +73,8 @@ if [ "${1:-}" != --inner ]; then
     [ -f "$qwen_tok" ] || { echo "SKIP: no $qwen_tok (make deps): no client ran"; finish; }
     e2e_tmp clients
     # the whole run is bounded; the inner part kills what it started on its way out
-    bound=720
-    [ "${HS_CLIENTS_FULL:-0}" = 1 ] && bound=1000
+    bound=900
+    [ "${HS_CLIENTS_FULL:-0}" = 1 ] && bound=1200
     timeout $bound unshare -n sh "$0" --inner "$tmp"
     rc=$?
     [ -f "$tmp/counts" ] && read passed failed < "$tmp/counts"
@@ -142,7 +158,10 @@ http.createServer((req, res) => {
     if (generate) {
       fs.writeFileSync(`${dir}/req-${rec.n}.json`, raw);
       rec.api = req.url.startsWith('/v1/messages') ? 'anthropic' : req.url.startsWith('/v1/responses') ? 'responses' : 'openai';
-      const stop = [' ', 'e', 'a', '.'];
+      // cline ends a session with an error on an empty answer (a stop string met by the
+      // first characters) and on a length cut, so its one stop string is a frequent letter
+      // less often found at the start of an answer
+      const stop = rec.client.startsWith('cline') ? ['e'] : [' ', 'e', 'a', '.'];
       if (rec.api === 'anthropic') Object.assign(body, { stop_sequences: stop, thinking: { type: 'disabled' }, max_tokens: 48 });
       else {
         Object.assign(body, { stop, chat_template_kwargs: { enable_thinking: false } });
@@ -208,7 +227,7 @@ run_client() {
         pass "$name session $s exits 0 (${dt}s): $(head -c 80 "$tmp/$name-$s.out" | tr '\n' ' ')"
     else
         fail "$name session $s exit status $rc (${dt}s)"
-        tail -5 "$tmp/$name-$s.err" "$tmp/$name-$s.out"
+        tail -n 5 "$tmp/$name-$s.err" "$tmp/$name-$s.out"
     fi
 }
 
@@ -307,7 +326,7 @@ pi_overflow() {
         node "$pi_js" --provider "$prov" --model tiny --mode json -p "Summarise this project." \
         > "$tmp/$name-overflow.out" 2> "$tmp/$name-overflow.err" < /dev/null
     if grep -q '"type":"compaction_start","reason":"overflow"' "$tmp/$name-overflow.out"; then
-        pass "$name recognises the server's context overflow (compaction_start reason overflow): $(grep -o '"errorMessage":"[^"]*"' "$tmp/$name-overflow.out" | head -1 | cut -c1-140)"
+        pass "$name recognises the server's context overflow (compaction_start reason overflow): $(grep -o -m1 'maximum context length is [0-9]* tokens\|prompt is too long: [0-9]* tokens > [0-9]* maximum' "$tmp/$name-overflow.out" | head -1)"
     else
         fail "$name did not recognise the context overflow"
         tail -c 600 "$tmp/$name-overflow.out"; tail -5 "$tmp/$name-overflow.err"
@@ -334,6 +353,81 @@ elif [ -f "$pi_js" ]; then
     pi_overflow pi-anthropic hs-anthropic-small
 else
     echo "SKIP: pi: no $pi_js (make deps)"
+fi
+
+# ---- opencode: a custom OpenAI-compatible provider (chat completions) in its config, the
+# models.dev catalogue fetch, updates, sharing, LSP downloads and default plugins off
+oc_provider() { # NAME BASE CTX
+    printf '"%s": {"npm": "@ai-sdk/openai-compatible", "name": "%s", "options": {"baseURL": "%s", "apiKey": "sk-headstart-test"}, "models": {"tiny": {"name": "tiny", "limit": {"context": %s, "output": 4096}}}}' "$1" "$1" "$2" "$3"
+}
+oc_env="env OPENCODE_DISABLE_MODELS_FETCH=1 OPENCODE_DISABLE_AUTOUPDATE=1 OPENCODE_DISABLE_SHARE=1
+    OPENCODE_DISABLE_LSP_DOWNLOAD=1 OPENCODE_DISABLE_DEFAULT_PLUGINS=1 OPENCODE_DISABLE_CLAUDE_CODE=1
+    OPENCODE_DISABLE_EXTERNAL_SKILLS=1 $opencode_bin"
+if ! want opencode; then :
+elif [ -x "$opencode_bin" ]; then
+    mkdir -p "$tmp/home/.config/opencode"
+    {
+        echo '{"autoupdate": false, "share": "disabled", "model": "headstart/tiny", "provider": {'
+        oc_provider headstart "http://127.0.0.1:$pp/v1" 32768; echo ,
+        oc_provider headstart-small "http://127.0.0.1:$sp/v1" $small_ctx
+        echo '}}'
+    } > "$tmp/home/.config/opencode/opencode.json"
+    for s in 1 2; do
+        [ $s = 1 ] && q="Say hello." || q="Name one prime number."
+        run_client opencode $s 200 $oc_env run -m headstart/tiny "$q"
+    done
+    check_reuse opencode openai
+    # opencode on an overflow compacts and continues with a note that names the overflow; the
+    # compaction overflows again here (the head alone is past the small context), so it would
+    # go on: it is stopped once the note is out (or after 25 s)
+    echo opencode-overflow > "$tmp/tag"
+    oc_note="The previous request exceeded the provider's size limit"
+    timeout 25 $oc_env run -m headstart-small/tiny "Summarise this project." \
+        > "$tmp/opencode-overflow.out" 2> "$tmp/opencode-overflow.err" < /dev/null &
+    oc_pid=$!
+    i=0
+    while [ $i -lt 250 ] && kill -0 $oc_pid 2>/dev/null && ! grep -q "$oc_note" "$tmp/opencode-overflow.out"; do
+        sleep 0.1; i=$((i + 1))
+    done
+    { kill $oc_pid; wait $oc_pid; } 2>/dev/null
+    if grep -q "$oc_note" "$tmp/opencode-overflow.out"; then
+        pass "opencode recognises the server's context overflow (it compacted): $(grep -m1 -o 'maximum context length is [0-9]* tokens' "$tmp/opencode-overflow.err")"
+    else
+        fail "opencode did not recognise the context overflow"
+        tail -n 5 "$tmp/opencode-overflow.err" "$tmp/opencode-overflow.out"
+    fi
+else
+    echo "SKIP: opencode: no $opencode_bin (make deps)"
+fi
+
+# ---- cline (the CLI): an openai-compatible provider set with `cline auth` in a data dir of
+# the temp HOME (one for the proxy, one for the small-context server); --json output
+if ! want cline; then :
+elif [ -x "$cline_bin" ]; then
+    for d in main small; do
+        [ $d = main ] && base="http://127.0.0.1:$pp/v1" || base="http://127.0.0.1:$sp/v1"
+        "$cline_bin" auth --data-dir "$tmp/home/cline-$d" -p openai-compatible -k sk-headstart-test -m tiny -b "$base" \
+            > "$tmp/cline-auth-$d.out" 2>&1 || { fail "cline auth ($d)"; cat "$tmp/cline-auth-$d.out"; }
+    done
+    for s in 1 2; do
+        [ $s = 1 ] && q="Say hello." || q="Name one prime number."
+        run_client cline $s 200 "$cline_bin" --data-dir "$tmp/home/cline-main" -P openai-compatible -m tiny --json "$q"
+    done
+    check_reuse cline openai
+    # cline classifies the provider's error as a ContextWindowOverflowError and tries its
+    # overflow-recovery compaction (skipped here: one message, no history to compact)
+    echo cline-overflow > "$tmp/tag"
+    timeout 60 "$cline_bin" --data-dir "$tmp/home/cline-small" -P openai-compatible -m tiny --json "Summarise this project." \
+        > "$tmp/cline-overflow.out" 2> "$tmp/cline-overflow.err" < /dev/null
+    if grep -q '"name":"ContextWindowOverflowError"' "$tmp/cline-overflow.out" &&
+        grep -q '"reason":"overflow_recovery_compaction"' "$tmp/cline-overflow.out"; then
+        pass "cline recognises the server's context overflow (ContextWindowOverflowError, overflow-recovery compaction)"
+    else
+        fail "cline did not recognise the context overflow"
+        tail -n 5 "$tmp/cline-overflow.err" "$tmp/cline-overflow.out"
+    fi
+else
+    echo "SKIP: cline: no $cline_bin (make deps)"
 fi
 
 echo "== what the clients sent (through the recording proxy)"
