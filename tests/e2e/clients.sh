@@ -87,7 +87,14 @@ tmp=$2
 ip link set lo up || { fail "ip link set lo up"; echo "$passed $failed" > "$tmp/counts"; exit 1; }
 pids=""
 counts() { echo "$passed $failed" > "$tmp/counts"; }
-cleanup() { for p in $pids; do kill "$p" 2>/dev/null; done; e2e_cleanup; counts; }
+# cline's CLI leaves a hub daemon behind (--cline-hub-daemon, outliving the session):
+# stop every one started from this checkout's binary
+cleanup() {
+    for p in $pids; do kill "$p" 2>/dev/null; done
+    pkill -f "^$cline_bin .*--cline-hub-daemon" 2>/dev/null
+    e2e_cleanup
+    counts
+}
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 mkdir -p "$tmp/home" "$tmp/work" "$tmp/codex"
