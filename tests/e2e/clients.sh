@@ -26,6 +26,11 @@
 # raises its ContextWindowOverflowError and tries its overflow-recovery compaction — rather
 # than report a generic error.
 #
+# Image (issue F11): Claude Code (--bare) reads a PNG with its Read tool in a session whose
+# model output is scripted (HEADSTART_TEST_EMIT, a third server), sends the image back in the
+# tool_result, and the session goes on: both turns (the second resumes the session) answer,
+# every request gets 200, and the server puts a text placeholder where the image was.
+#
 # A recording proxy (node, below) sits between the clients and the server: it logs what
 # each client sent (endpoint, fields, tool count; printed at the end and summarised in
 # docs/API.md) and the usage the server answered. Because the model's weights are random,
@@ -38,7 +43,7 @@
 # The default run takes about 3 min on 2 cores: Codex, Claude Code with and without --bare (24 tools,
 # a ~17k-token head: about 50 s of cold prefill for the tiny model on 2 cores, then the second
 # session restores it), Qwen Code with --bare, pi (~1.5k-token heads), opencode (~7k) and
-# cline (~5.5k) with their overflow runs (about 2 min of it). HS_CLIENTS_FULL=1 also runs Qwen Code without --bare (11 tools, a ~15k-token
+# cline (~5.5k) with their overflow runs (about 2 min of it), the image check (~10 s). HS_CLIENTS_FULL=1 also runs Qwen Code without --bare (11 tools, a ~15k-token
 # head; about 1 min more). HS_CLIENTS_ONLY=pi,cline (say) runs only the clients it names.
 # A client whose package is missing, or a machine without `unshare -n` (needs root or user
 # namespaces) or `ip`, is skipped with a SKIP line. Ends with "RESULT: N passed, N failed".
@@ -116,7 +121,8 @@ import fs from 'node:fs';
 
 const upstream = Number(process.argv[2]);
 const dir = process.argv[3];
-let n = 0;
+// a second proxy (another upstream) numbers its requests from argv[4], apart from the first's
+let n = Number(process.argv[4] ?? 0);
 const tag = () => { try { return fs.readFileSync(`${dir}/tag`, 'utf8').trim(); } catch { return '?'; } };
 
 function summary(body) {
@@ -169,7 +175,12 @@ http.createServer((req, res) => {
       // first characters) and on a length cut, so its one stop string is a frequent letter
       // less often found at the start of an answer
       const stop = rec.client.startsWith('cline') ? ['e'] : [' ', 'e', 'a', '.'];
-      if (rec.api === 'anthropic') Object.assign(body, { stop_sequences: stop, thinking: { type: 'disabled' }, max_tokens: 48 });
+      // a scripted session (the image check) says whole texts, tool calls among them: no
+      // stop strings or output cap, only thinking off
+      if (rec.client.includes('image')) {
+        if (rec.api === 'anthropic') body.thinking = { type: 'disabled' };
+        else body.chat_template_kwargs = { enable_thinking: false };
+      } else if (rec.api === 'anthropic') Object.assign(body, { stop_sequences: stop, thinking: { type: 'disabled' }, max_tokens: 48 });
       else {
         Object.assign(body, { stop, chat_template_kwargs: { enable_thinking: false } });
         delete body.max_completion_tokens;
@@ -194,7 +205,11 @@ http.createServer((req, res) => {
     up.on('error', (e) => { res.writeHead(502); res.end(String(e)); });
     up.end(raw);
   });
-}).listen(0, '127.0.0.1', function () { fs.writeFileSync(`${dir}/proxy.port.tmp`, String(this.address().port)); fs.renameSync(`${dir}/proxy.port.tmp`, `${dir}/proxy.port`); });
+}).listen(0, '127.0.0.1', function () {
+  const pf = `${dir}/proxy${n ? `-${n}` : ''}.port`;
+  fs.writeFileSync(`${pf}.tmp`, String(this.address().port));
+  fs.renameSync(`${pf}.tmp`, pf);
+});
 EOF
 node "$tmp/proxy.mjs" "$port" "$tmp" 2>"$tmp/proxy.log" &
 pids="$pids $!"
@@ -259,7 +274,7 @@ check_reuse() {
 }
 
 # want NAME: HS_CLIENTS_ONLY (a comma-separated list of codex, claude, qwen, pi, opencode,
-# cline) limits the run to those clients; unset runs them all
+# cline, claude-image) limits the run to those clients; unset runs them all
 want() { case ",${HS_CLIENTS_ONLY:-$1}," in *",$1,"*) return 0 ;; esac; return 1; }
 
 if ! want codex; then :
@@ -299,6 +314,81 @@ elif [ -x "$claude_bin" ]; then
     claude_run claude-full
 else
     echo "SKIP: Claude Code: no $claude_bin (make deps)"
+fi
+
+# ---- a tool that returns an image (issue F11): Claude Code (--bare) reads a PNG of its cwd
+# with its Read tool, whose result (an image block) goes back to the server in the next
+# request. The model is scripted (HEADSTART_TEST_EMIT) on a server of its own, behind a
+# second recording proxy: turn 1 calls Read on the PNG, then answers; turn 2 resumes the
+# same session (its history still holds the image) and answers. Checks: both turns exit 0
+# with the scripted answers, every request got 200, a request carried the image in a
+# tool_result, the server renders that request with the text placeholder in its place, and
+# /metrics counts the placeholders.
+if ! want claude-image; then :
+elif [ -x "$claude_bin" ]; then
+    img=$tmp/work/dot.png
+    # a 2x2 red RGB PNG made here: signature, IHDR, IDAT (zlib), IEND; the CRC-32 is computed
+    # by hand (node 20 has no zlib.crc32)
+    node -e 'const zlib = require("zlib"), fs = require("fs");
+      const crc = (b) => { let c = ~0; for (const x of b) { c ^= x; for (let k = 0; k < 8; k++) c = (c >>> 1) ^ (0xedb88320 & -(c & 1)); } return ~c >>> 0; };
+      const chunk = (t, d) => { const h = Buffer.alloc(4), tc = Buffer.concat([Buffer.from(t), d]), c = Buffer.alloc(4);
+        h.writeUInt32BE(d.length); c.writeUInt32BE(crc(tc)); return Buffer.concat([h, tc, c]); };
+      const ihdr = Buffer.from([0, 0, 0, 2, 0, 0, 0, 2, 8, 2, 0, 0, 0]);
+      const row = [0, 255, 0, 0, 255, 0, 0], raw = Buffer.from([...row, ...row]);
+      fs.writeFileSync(process.argv[1], Buffer.concat([Buffer.from([137, 80, 78, 71, 13, 10, 26, 10]),
+        chunk("IHDR", ihdr), chunk("IDAT", zlib.deflateSync(raw)), chunk("IEND", Buffer.alloc(0))]));' "$img"
+    # the scripts in the template's tool-call dialect (thinking is off: no think block)
+    printf '["<tool_call>\\n<function=Read>\\n<parameter=file_path>\\n%s\\n</parameter>\\n</function>\\n</tool_call>", "It is a small red square.", "It has four pixels."]\n' \
+        "$img" > "$tmp/emit.json"
+    if HEADSTART_TEST_EMIT=$tmp/emit.json E2E_START_S=15 e2e_serve "$tmp/image.log" -m "$tmp/m" --threads 2 \
+        --ctx 32768 --no-bank-disk --model-name tiny; then
+        ip=$port
+        node "$tmp/proxy.mjs" "$ip" "$tmp" 100000 2>"$tmp/proxy-image.log" &
+        pids="$pids $!"
+        i=0
+        while [ $i -lt 150 ] && [ ! -s "$tmp/proxy-100000.port" ]; do sleep 0.1; i=$((i + 1)); done
+        ipp=$(cat "$tmp/proxy-100000.port" 2>/dev/null)
+        sid=0f11c0de-0000-4000-8000-000000000001
+        for s in 1 2; do
+            [ $s = 1 ] && arg="--session-id" q="Read dot.png and say what it shows." || arg="--resume" q="How many pixels?"
+            run_client claude-image $s 120 env ANTHROPIC_BASE_URL="http://127.0.0.1:$ipp" ANTHROPIC_API_KEY=sk-headstart-test \
+                DISABLE_AUTOUPDATER=1 DISABLE_TELEMETRY=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
+                "$claude_bin" --bare $arg $sid -p "$q"
+        done
+        grep -q "red square" "$tmp/claude-image-1.out" && grep -q "four pixels" "$tmp/claude-image-2.out" \
+            && pass "claude-image: both turns end with the scripted answers (the session went on after the image)" \
+            || fail "claude-image: the scripted answers are missing: $(cat "$tmp/claude-image-1.out" "$tmp/claude-image-2.out" | head -c 300)"
+        # the requests of both turns: all 200, and which of them carried an image in a tool_result
+        node -e 'const fs = require("fs"), dir = process.argv[1];
+          let all = 0, bad = 0, gen = 0; const img = [];
+          for (const l of fs.readFileSync(`${dir}/requests.jsonl`, "utf8").split("\n").filter(Boolean)) {
+            const r = JSON.parse(l); if (!r.client.startsWith("claude-image-")) continue;
+            all++; if (r.status !== 200) bad++;
+            if (!r.api) continue;
+            gen++;
+            const b = JSON.parse(fs.readFileSync(`${dir}/req-${r.n}.json`, "utf8"));
+            if (b.messages.some((m) => Array.isArray(m.content) && m.content.some((c) => c.type === "tool_result" &&
+                Array.isArray(c.content) && c.content.some((x) => x.type === "image")))) img.push(r.n);
+          }
+          console.log(all, bad, gen, img.join(",") || "-");' "$tmp" > "$tmp/image-reqs" 2>&1
+        read all bad gen imgs < "$tmp/image-reqs"
+        if [ "${bad:-1}" = 0 ] && [ "${gen:-0}" -ge 3 ]; then pass "claude-image: all $all requests got 200 ($gen generate)"
+        else fail "claude-image: requests: $(cat "$tmp/image-reqs")"; grep '"claude-image-' "$tmp/requests.jsonl" | tail -5; fi
+        first=${imgs%%,*}
+        if [ "${first:--}" != - ] && "$hs" render -m "$tmp/m" --api anthropic --request "$tmp/req-$first.json" 2>&1 |
+            grep -q '\[image omitted (image/png): this model reads text only\]'; then
+            pass "claude-image: requests $imgs carried the PNG in a tool_result; the server renders a placeholder in its place"
+        else
+            fail "claude-image: no request carried the image in a tool_result, or it was not replaced (requests: ${imgs:-?})"
+        fi
+        ph=$(curl -s "http://127.0.0.1:$ip/metrics" | sed -n 's/^headstart_tool_media_placeholders_total \([0-9]*\)$/\1/p')
+        [ "${ph:-0}" -ge 1 ] && pass "claude-image: /metrics counts $ph tool-result media placeholder(s)" \
+            || fail "claude-image: headstart_tool_media_placeholders_total is ${ph:-missing}"
+    else
+        cat "$tmp/image.log"; fail "scripted server start (claude-image)"
+    fi
+else
+    echo "SKIP: Claude Code (image): no $claude_bin (make deps)"
 fi
 if ! want qwen; then :
 elif [ -f "$qwen_js" ]; then
@@ -444,5 +534,5 @@ node -e 'const fs = require("fs");
     console.log(`${r.client} ${r.method} ${r.url} -> ${r.status}` + (r.usage ? ` prompt ${r.usage.prompt} cached ${r.usage.cached} stop ${r.usage.stop}` : "") +
       (r.sent ? `\n    ${JSON.stringify(r.sent)}` : "") + (r.error ? `\n    error ${r.error}` : ""));
   }' "$tmp/requests.jsonl" 2>/dev/null
-e2e_sanitizer "$tmp/server.log" && fail "sanitizer report in the server log"
+e2e_sanitizer "$tmp/server.log" "$tmp/image.log" && fail "sanitizer report in the server log"
 [ "$failed" -eq 0 ]
