@@ -23,7 +23,8 @@
 # the provider wording (OpenAI: context_length_exceeded, "maximum context length is N
 # tokens"; Anthropic: "prompt is too long: N tokens > M maximum"). Each client must take its
 # own overflow path — pi emits an overflow compaction, opencode compacts and says so, cline
-# raises its ContextWindowOverflowError and tries its overflow-recovery compaction — rather
+# raises its ContextWindowOverflowError and tries its overflow-recovery compaction, Claude Code
+# says the prompt is too long with the server's limit (it parses both numbers) — rather
 # than report a generic error.
 #
 # Image (issue F11): Claude Code (--bare) reads a PNG with its Read tool in a session whose
@@ -308,10 +309,25 @@ qwen_run() { # NAME ARGS...
     done
     check_reuse "$name" openai
 }
+# claude_overflow: Claude Code against the small-context server parses the two numbers out of
+# "prompt is too long: N tokens > M maximum" and says the prompt is too long, with the limit
+# (a generic API error would print "API Error: 400 ...")
+claude_overflow() {
+    timeout 120 env ANTHROPIC_BASE_URL="http://127.0.0.1:$sp" ANTHROPIC_API_KEY=sk-headstart-test \
+        DISABLE_AUTOUPDATER=1 DISABLE_TELEMETRY=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
+        "$claude_bin" --bare -p "Summarise this project." > "$tmp/claude-overflow.out" 2> "$tmp/claude-overflow.err" < /dev/null
+    if grep -q "Prompt is too long.*(limit $small_ctx)" "$tmp/claude-overflow.out" "$tmp/claude-overflow.err"; then
+        pass "claude recognises the server's context overflow: $(grep -h -o 'Prompt is too long[^(]*(limit [0-9]*)' "$tmp/claude-overflow.out" "$tmp/claude-overflow.err" | head -1)"
+    else
+        fail "claude did not recognise the context overflow"
+        tail -c 600 "$tmp/claude-overflow.out"; tail -n 5 "$tmp/claude-overflow.err"
+    fi
+}
 if ! want claude; then :
 elif [ -x "$claude_bin" ]; then
     claude_run claude --bare
     claude_run claude-full
+    claude_overflow
 else
     echo "SKIP: Claude Code: no $claude_bin (make deps)"
 fi
