@@ -394,6 +394,19 @@ INLINE __m256 fma16(__m256 acc, __m512 sc, __m512i isum)
     return _mm256_fmadd_ps(_mm512_extractf32x8_ps(sc, 1), _mm512_extractf32x8_ps(f, 1), acc);
 }
 
+/* One token's activation as the streaming paths read it: its quants packed contiguously,
+ * 128 * sum(quants) per block (the offset's share) and the block scales. */
+INLINE void q8v_prep(int8_t *qx, int32_t *cx, float *dx, const struct kern_q8_block *xq, int64_t nb)
+{
+    for (int64_t b = 0; b < nb; b++) {
+        memcpy(qx + b * KERN_Q8_BLOCK, xq[b].q, KERN_Q8_BLOCK);
+        int32_t sum = 0;
+        for (int i = 0; i < KERN_Q8_BLOCK; i++) sum += xq[b].q[i];
+        cx[b] = 128 * sum;
+        dx[b] = xq[b].d;
+    }
+}
+
 /* Single token: weights ^ 0x80 (unsigned) times the token's quants packed contiguously
  * (signed); isum = that - 128 * sum(xq) per block. */
 static void q8v_single(float *y, const uint8_t *w, size_t rb, const struct kern_q8_block *xq,
@@ -403,13 +416,7 @@ static void q8v_single(float *y, const uint8_t *w, size_t rb, const struct kern_
     int32_t cx[V_NBMAX] __attribute__((aligned(64)));
     float dx[V_NBMAX] __attribute__((aligned(64)));
     const int64_t ng = nb / V_GROUP;
-    for (int64_t b = 0; b < nb; b++) {
-        memcpy(qx + b * KERN_Q8_BLOCK, xq[b].q, KERN_Q8_BLOCK);
-        int32_t sum = 0;
-        for (int i = 0; i < KERN_Q8_BLOCK; i++) sum += xq[b].q[i];
-        cx[b] = 128 * sum;
-        dx[b] = xq[b].d;
-    }
+    q8v_prep(qx, cx, dx, xq, nb);
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                            _mm512_set1_epi32(KERN_Q8_BLOCK_BYTES));
@@ -458,15 +465,7 @@ static void q8v_few(float *y, int64_t y_ld, const uint8_t *w, size_t rb, const s
     int32_t cx[V_FEW][V_NBMAX] __attribute__((aligned(64)));
     float dx[V_FEW][V_NBMAX] __attribute__((aligned(64)));
     const int64_t ng = nb / V_GROUP;
-    for (int64_t j = 0; j < nt; j++)
-        for (int64_t b = 0; b < nb; b++) {
-            const struct kern_q8_block *xb = &xq[j * nb + b];
-            memcpy(qx[j] + b * KERN_Q8_BLOCK, xb->q, KERN_Q8_BLOCK);
-            int32_t sum = 0;
-            for (int i = 0; i < KERN_Q8_BLOCK; i++) sum += xb->q[i];
-            cx[j][b] = 128 * sum;
-            dx[j][b] = xb->d;
-        }
+    for (int64_t j = 0; j < nt; j++) q8v_prep(qx[j], cx[j], dx[j], xq + j * nb, nb);
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                            _mm512_set1_epi32(KERN_Q8_BLOCK_BYTES));
