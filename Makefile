@@ -16,7 +16,7 @@ WARN     += -Werror
 endif
 OPT      ?= -O2 -g
 CFLAGS   := $(CSTD) $(WARN) $(OPT) -ffp-contract=off -fno-fast-math -Isrc -MMD -MP
-LDLIBS   := -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd -lm -lpthread -lsqlite3 -lxxhash -lcrypto
+LDLIBS   := -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd -lm -lpthread -lsqlite3 -lxxhash -lcrypto -lhiredis
 # ISA flags only where the compiler targets x86-64; elsewhere the SIMD files build empty
 ARCH     := $(shell $(CC) -dumpmachine 2>/dev/null | cut -d- -f1)
 ifeq ($(ARCH),x86_64)

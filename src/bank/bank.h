@@ -402,6 +402,67 @@ uint64_t bank_disk_cap_for(const char *dir, int64_t requested);
  * NULL when neither variable is set. Owned string. */
 char *bank_disk_default_dir(void);
 
+/* Called on the disk writer thread, with no lock held, each time an entry is stored or
+ * found already stored (a put of a stored prefix): hexkey names it, kind is its kind. The
+ * remote tier uses it to copy what the disk holds. Set it before the first put. */
+typedef void (*bank_disk_stored_fn)(void *ctx, const char *hexkey, enum bank_snap_kind kind);
+void bank_disk_set_listener(struct bank_disk *d, bank_disk_stored_fn fn, void *ctx);
+
+/* ---- the remote tier (remote.c states its invariants; docs/FORMATS.md the Redis layout) ---- */
+
+struct bank_remote;
+
+struct bank_remote_opts {
+    const char *url;          /* redis://[[user]:password@]host[:port][/db] or
+                               * unix:///path/redis.sock[?db=N] */
+    const char *prefix;       /* key namespace; NULL = "headstart" */
+    uint32_t timeout_ms;      /* every connect and call; 0 = 1000 */
+    uint64_t chunk_bytes;     /* blob bytes per value; 0 = 4 MiB */
+    int queue_len;            /* pending uploads, >= 1; 0 = 64 */
+    uint32_t retry_ms;        /* first wait after a failure (doubling to 60 s); 0 = 1000 */
+};
+
+struct bank_remote_stats {
+    char url[256];            /* the password, if any, shown as *** */
+    char prefix[64];
+    bool up;                  /* the last call worked (or the first has not failed yet) */
+    int64_t retry_in_ms;      /* while down: ms until the next try */
+    char last_error[256];     /* "" none */
+    uint64_t lookups, hits, hit_tokens, hit_bytes, hit_blobs, misses;
+    uint64_t evicted;         /* a manifest whose chunks (or parent) are gone: a miss */
+    uint64_t bad_manifest, bad_chunk, bad_blob; /* failed verification: never restored */
+    uint64_t deleted_bad;     /* bad values deleted from Redis */
+    uint64_t uploads, upload_bytes, upload_chunks, already_stored;
+    uint64_t upload_dropped;  /* queue full: the least valuable pending upload dropped */
+    uint64_t upload_skipped;  /* the local entry vanished or did not verify */
+    uint64_t pending;
+    uint64_t err_connect, err_timeout, err_io, err_oom, err_reply;
+    uint64_t reconnects;      /* times the tier came back after being down */
+};
+
+void bank_remote_opts_default(struct bank_remote_opts *o);
+/* Parse the URL and start the upload thread. Redis being unreachable is not an error (the
+ * tier starts down, logs once and retries with backoff); a malformed URL is (NULL, err).
+ * disk (may be NULL: lookups only) is the tier it copies: every entry the disk stores is
+ * uploaded in the background, head anchors first. */
+struct bank_remote *bank_remote_open(const struct bank_remote_opts *o, struct bank_disk *disk,
+                                     struct hs_err *err);
+/* Upload what is pending (when Redis is up), stop the thread, close. */
+void bank_remote_close(struct bank_remote *r);
+/* Wait until no upload is pending or running (or the tier is down). */
+void bank_remote_flush(struct bank_remote *r);
+/* As bank_disk_lookup, from Redis: the deepest entry p with min_pos < p <= min(n-1,
+ * max_pos) of (fp, row sizes) whose exact prefix ids[0, p) matches, every chunk and blob
+ * of its chain verified. Never blocks longer than one timeout per failure. */
+void bank_remote_lookup(struct bank_remote *r, uint64_t fp, size_t kv_row_bytes,
+                        size_t snapshot_bytes, const int32_t *ids, int64_t n, int64_t min_pos,
+                        int64_t max_pos, struct bank_disk_hit *hit);
+void bank_remote_stats_get(struct bank_remote *r, struct bank_remote_stats *out);
+/* HS_OK when url is a --bank-remote URL; else HS_ERR_INVALID with err saying why. */
+int bank_remote_url_check(const char *url, struct hs_err *err);
+/* url with its password replaced by ***, for logs */
+void bank_remote_url_redact(const char *url, char *out, size_t cap);
+
 /* ---- a request's restore and store over both tiers (restore.c) ---------------------------- */
 
 /* The key spaces and sizes of one engine's state. */
@@ -412,7 +473,7 @@ struct bank_keys {
 };
 
 /* Where restored state came from. */
-enum bank_source { BANK_SOURCE_NONE = 0, BANK_SOURCE_RAM, BANK_SOURCE_DISK, BANK_SOURCE_COUNT };
+enum bank_source { BANK_SOURCE_NONE = 0, BANK_SOURCE_RAM, BANK_SOURCE_DISK, BANK_SOURCE_REMOTE, BANK_SOURCE_COUNT };
 
 /* What bank_restore found. kv / snapshot are owned by the result (bank_restored_free). */
 struct bank_restored {
@@ -421,17 +482,19 @@ struct bank_restored {
     int64_t match_len;        /* L: longest common prefix with RAM's tree (after a promotion) */
     enum bank_reason reason;  /* why the restore stopped at pos */
     int64_t disk_discarded;   /* disk entries that failed verification in this lookup */
+    int64_t remote_discarded; /* remote values that failed verification in this lookup */
     const void *kv;           /* KV rows [0, pos), pos * kv_row_bytes */
     const void *snapshot;     /* snapshot_bytes */
     void *ram_kv_, *ram_snap_;          /* private */
-    struct bank_disk_hit disk_;         /* private */
+    struct bank_disk_hit disk_, remote_; /* private */
 };
 
 /* The deepest state ids[0, n) can resume from (at most n - 1 tokens): RAM, then the disk
- * tier d (may be NULL) for a deeper point, which is promoted into RAM. Declares k's RAM key
- * space first (its error is the only one). */
-int bank_restore(struct bank *b, struct bank_disk *d, const struct bank_keys *k, const int32_t *ids, int64_t n,
-                 struct bank_restored *out, struct hs_err *err);
+ * tier d (may be NULL) for a deeper point, which is promoted into RAM, then the remote
+ * tier rt (may be NULL) for a point deeper than both, promoted into RAM and queued for
+ * disk. Declares k's RAM key space first (its error is the only one). */
+int bank_restore(struct bank *b, struct bank_disk *d, struct bank_remote *rt, const struct bank_keys *k,
+                 const int32_t *ids, int64_t n, struct bank_restored *out, struct hs_err *err);
 void bank_restored_free(struct bank_restored *r); /* safe on a zeroed struct */
 /* The first KV row of path[0, n) bank_store needs: 0 with a disk tier (entries are written
  * whole), else where RAM's tree stops matching. */
@@ -487,6 +550,8 @@ extern const struct bank_stat_field bank_stats_fields[];      /* struct bank_sta
 extern const int bank_stats_n_fields;
 extern const struct bank_stat_field bank_disk_stats_fields[]; /* struct bank_disk_stats */
 extern const int bank_disk_stats_n_fields;
+extern const struct bank_stat_field bank_remote_stats_fields[]; /* struct bank_remote_stats */
+extern const int bank_remote_stats_n_fields;
 /* /metrics lists the disk rows in another order: indices into bank_disk_stats_fields. */
 extern const int bank_disk_stats_metrics_order[];
 extern const int bank_disk_stats_n_metrics;
@@ -509,6 +574,7 @@ void bank_stat_metric(struct strbuf *out, const struct bank_stat_field *f, const
 /* Every metric row of a struct, in its metrics order (what /metrics prints for the bank). */
 void bank_stats_metrics(const struct bank_stats *st, struct strbuf *out);
 void bank_disk_stats_metrics(const struct bank_disk_stats *st, struct strbuf *out);
+void bank_remote_stats_metrics(const struct bank_remote_stats *st, struct strbuf *out);
 /* `headstart replay`'s summary members: "bank_stats": {...} and "bank_disk_stats": {...}. */
 void bank_stats_json(const struct bank_stats *st, struct jsonw *w);
 void bank_disk_stats_json(const struct bank_disk_stats *st, struct jsonw *w);

@@ -280,6 +280,81 @@ out:
     return r;
 }
 
+/* ---- for the remote tier -------------------------------------------------------------- */
+
+bool disk_entry_row(struct bank_disk *d, const char *hexkey, struct disk_row *row)
+{
+    pthread_mutex_lock(&d->db_mu);
+    bool ok = d->db && !disk_is_disabled(d) && index_row_get(d, hexkey, row);
+    pthread_mutex_unlock(&d->db_mu);
+    return ok;
+}
+
+/* Read without db_mu: the file is opened once and read through its descriptor, so an
+ * eviction meanwhile (unlink) cannot change what is read; a rename over it cannot happen
+ * (a stored key is never rewritten). */
+enum rd disk_entry_read(struct bank_disk *d, const char *hexkey, struct disk_row *row,
+                        uint8_t **buf, size_t *len)
+{
+    *buf = NULL;
+    *len = 0;
+    if (!disk_entry_row(d, hexkey, row)) return RD_MISSING;
+    char *path = disk_blob_path(d, hexkey);
+    if (!path) return RD_HEADER;
+    enum rd r = RD_OK;
+    struct stat stb;
+    int fd = disk_blob_open(d, path, hexkey, &stb, &r);
+    hs_free(path);
+    if (fd < 0) return r;
+    if ((uint64_t)stb.st_size != row->bytes || stb.st_size < HDR_SIZE) {
+        sys_io_close(fd);
+        return RD_SIZE;
+    }
+    uint8_t *b = hs_malloc((size_t)stb.st_size);
+    if (sys_io_pread_full(fd, b, (size_t)stb.st_size, 0) != (ssize_t)stb.st_size) {
+        sys_io_close(fd);
+        hs_free(b);
+        return RD_IO;
+    }
+    sys_io_close(fd);
+    struct blob_hdr exp = {0};
+    exp.fp = row->fp;
+    exp.start = (uint64_t)row->start;
+    exp.pos = (uint64_t)row->pos;
+    exp.row = row->row;
+    exp.snap = row->snap;
+    if (!blob_key_unhex(row->key, exp.key) || !blob_key_unhex(row->parent, exp.parent)) {
+        hs_free(b);
+        return RD_HEADER;
+    }
+    r = blob_check(b, (size_t)stb.st_size, &exp, NULL, NULL);
+    if (r != RD_OK) {
+        hs_free(b);
+        return r;
+    }
+    *buf = b;
+    *len = (size_t)stb.st_size;
+    return RD_OK;
+}
+
+char (*disk_head_keys(struct bank_disk *d, int max, int *n))[65]
+{
+    *n = 0;
+    char (*keys)[65] = hs_calloc((size_t)HS_MAX(max, 1), 65);
+    pthread_mutex_lock(&d->db_mu);
+    sqlite3_stmt *s = d->db && !disk_is_disabled(d)
+        ? index_prep(d, "SELECT key FROM entries WHERE kind = 0 ORDER BY last_use_ms DESC LIMIT ?")
+        : NULL;
+    if (s) {
+        sqlite3_bind_int(s, 1, max);
+        while (*n < max && sqlite3_step(s) == SQLITE_ROW)
+            if (index_col_key(s, 0, keys[*n], false)) (*n)++;
+        sqlite3_finalize(s);
+    }
+    pthread_mutex_unlock(&d->db_mu);
+    return keys;
+}
+
 /* Count a failed verification (not I/O). */
 static void count_bad(struct bank_disk *d, enum rd r)
 {

@@ -66,6 +66,8 @@ struct bank_disk {
     _Atomic uint64_t total_bytes, n_entries;
     int64_t tick;
     struct bank_disk_stats st;
+    bank_disk_stored_fn on_stored; /* set before the first put; called by the writer */
+    void *on_stored_ctx;
 };
 
 /* One index row (the columns of ROW_COLS). */
@@ -109,6 +111,18 @@ enum rd disk_blob_read(struct bank_disk *d, const char *hexkey, const struct blo
 /* An entry found bad: counted by cause, logged, deleted with its subtree by a writer.
  * Caller holds db_mu. */
 void disk_discard(struct bank_disk *d, const char *hexkey, enum rd why, const char *during);
+
+/* ---- for the remote tier (remote.c copies what this tier stores) ---- */
+/* The stored entry hexkey: its row, and its blob file read whole into *buf (owned) and
+ * checked as a lookup checks it (header, identity against the row, size, checksums; not
+ * the token prefix). RD_OK, or why not (RD_MISSING when there is no such row). */
+enum rd disk_entry_read(struct bank_disk *d, const char *hexkey, struct disk_row *row,
+                        uint8_t **buf, size_t *len);
+/* The stored row of hexkey: false when there is none. */
+bool disk_entry_row(struct bank_disk *d, const char *hexkey, struct disk_row *row);
+/* Keys of up to max stored head anchors, most recently used first (owned array of 65-byte
+ * strings); the count in *n. */
+char (*disk_head_keys(struct bank_disk *d, int max, int *n))[65];
 
 /* ---- index.c: SQLite (caller holds db_mu unless said otherwise) ---- */
 int index_open(struct bank_disk *d, struct hs_err *err);

@@ -5,6 +5,9 @@
  * blobs, never an engine, so tests drive them with made-up rows.
  *
  *   bank_restore:  RAM lookup ─▶ disk lookup for a deeper point only (min_pos = RAM's)
+ *                  ─▶ remote lookup for a point deeper than both (min_pos = the deeper)
+ *                  ─▶ remote deepest: promote into RAM, queue it for disk (whose writer
+ *                     then offers it back to the remote tier: already stored there)
  *                  ─▶ disk deeper: promote its path, rows and snapshot into RAM; hand out
  *                     the disk hit's buffers
  *                  ─▶ else RAM hit: copy its rows and snapshot out, release the pin
@@ -14,11 +17,13 @@
  * Invariants:
  *   1. What a restore hands out is a copy (or the disk hit's own buffer): nothing the
  *      caller writes can reach the bank's memory, and no pin outlives bank_restore.
- *   2. The disk tier is asked only for a point deeper than RAM's; what it returns was
- *      verified by the tier (checksums, identity, the exact token prefix). A discarded
- *      entry leaves the restore at RAM's point (or cold) and is counted in disk_discarded.
- *   3. Two key spaces: `fp` for RAM (the process fingerprint), `disk_fp` for the disk tier
- *      (the persistent model identity). A disk hit is promoted into RAM under fp.
+ *   2. The disk tier is asked only for a point deeper than RAM's, the remote tier only for
+ *      one deeper than both; what they return was verified by the tier (checksums,
+ *      identity, the exact token prefix). A discarded entry leaves the restore at the
+ *      shallower point (or cold) and is counted in disk_discarded / remote_discarded.
+ *   3. Two key spaces: `fp` for RAM (the process fingerprint), `disk_fp` for the disk and
+ *      remote tiers (the persistent model identity). A disk or remote hit is promoted into
+ *      RAM under fp.
  *   4. A failed promotion or insert only loses reuse: restore still answers, store reports
  *      the error for the caller to log and goes on without the disk puts.
  */
@@ -34,6 +39,14 @@ static uint64_t disk_bad_count(struct bank_disk *d)
     return st.bad_checksum + st.bad_header + st.bad_identity + st.bad_tokens + st.bad_size + st.missing_files;
 }
 
+/* Values the remote tier has found bad so far. */
+static uint64_t remote_bad_count(struct bank_remote *rt)
+{
+    struct bank_remote_stats st;
+    bank_remote_stats_get(rt, &st);
+    return st.bad_manifest + st.bad_chunk + st.bad_blob;
+}
+
 /* Promote a verified disk hit into RAM: its path ids[0, p) with the KV rows the tree lacks
  * and the snapshot, so the next request finds it there (invariant 4). */
 static void disk_promote(struct bank *b, const struct bank_keys *k, const struct bank_disk_hit *dh)
@@ -47,8 +60,8 @@ static void disk_promote(struct bank *b, const struct bank_keys *k, const struct
         hs_log_write(HS_LOG_WARN, "session: disk hit at %lld not promoted: %s", (long long)dh->pos, e.msg);
 }
 
-int bank_restore(struct bank *b, struct bank_disk *d, const struct bank_keys *k, const int32_t *ids, int64_t n,
-                 struct bank_restored *out, struct hs_err *err)
+int bank_restore(struct bank *b, struct bank_disk *d, struct bank_remote *rt, const struct bank_keys *k,
+                 const int32_t *ids, int64_t n, struct bank_restored *out, struct hs_err *err)
 {
     memset(out, 0, sizeof(*out));
     out->reason = BANK_REASON_NO_SPACE;
@@ -64,12 +77,27 @@ int bank_restore(struct bank *b, struct bank_disk *d, const struct bank_keys *k,
                          &out->disk_);
         out->disk_discarded = (int64_t)(disk_bad_count(d) - bad0);
     }
+    if (rt) {
+        uint64_t bad0 = remote_bad_count(rt);
+        bank_remote_lookup(rt, k->disk_fp, k->kv_row_bytes, k->snapshot_bytes, ids, n,
+                           HS_MAX(hit.restore_pos, out->disk_.pos), n - 1, &out->remote_);
+        out->remote_discarded = (int64_t)(remote_bad_count(rt) - bad0);
+        if (out->remote_.pos > 0) {
+            /* the deepest: the disk hit is not needed, the remote one goes to disk too */
+            bank_disk_hit_free(&out->disk_);
+            out->disk_ = out->remote_;
+            memset(&out->remote_, 0, sizeof out->remote_);
+            if (d) (void)bank_disk_put(d, k->disk_fp, k->kv_row_bytes, k->snapshot_bytes, out->disk_.ids,
+                                       out->disk_.pos, out->disk_.kv, out->disk_.snapshot, out->disk_.kind);
+            out->source = BANK_SOURCE_REMOTE;
+        }
+    }
     const struct bank_disk_hit *dh = &out->disk_;
     if (dh->pos > hit.restore_pos) {
         bank_hit_release(b, &hit);
         disk_promote(b, k, dh);
         out->pos = dh->pos;
-        out->source = BANK_SOURCE_DISK;
+        if (out->source != BANK_SOURCE_REMOTE) out->source = BANK_SOURCE_DISK;
         out->kv = dh->kv;
         out->snapshot = dh->snapshot;
         int64_t L = HS_MAX(HS_MAX(out->match_len, dh->pos), bank_match_len(b, k->fp, ids, n));
@@ -96,6 +124,7 @@ void bank_restored_free(struct bank_restored *r)
 {
     if (!r) return;
     bank_disk_hit_free(&r->disk_);
+    bank_disk_hit_free(&r->remote_);
     hs_free(r->ram_kv_);
     hs_free(r->ram_snap_);
     memset(r, 0, sizeof(*r));
@@ -134,6 +163,6 @@ int bank_store(struct bank *b, struct bank_disk *d, const struct bank_keys *k, c
 
 const char *bank_source_name(enum bank_source s)
 {
-    static const char *const names[BANK_SOURCE_COUNT] = { "none", "ram", "disk" };
+    static const char *const names[BANK_SOURCE_COUNT] = { "none", "ram", "disk", "remote" };
     return (unsigned)s < BANK_SOURCE_COUNT ? names[s] : "none";
 }

@@ -184,6 +184,69 @@ const int bank_disk_stats_metrics_order[] = {
 const int bank_disk_stats_n_metrics =
     (int)(sizeof bank_disk_stats_metrics_order / sizeof bank_disk_stats_metrics_order[0]);
 
+#define RS(f) offsetof(struct bank_remote_stats, f)
+#define RDISC "headstart_bank_remote_discarded_total"
+#define RDISC_HELP "Remote values that failed verification, by what failed (never restored)."
+#define RERR "headstart_bank_remote_errors_total"
+#define RERR_HELP "Failed Redis calls, by kind (the tier goes down and retries with backoff; oom: Redis full)."
+/* table order = JSON order = metrics order */
+const struct bank_stat_field bank_remote_stats_fields[] = {
+    {"url", NULL, NULL, NULL, GAUGE, BANK_STAT_STR, RS(url), 0, NULL, NULL, NULL, NONE, C},
+    {"prefix", NULL, NULL, NULL, GAUGE, BANK_STAT_STR, RS(prefix), 0, NULL, NULL, NULL, NONE, C},
+    {"up", "headstart_bank_remote_up", NULL,
+     "1 while the remote tier (Redis) answers; 0 while it is down (lookups miss, uploads wait).", GAUGE,
+     BANK_STAT_BOOL, RS(up), 0, NULL, NULL, NULL, NONE, C | M},
+    {"last_error", NULL, NULL, NULL, GAUGE, BANK_STAT_STR, RS(last_error), 0, NULL, NULL, NULL, NONE, C},
+    {"lookups", "headstart_bank_remote_lookups_total", NULL,
+     "Remote lookups (asked for a point deeper than RAM and disk).", COUNTER, BANK_STAT_U64, RS(lookups), 0,
+     NULL, NULL, NULL, NONE, C | M},
+    {"hits", "headstart_bank_remote_hits_total", NULL, "Remote lookups that restored state.", COUNTER,
+     BANK_STAT_U64, RS(hits), 0, NULL, NULL, NULL, NONE, C | M},
+    {"hit_tokens", "headstart_bank_remote_hit_tokens_total", NULL, "Tokens restored from the remote tier.",
+     COUNTER, BANK_STAT_U64, RS(hit_tokens), 0, NULL, NULL, NULL, NONE, C | M},
+    {"hit_bytes", "headstart_bank_remote_hit_bytes_total", NULL, "Bytes read from Redis by remote hits.",
+     COUNTER, BANK_STAT_U64, RS(hit_bytes), 0, NULL, NULL, NULL, NONE, C | M},
+    {"misses", "headstart_bank_remote_misses_total", NULL, "Remote lookups that found nothing deeper.",
+     COUNTER, BANK_STAT_U64, RS(misses), 0, NULL, NULL, NULL, NONE, C | M},
+    {"evicted", "headstart_bank_remote_evicted_total", NULL,
+     "Remote entries found whose chunks or parent Redis had evicted (a miss).", COUNTER, BANK_STAT_U64,
+     RS(evicted), 0, NULL, NULL, NULL, NONE, C | M},
+    {"bad_manifest", RDISC, "manifest", RDISC_HELP, COUNTER, BANK_STAT_U64, RS(bad_manifest), 0, NULL,
+     "discarded", NULL, NONE, C | M},
+    {"bad_chunk", RDISC, "chunk", RDISC_HELP, COUNTER, BANK_STAT_U64, RS(bad_chunk), 0, NULL, "discarded",
+     NULL, NONE, C | M},
+    {"bad_blob", RDISC, "blob", RDISC_HELP, COUNTER, BANK_STAT_U64, RS(bad_blob), 0, NULL, "discarded", NULL,
+     NONE, C | M},
+    {"deleted_bad", NULL, NULL, NULL, COUNTER, BANK_STAT_U64, RS(deleted_bad), 0, NULL, NULL, NULL, NONE, C},
+    {"uploads", "headstart_bank_remote_uploads_total", NULL, "Entries uploaded to the remote tier.", COUNTER,
+     BANK_STAT_U64, RS(uploads), 0, NULL, NULL, NULL, NONE, C | M},
+    {"upload_bytes", "headstart_bank_remote_upload_bytes_total", NULL, "Bytes uploaded to the remote tier.",
+     COUNTER, BANK_STAT_U64, RS(upload_bytes), 0, NULL, NULL, NULL, NONE, C | M},
+    {"upload_chunks", NULL, NULL, NULL, COUNTER, BANK_STAT_U64, RS(upload_chunks), 0, NULL, NULL, NULL, NONE, C},
+    {"already_stored", NULL, NULL, NULL, COUNTER, BANK_STAT_U64, RS(already_stored), 0, NULL, NULL, NULL,
+     NONE, C},
+    {"upload_dropped", "headstart_bank_remote_upload_dropped_total", NULL,
+     "Uploads dropped because the queue was full.", COUNTER, BANK_STAT_U64, RS(upload_dropped), 0, NULL,
+     NULL, NULL, NONE, C | M},
+    {"upload_skipped", NULL, NULL, NULL, COUNTER, BANK_STAT_U64, RS(upload_skipped), 0, NULL, NULL, NULL,
+     NONE, C},
+    {"pending", "headstart_bank_remote_pending", NULL, "Uploads waiting or running.", GAUGE, BANK_STAT_U64,
+     RS(pending), 0, NULL, NULL, NULL, NONE, C | M},
+    {"connect", RERR, "connect", RERR_HELP, COUNTER, BANK_STAT_U64, RS(err_connect), 0, NULL, "errors", NULL,
+     NONE, C | M},
+    {"timeout", RERR, "timeout", RERR_HELP, COUNTER, BANK_STAT_U64, RS(err_timeout), 0, NULL, "errors", NULL,
+     NONE, C | M},
+    {"io", RERR, "io", RERR_HELP, COUNTER, BANK_STAT_U64, RS(err_io), 0, NULL, "errors", NULL, NONE, C | M},
+    {"oom", RERR, "oom", RERR_HELP, COUNTER, BANK_STAT_U64, RS(err_oom), 0, NULL, "errors", NULL, NONE, C | M},
+    {"reply", RERR, "reply", RERR_HELP, COUNTER, BANK_STAT_U64, RS(err_reply), 0, NULL, "errors", NULL, NONE,
+     C | M},
+    {"reconnects", "headstart_bank_remote_reconnects_total", NULL,
+     "Times the remote tier came back after being down.", COUNTER, BANK_STAT_U64, RS(reconnects), 0, NULL,
+     NULL, NULL, NONE, C | M},
+};
+const int bank_remote_stats_n_fields =
+    (int)(sizeof bank_remote_stats_fields / sizeof bank_remote_stats_fields[0]);
+
 /* ---- reading a row ------------------------------------------------------------------- */
 
 static const void *at(const void *st, size_t off) { return (const char *)st + off; }
@@ -318,6 +381,17 @@ void bank_disk_stats_metrics(const struct bank_disk_stats *st, struct strbuf *ou
     const struct bank_stat_field *prev = NULL;
     for (int i = 0; i < bank_disk_stats_n_metrics; i++) {
         const struct bank_stat_field *f = &bank_disk_stats_fields[bank_disk_stats_metrics_order[i]];
+        bank_stat_metric(out, f, st, prev);
+        prev = f;
+    }
+}
+
+void bank_remote_stats_metrics(const struct bank_remote_stats *st, struct strbuf *out)
+{
+    const struct bank_stat_field *prev = NULL;
+    for (int i = 0; i < bank_remote_stats_n_fields; i++) {
+        const struct bank_stat_field *f = &bank_remote_stats_fields[i];
+        if (!(f->outputs & BANK_STAT_METRICS)) continue;
         bank_stat_metric(out, f, st, prev);
         prev = f;
     }

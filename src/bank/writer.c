@@ -82,6 +82,25 @@ static void choose_base(struct bank_disk *d, const struct pending *p, int64_t *b
     sqlite3_finalize(s);
 }
 
+/* Tell the listener (the remote tier) that hk is stored; no lock held. */
+static void stored(struct bank_disk *d, const char *hk, enum bank_snap_kind kind)
+{
+    pthread_mutex_lock(&d->mu);
+    bank_disk_stored_fn fn = d->on_stored;
+    void *ctx = d->on_stored_ctx;
+    pthread_mutex_unlock(&d->mu);
+    if (fn) fn(ctx, hk, kind);
+}
+
+void bank_disk_set_listener(struct bank_disk *d, bank_disk_stored_fn fn, void *ctx)
+{
+    if (!d) return;
+    pthread_mutex_lock(&d->mu);
+    d->on_stored = fn;
+    d->on_stored_ctx = ctx;
+    pthread_mutex_unlock(&d->mu);
+}
+
 static void write_one(struct bank_disk *d, struct pending *p)
 {
     char hk[65];
@@ -94,6 +113,7 @@ static void write_one(struct bank_disk *d, struct pending *p)
         index_touch(d, hk, false, &have);
         pthread_mutex_unlock(&d->db_mu);
         disk_count(d, have ? &d->st.already_stored : &d->st.skipped_base_gone, 1);
+        if (have) stored(d, hk, p->kind);
         return;
     }
     int64_t b;
@@ -108,6 +128,7 @@ static void write_one(struct bank_disk *d, struct pending *p)
         index_touch(d, hk, false, NULL);
         pthread_mutex_unlock(&d->db_mu);
         disk_count(d, &d->st.already_stored, 1);
+        stored(d, hk, p->kind);
         return;
     }
     if (p->from > 0 && b == 0) { /* the base it copied past is gone: it has no rows before */
@@ -217,8 +238,10 @@ static void write_one(struct bank_disk *d, struct pending *p)
     d->inflight[0] = 0;
     memset(d->inflight_base, 0, 32);
     pthread_mutex_unlock(&d->mu);
+    bool have = ok && index_row_get(d, hk, &par);
     pthread_mutex_unlock(&d->db_mu);
     hs_free(path);
+    if (have) stored(d, hk, p->kind);
 }
 
 /* Lower this thread's CPU and I/O priority (invariant 9). Linux: nice is per thread

@@ -110,6 +110,9 @@ struct cli_bank_args {
     const char *dir;        /* --bank-dir; NULL: bank_disk_default_dir() */
     int64_t disk;           /* --bank-disk bytes; 0: not given */
     bool no_disk;           /* --no-bank-disk */
+    const char *remote;     /* --bank-remote URL; NULL: no remote tier */
+    const char *remote_prefix; /* --bank-remote-prefix; NULL: "headstart" */
+    int remote_timeout_ms;  /* --bank-remote-timeout; 0: 1000 */
 };
 extern const struct cli_opt cli_bank_opts[];
 void cli_bank_args_default(struct cli_bank_args *b);

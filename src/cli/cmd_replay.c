@@ -138,6 +138,16 @@ int cmd_replay(int argc, char **argv)
     bo.head_anchor = !a.bank.no_head_anchor;
     struct session_opts so = a.so;
     if (!model_path || !req_path) { fprintf(stderr, "headstart replay: -m MODEL and --requests FILE are required (see --help)\n"); return 2; }
+    if (a.bank.remote && (!use_bank || !use_disk)) {
+        fprintf(stderr, "headstart replay: --bank-remote needs the disk tier (the remote tier holds copies of what it stores)\n");
+        return 2;
+    }
+    struct hs_err uerr;
+    hs_err_clear(&uerr);
+    if (a.bank.remote && bank_remote_url_check(a.bank.remote, &uerr) != HS_OK) {
+        fprintf(stderr, "headstart replay: %s\n", uerr.msg);
+        return 2;
+    }
     bo.ram_budget = a.bank.ram >= 0 ? (uint64_t)a.bank.ram : sys_mem_total_bytes() / 4;
 
     struct hs_err err;
@@ -170,6 +180,16 @@ int cmd_replay(int argc, char **argv)
                 (long long)bo.min_head, (long long)bo.grid, bo.snap_cap);
     }
     if (bank && use_disk) so.disk = open_disk(bank_dir, disk_cap, e, m);
+    if (so.disk && a.bank.remote) {
+        struct bank_remote_opts ro;
+        bank_remote_opts_default(&ro);
+        ro.url = a.bank.remote;
+        if (a.bank.remote_prefix) ro.prefix = a.bank.remote_prefix;
+        if (a.bank.remote_timeout_ms > 0) ro.timeout_ms = (uint32_t)a.bank.remote_timeout_ms;
+        so.remote = bank_remote_open(&ro, so.disk, &err);
+        if (!so.remote) fprintf(stderr, "headstart replay: remote tier off: %s\n", err.msg);
+        hs_err_clear(&err);
+    }
     int rc = 0;
     int64_t line_no = 0;
     struct strbuf sb;
@@ -219,8 +239,11 @@ int cmd_replay(int argc, char **argv)
     struct bank_disk_stats dst;
     bool had_disk = so.disk != NULL;
     if (so.disk) {
-        /* drain the queue first, so the stats count every write this run made */
+        /* drain the queues first, so the stats count every write this run made */
         bank_disk_flush(so.disk);
+        bank_remote_flush(so.remote);
+        bank_remote_close(so.remote);
+        so.remote = NULL;
         bank_disk_stats_get(so.disk, &dst);
         bank_disk_close(so.disk);
         so.disk = NULL;

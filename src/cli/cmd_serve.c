@@ -166,6 +166,9 @@ int cmd_serve(int argc, char **argv)
         if (a.bank.dir) o->bank_dir = a.bank.dir;
         if (a.bank.disk > 0) o->bank_disk = a.bank.disk;
         o->no_bank_disk = a.bank.no_disk;
+        o->bank_remote = a.bank.remote;
+        o->bank_remote_prefix = a.bank.remote_prefix;
+        o->bank_remote_timeout_ms = a.bank.remote_timeout_ms;
         o->allow_hosts = a.allow.len ? a.allow.buf : NULL;
         o->cors_origins = a.cors.len ? a.cors.buf : NULL;
         if (o->log_json) hs_log_set_format(HS_LOG_FORMAT_JSON);

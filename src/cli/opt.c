@@ -216,8 +216,16 @@ const struct cli_opt cli_bank_opts[] = {
       .help = "caps the disk tier (e.g. 20G)", .def = "20% of the free space there, at most 64G" },
     { .kind = CLI_OPT_FLAG, .name = "--no-bank-disk", .off = BANK_OFF(no_disk),
       .help = "keep the bank in RAM only" },
+    { .kind = CLI_OPT_STR, .name = "--bank-remote", .arg = "URL", .off = BANK_OFF(remote),
+      .help = "a remote tier behind the disk tier, shared by replicas: redis://[[user]:password@]host[:port][/db]"
+              " or unix:///path/redis.sock[?db=N] (Redis 7 or Valkey)" },
+    { .kind = CLI_OPT_STR, .name = "--bank-remote-prefix", .arg = "NAME", .off = BANK_OFF(remote_prefix),
+      .help = "the remote tier's key namespace", .def = "headstart" },
+    { .kind = CLI_OPT_INT, .name = "--bank-remote-timeout", .arg = "MS", .off = BANK_OFF(remote_timeout_ms),
+      .min = 10, .max = 600000, .help = "limit on every Redis call; a slower one takes the tier down until a retry",
+      .def = "1000" },
     { .kind = CLI_OPT_FLAG, .name = "--no-bank", .off = BANK_OFF(no_bank),
-      .help = "no bank at all (both tiers off): every prompt computed" },
+      .help = "no bank at all (every tier off): every prompt computed" },
     { 0 },
 };
 

@@ -285,6 +285,7 @@ static enum sched_admit batch_admit(void *ctx, struct job *j, int running)
         struct session_opts so = {
             .max_tokens = max_tokens_for(srv, j),
             .disk = srv->disk,
+            .remote = srv->remote,
             .n_ctx = srv->n_ctx,
             .ignore_eos = j->req.ignore_eos,
         };

@@ -1075,6 +1075,31 @@ void server_opts_default(struct server_opts *o)
     o->max_tokens_default = SERVER_DEFAULT_MAX_TOKENS;
 }
 
+/* The remote tier behind the disk tier (only with one: it copies what disk stores). An
+ * unreachable Redis is no reason not to start: the tier retries by itself. */
+static void remote_start(struct server *srv, char *desc, size_t desc_len)
+{
+    const struct server_opts *o = &srv->opts;
+    struct bank_remote_opts ro;
+    bank_remote_opts_default(&ro);
+    ro.url = o->bank_remote;
+    if (o->bank_remote_prefix) ro.prefix = o->bank_remote_prefix;
+    if (o->bank_remote_timeout_ms > 0) ro.timeout_ms = (uint32_t)o->bank_remote_timeout_ms;
+    struct hs_err err;
+    hs_err_clear(&err);
+    srv->remote = bank_remote_open(&ro, srv->disk, &err);
+    if (!srv->remote) { /* only a malformed URL: refused before this point */
+        log_warn("serve: the bank's remote tier is off: %s", err.msg);
+        return;
+    }
+    srv->metrics.remote_live = srv->remote;
+    struct bank_remote_stats st;
+    bank_remote_stats_get(srv->remote, &st);
+    size_t n = strlen(desc);
+    snprintf(desc + n, desc_len - n, ", remote %s (%s%s)", st.url, st.prefix,
+             st.up ? "" : ", unreachable: retrying");
+}
+
 /* The session bank (RAM) and its disk tier, owned by the engine thread from here on. A disk
  * tier that cannot be opened is only turned off (warned). Describes both in `desc` for the
  * start line. */
@@ -1120,6 +1145,7 @@ static void bank_start(struct server *srv, char *desc, size_t desc_len)
         srv->metrics.disk_live = srv->disk;
         snprintf(desc, desc_len, "bank %s RAM%s, disk %s (cap %s)", ram, bo.head_anchor ? "" : " (no head anchor)",
                  dir, hs_format_size(dopts.cap_bytes, cap, sizeof(cap)));
+        if (o->bank_remote) remote_start(srv, desc, desc_len);
     }
     hs_free(dir);
 }
@@ -1218,6 +1244,12 @@ int server_run(const struct server_opts *o)
                    srv->opts.host);
         goto out;
     }
+    if (o->bank_remote && (o->no_bank || o->no_bank_disk)) {
+        hs_err_set(&err, HS_ERR_INVALID, "--bank-remote needs the disk tier (the remote tier holds copies of what it "
+                   "stores): drop %s", o->no_bank ? "--no-bank" : "--no-bank-disk");
+        goto out;
+    }
+    if (o->bank_remote && bank_remote_url_check(o->bank_remote, &err) != HS_OK) goto out;
     if (model_load(o->model_path, &srv->model, &err) || model_text_load(srv->model, &srv->text, &err)) goto out;
     for (int32_t id = 0; id < tokenizer_n_vocab(srv->text.tok); id++) {
         size_t len = 0;
@@ -1282,6 +1314,8 @@ out:
     log_debug("serve: engine stopped in %.3f s, http in %.3f s", t1 - t0, sys_time_sec() - t1);
     if (srv->disk) {
         bank_disk_flush(srv->disk); /* every queued write reaches the disk before exit */
+        bank_remote_flush(srv->remote); /* and Redis, while it answers */
+        bank_remote_close(srv->remote);
         bank_disk_close(srv->disk);
     }
     bank_free(srv->bank);

@@ -187,6 +187,11 @@ void metrics_write(struct metrics *m, const char *const *route_names, int n_rout
     if (m->have_bank) bank_stats_metrics(&m->bank, out);
     if (m->have_disk && m->disk_live) bank_disk_stats_get(m->disk_live, &m->disk); /* the state now */
     if (m->have_disk) bank_disk_stats_metrics(&m->disk, out);
+    if (m->remote_live) {
+        struct bank_remote_stats rs;
+        bank_remote_stats_get(m->remote_live, &rs);
+        bank_remote_stats_metrics(&rs, out);
+    }
     pthread_mutex_unlock(&m->mu);
 }
 

@@ -57,6 +57,9 @@ struct server_opts {
     int64_t bank_disk;            /* the disk tier's cap in bytes; 0: 20% of the free space
                                      there, at most 64 GiB */
     bool no_bank_disk;            /* --no-bank-disk: RAM only */
+    const char *bank_remote;      /* --bank-remote URL: the remote tier (Redis); NULL none */
+    const char *bank_remote_prefix; /* --bank-remote-prefix: key namespace; NULL "headstart" */
+    int bank_remote_timeout_ms;   /* --bank-remote-timeout: every Redis call; 0 = 1000 */
     double keepalive_s;           /* --keepalive: a stream quiet this long during a prefill
                                      gets a keep-alive; default 1.0 */
     /* Connections (http.c's "connection guard"): */
@@ -163,6 +166,10 @@ struct session_opts {
                                       engine has its persistent fingerprint (the model
                                       identity, engine.h), else skipped (bank_off). Both
                                       tiers are skipped while model_files_check fails */
+    struct bank_remote *remote;    /* the remote tier (Redis); NULL = none. Asked after RAM
+                                      and disk, for a deeper point only; fed by the disk
+                                      tier's writer, so it needs the persistent fingerprint
+                                      as disk does */
     int64_t n_ctx;                 /* > 0: the context: a prompt of n_ctx tokens or more is
                                       API_ERR_CONTEXT, output is cut at n_ctx - prompt */
     bool ignore_eos;               /* stop ids do not end generation (to max_tokens) */
@@ -208,6 +215,7 @@ struct session_report {
     double ttft_ms;                /* from the start of the prompt step (render, tokenize
                                       included) to the first token */
     double total_ms;
+    int64_t remote_discarded;      /* remote values that failed verification in this lookup */
     int64_t disk_discarded;        /* disk entries that failed verification in this lookup
                                       (deleted by the tier; the request went on cold or from
                                       a shallower point) */

@@ -185,6 +185,7 @@ struct metrics {
     struct bank_disk_stats disk;
     struct bank_disk *disk_live; /* borrowed: metrics_write reads its stats at each scrape
                                   * (its writer thread changes them between jobs) */
+    struct bank_remote *remote_live; /* borrowed, the same for the remote tier; NULL none */
 };
 
 void metrics_request(struct metrics *m, int route, int status);
@@ -279,6 +280,7 @@ struct server {
     struct model_text text;
     struct bank *bank;            /* NULL: --no-bank (everything computed); engine thread only */
     struct bank_disk *disk;       /* the bank's disk tier; NULL: none */
+    struct bank_remote *remote;   /* its remote tier behind disk; NULL: none */
     int64_t n_ctx;
     const char *model_name;
     int64_t t_start;              /* unix seconds at start ("created" of /v1/models) */

@@ -7,8 +7,9 @@
  *
  *   session_new       prompt:   request ─▶ render (+ a forced call's start) ─▶ ids
  *                               ─▶ head / last user turn / generation prompt ─▶ limits
- *   session_restore   restore:  model files checked ─▶ bank_restore (RAM, then disk for a
- *                               deeper point; a disk hit is promoted) ─▶ seq_restore_parts
+ *   session_restore   restore:  model files checked ─▶ bank_restore (RAM, then disk, then
+ *                               remote for a deeper point; a hit is promoted) ─▶
+ *                               seq_restore_parts
  *   session_prefill   prefill:  (first call) bank_plan ─▶ engine_forward(ids[at, at + k))
  *                               with captures at planned positions; the last chunk gives
  *                               the first logits
@@ -25,7 +26,7 @@
  *      sequence; nothing of the bank stays pinned after the restore step.
  *   2. Everything restored was made under this engine's fingerprint (the key space): the
  *      process fingerprint for the RAM bank, the persistent one (the model identity,
- *      engine.h) for the disk tier, which is skipped while the engine has none (the
+ *      engine.h) for the disk and remote tiers, skipped while the engine has none (the
  *      server is still hashing the model: report bank_off model_identity_unknown).
  *   2a. Before the restore and again before the store, model_files_check: a model file
  *      changed in place since load means the weights computing now are not the ones the
@@ -38,8 +39,8 @@
  *      (the last sampled token is fed once more without logits), so the END snapshot and
  *      the KV rows describe exactly the stored path. The engine calls are the same
  *      whether a token's text is handed on before or after the next step.
- *   5. The disk tier is consulted only for a point deeper than RAM's and only with a RAM
- *      bank (bank_restore's invariants).
+ *   5. The disk tier is consulted only for a point deeper than RAM's, the remote tier only
+ *      for one deeper than both, and only with a RAM bank (bank_restore's invariants).
  *   6. A cancel stops within one generated token or one prefill chunk; a cancel before
  *      the prefill completed leaves the bank untouched, one during generation banks the
  *      prompt and what was generated (the path is as valid as a finished one). The report
@@ -81,6 +82,7 @@ struct session {
     const struct model_text *mt;
     struct bank *bank;            /* NULL: no bank, or turned off (bank_off) */
     struct bank_disk *disk;       /* NULL: no disk tier for this request */
+    struct bank_remote *remote;   /* NULL: no remote tier for this request */
     struct session_opts o;
     enum session_state state;
     bool prefill_began;           /* the prefill step ran at least once */
@@ -208,6 +210,7 @@ static struct session *session_alloc(struct engine *e, const struct model_text *
     s->mt = mt;
     s->bank = bank;
     s->disk = o->disk;
+    s->remote = o->remote;
     s->o = *o;
     s->stop_hit = CHAT_STOP_NONE;
     strbuf_init(&s->forced);
@@ -308,23 +311,26 @@ int session_restore(struct session *s, struct hs_err *err)
     if (s->bank && model_files_check(engine_model(s->e), &ferr) != HS_OK) {
         s->bank = NULL;
         s->disk = NULL;
+        s->remote = NULL;
         r->bank_off = SESSION_BANK_OFF_MODEL_CHANGED;
     }
-    if (!s->bank) s->disk = NULL;
-    if (s->disk && !engine_fingerprint_persistent(s->e, &s->keys.disk_fp)) {
+    if (!s->bank) s->disk = NULL, s->remote = NULL;
+    if ((s->disk || s->remote) && !engine_fingerprint_persistent(s->e, &s->keys.disk_fp)) {
         s->disk = NULL;
+        s->remote = NULL;
         r->bank_off = SESSION_BANK_OFF_IDENTITY_UNKNOWN;
     }
     s->t_pre = sys_time_sec();
     int rc = HS_OK;
     if (s->bank) {
         struct bank_restored br;
-        rc = bank_restore(s->bank, s->disk, &s->keys, s->ids.v, s->n, &br, err);
+        rc = bank_restore(s->bank, s->disk, s->remote, &s->keys, s->ids.v, s->n, &br, err);
         if (rc == HS_OK) {
             r->bank_used = true;
             r->match_len = br.match_len;
             r->restore_reason = br.reason;
             r->disk_discarded = br.disk_discarded;
+            r->remote_discarded = br.remote_discarded;
             if (br.pos > 0) rc = seq_restore_parts(s->sq, br.pos, br.kv, br.snapshot, err);
             if (rc == HS_OK && br.pos > 0) {
                 s->at = br.pos;
@@ -781,6 +787,7 @@ void session_report_json(const struct session_report *r, struct strbuf *out)
     jsonw_key(&w, "ttft_ms"); jsonw_double(&w, r->ttft_ms);
     jsonw_key(&w, "total_ms"); jsonw_double(&w, r->total_ms);
     jsonw_key(&w, "disk_discarded"); jsonw_int(&w, r->disk_discarded);
+    jsonw_key(&w, "remote_discarded"); jsonw_int(&w, r->remote_discarded);
     jsonw_key(&w, "disk_puts"); jsonw_int(&w, r->n_disk_puts);
     jsonw_obj_end(&w);
 }

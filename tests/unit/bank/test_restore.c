@@ -34,7 +34,7 @@ static void rt_restore(struct bank *b, struct bank_disk *d, const int32_t *ids, 
 {
     struct hs_err err;
     hs_err_clear(&err);
-    cr_assert_eq(bank_restore(b, d, &rt_keys, ids, n, r, &err), HS_OK, "%s", err.msg);
+    cr_assert_eq(bank_restore(b, d, NULL, &rt_keys, ids, n, r, &err), HS_OK, "%s", err.msg);
     bt_check(b); /* a disk hit was promoted: an insert */
     cr_assert_eq(r->pos, want_pos, "pos %lld, want %lld", (long long)r->pos, (long long)want_pos);
     cr_assert_eq(r->source, want_src, "source %s", bank_source_name(r->source));
