@@ -435,16 +435,17 @@ static enum fetch get_manifest(struct bank_remote *r, const uint8_t key[32], con
     redisReply *rep = call(r, &r->lk, "GET manifest", 2, argv, lens);
     if (!rep) return FT_DOWN;
     enum fetch res = FT_OK;
+    memset(m, 0, sizeof *m);
+    bool ok = rep->type == REDIS_REPLY_STRING && manifest_decode((const uint8_t *)rep->str, rep->len, m);
     if (reply_error(r, rep, "GET manifest")) res = FT_DOWN;
     else if (rep->type == REDIS_REPLY_NIL) res = FT_EVICTED;
-    else if (rep->type != REDIS_REPLY_STRING || !manifest_decode((const uint8_t *)rep->str, rep->len, m) ||
-             memcmp(m->key, exp->key, 32) != 0 || m->fp != exp->fp || m->pos != exp->pos ||
-             m->row != exp->row || m->snap != exp->snap) {
-        manifest_free(m);
+    else if (ok && (m->row != exp->row || m->snap != exp->snap)) res = FT_EVICTED; /* not this chain's sizes */
+    else if (!ok || memcmp(m->key, exp->key, 32) != 0 || m->fp != exp->fp || m->pos != exp->pos) {
         count(r, &r->st.bad_manifest, 1);
         log_warn("bank remote: manifest %s does not decode or names another entry; deleted", name);
         res = FT_BAD;
     }
+    if (res != FT_OK) manifest_free(m);
     freeReplyObject(rep);
     if (res == FT_BAD) delete_key(r, name);
     return res;
@@ -603,11 +604,14 @@ void bank_remote_lookup(struct bank_remote *r, uint64_t fp, size_t kv_row_bytes,
             const redisReply *e = rep->element[i];
             if (e->type == REDIS_REPLY_NIL) continue;
             struct manifest m;
-            if (e->type != REDIS_REPLY_STRING || !manifest_decode((const uint8_t *)e->str, e->len, &m) ||
-                memcmp(m.key, keys[top - i], 32) != 0 || m.fp != fp || (int64_t)m.pos != pos[top - i] ||
-                m.row != kv_row_bytes || m.snap != snapshot_bytes) {
-                /* a manifest under the key of this exact prefix naming anything else is
-                 * corrupt (the key space includes fp; row sizes follow from fp) */
+            bool ok = e->type == REDIS_REPLY_STRING && manifest_decode((const uint8_t *)e->str, e->len, &m);
+            if (ok && (m.row != kv_row_bytes || m.snap != snapshot_bytes)) {
+                manifest_free(&m); /* other state sizes: not this lookup's (as disk's index) */
+                continue;
+            }
+            if (!ok || memcmp(m.key, keys[top - i], 32) != 0 || m.fp != fp || (int64_t)m.pos != pos[top - i]) {
+                /* a manifest under the key of this exact prefix naming another prefix is
+                 * corrupt (the key is SHA-256 of fp and the ids) */
                 manifest_free(&m);
                 count(r, &r->st.bad_manifest, 1);
                 log_warn("bank remote: manifest %s does not decode or names another entry; deleted", names[i]);
