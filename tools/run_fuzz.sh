@@ -41,10 +41,12 @@ done
 
 # Sources a harness needs beyond base/sys/format (compiled for it alone, every run).
 # request: the jinja and api modules and the template embedded at build time (`make fuzz`
-# generates $build/gen/chat_template.c first). blob: the bank's pure blob format.
+# generates $build/gen/chat_template.c first). blob: the bank's pure blob format; manifest: the
+# remote tier's manifest and URL (it needs blob.c's size rules).
 extra_srcs() {
     case $1 in
         blob) echo src/bank/blob.c ;;
+        manifest) echo src/bank/blob.c src/bank/remote_fmt.c ;;
         parse) echo src/api/parse.c ;;
         request) echo src/jinja/*.c src/api/*.c "$build/gen/chat_template.c" ;;
         tokenizer) echo src/tokenizer/*.c ;;
@@ -52,7 +54,7 @@ extra_srcs() {
 }
 extra_libs() {
     case $1 in
-        blob) echo -lxxhash -lcrypto ;;
+        blob|manifest) echo -lxxhash -lcrypto ;;
         tokenizer) echo -lpcre2-8 -lutf8proc ;;
     esac
 }
