@@ -5,8 +5,9 @@
 # tests/golden/data/bank/head.json. Every answer's first logits (the request log's
 # first_logits_sha256) must equal the same request's on a --no-bank server: 0 wrong
 # restores; every request must answer 200: 0 failed requests.
-#   1. A computes session 1 and uploads its entries; B (another dir) restores the head for
-#      session 2 from Redis (cached >= the head, cache_source remote); /metrics of both.
+#   1. A computes session 1 and uploads its entries (unix socket); B (another dir, loopback
+#      TCP) restores the head for session 2 from Redis (cached >= the head, cache_source
+#      remote); /metrics of both.
 #   2. Both restart: B on its own dir restores from disk; a replica on a fresh dir restores
 #      from Redis again.
 #   3. Faults: Redis absent at start (the server starts, says so once, serves, and comes up
@@ -16,6 +17,8 @@
 #      noeviction: uploads get OOM, counted, nothing fails); values altered (a chunk's
 #      bytes, a chunk cut short, a manifest byte, a chunk deleted as if evicted): each is
 #      found (discarded or evicted counted), never restored, and the answer is exact.
+#   4. AUTH: the right password in the URL works and is never printed; a wrong one leaves
+#      the tier down (counted) and the replica serving.
 # Ends with "RESULT: N passed, N failed".
 set -u
 py=/usr/bin/python3
@@ -23,9 +26,10 @@ py=/usr/bin/python3
 e2e_setup remote curl redis-server redis-cli
 
 sock=$tmp/r.sock
+rport=$($py -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 redis_pid=
 redis_start() {
-    redis-server --port 0 --unixsocket "$sock" --unixsocketperm 700 --save '' --appendonly no \
+    redis-server --port "$rport" --bind 127.0.0.1 --unixsocket "$sock" --unixsocketperm 700 --save '' --appendonly no \
         --enable-debug-command yes --dir "$tmp" --daemonize no >>"$tmp/redis.log" 2>&1 &
     redis_pid=$!
     e2e_i=0
@@ -33,7 +37,7 @@ redis_start() {
     redis-cli -s "$sock" ping >/dev/null 2>&1
 }
 redis_stop() {
-    redis-cli -s "$sock" shutdown nosave >/dev/null 2>&1
+    redis-cli -s "$sock" shutdown nosave >/dev/null 2>&1 || redis-cli -s "$sock" -a 's3c@ret' --no-auth-warning shutdown nosave >/dev/null 2>&1
     [ -n "$redis_pid" ] && wait "$redis_pid" 2>/dev/null
     redis_pid=
 }
@@ -133,7 +137,8 @@ up=$(metric $a_port headstart_bank_remote_uploads_total)
 [ "$up" -ge 2 ] && pass "A uploaded $up entries" || fail "A uploaded $up entries"
 n_m=$(rcli --scan --pattern 'headstart:hsb2:m:*' | wc -l)
 [ "$n_m" -ge 2 ] && pass "Redis holds $n_m manifests" || fail "Redis holds $n_m manifests"
-e2e_start "$tmp/b.log" --bank-dir "$tmp/db" --bank-remote "$url" --log-format json
+# B reaches the same Redis over loopback TCP
+e2e_start "$tmp/b.log" --bank-dir "$tmp/db" --bank-remote "redis://127.0.0.1:$rport/0" --log-format json
 b_pid=$pid b_port=$port
 ask $b_port "$tmp/b.log" 2 "B" remote
 [ "$(metric $b_port headstart_bank_remote_hits_total)" = 1 ] && pass "B: remote hits 1" || fail "B: remote hits $(metric $b_port headstart_bank_remote_hits_total)"
@@ -248,6 +253,22 @@ corrupt_case() {
     e2e_stop $pid 10
 }
 for c in chunk-bytes chunk-short manifest-byte chunk-evicted; do corrupt_case $c; done
+
+# ---- 4. a password (AUTH): right, and wrong (the replica serves, the tier stays down) ----
+rcli flushall >/dev/null
+rcli config set requirepass 's3c@ret' >/dev/null
+e2e_start "$tmp/p.log" --bank-dir "$tmp/dp" --bank-remote "redis://:s3c@ret@127.0.0.1:$rport" --log-format json
+ask $port "$tmp/p.log" 1 "with the password: upload" >/dev/null
+settle $port
+[ "$(metric $port headstart_bank_remote_uploads_total)" -ge 1 ] && pass "password: uploads" || fail "password: no uploads"
+grep -q 's3c@ret' "$tmp/p.log" && fail "password: printed in the log" || pass "password: never printed"
+e2e_stop $pid 10
+e2e_start "$tmp/q.log" --bank-dir "$tmp/dq" --bank-remote "redis://:wrong@127.0.0.1:$rport" --log-format json
+ask $port "$tmp/q.log" 2 "a wrong password"
+[ "$(metric $port headstart_bank_remote_up)" = 0 ] && [ "$(metric $port 'headstart_bank_remote_errors_total{reason="reply"}')" -ge 1 ] \
+    && pass "wrong password: down, counted" || fail "wrong password: $(curl -s http://127.0.0.1:$port/metrics | grep remote_)"
+e2e_stop $pid 10
+rcli -a 's3c@ret' --no-auth-warning config set requirepass '' >/dev/null
 
 e2e_stop $e_pid 10
 [ $wrong = 0 ] && pass "0 wrong restores" || fail "$wrong wrong restores"
