@@ -13,8 +13,9 @@
  * set (PREFIX:hsb2:p:<fp>) holds the positions stored, so a lookup knows which prefix keys
  * of its prompt to ask for without scanning.
  *
- *   lookup: ZREVRANGEBYSCORE positions (min_pos, min(n-1, max_pos)] ─▶ prefix keys of the
- *           prompt at those positions ─▶ MGET manifests, deepest first ─▶ for the first
+ *   lookup: ZREVRANGEBYSCORE positions (min_pos, min(n-1, max_pos)], pages of 256 deepest
+ *           first (at most 16) ─▶ prefix keys of the prompt at those positions ─▶ MGET
+ *           manifests (64 a call), deepest first ─▶ for the first
  *           that decodes and names the asked identity: fetch its chain (chunks by MGET,
  *           each checked against its id, the blob checked as the disk tier checks a
  *           file, the parent's manifest next) ─▶ a verified hit, or the next candidate
@@ -64,8 +65,9 @@
 #include <string.h>
 #include <time.h>
 
-#define CANDIDATES_MAX 256        /* positions asked per lookup */
-#define MGET_MANIFESTS 32         /* manifests per MGET */
+#define POS_PAGE 256              /* positions asked per ZREVRANGEBYSCORE */
+#define POS_PAGES_MAX 16          /* pages per lookup: the 4096 deepest positions stored */
+#define MGET_MANIFESTS 64         /* manifests per MGET */
 #define FETCH_GROUP_BYTES (64u << 20) /* chunk bytes per MGET */
 #define UPLOAD_PIPELINE 8         /* chunk SETs in flight */
 #define CHAIN_MAX 4096            /* blobs in one chain (a guard against a cycle) */
@@ -523,22 +525,27 @@ static int i64_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Positions stored for fp in (lo, hi], ascending and unique; NULL on a failure. */
-static int64_t *positions(struct bank_remote *r, uint64_t fp, int64_t lo, int64_t hi, int *n_out)
+/* Page `page` of the positions stored for fp in (lo, hi], deepest first, returned
+ * ascending and unique; *more: Redis may hold further pages. NULL when none or a failure. */
+static int64_t *positions(struct bank_remote *r, uint64_t fp, int64_t lo, int64_t hi, int page, int *n_out,
+                          bool *more)
 {
     *n_out = 0;
-    char name[160], smax[32], smin[32], cnt[16];
+    *more = false;
+    char name[160], smax[32], smin[32], off[16], cnt[16];
     remote_key_positions(r->prefix, fp, name, sizeof name);
     snprintf(smax, sizeof smax, "%" PRId64, hi);
     snprintf(smin, sizeof smin, "(%" PRId64, lo);
-    snprintf(cnt, sizeof cnt, "%d", CANDIDATES_MAX);
-    const char *argv[7] = { "ZREVRANGEBYSCORE", name, smax, smin, "LIMIT", "0", cnt };
+    snprintf(off, sizeof off, "%d", page * POS_PAGE);
+    snprintf(cnt, sizeof cnt, "%d", POS_PAGE);
+    const char *argv[7] = { "ZREVRANGEBYSCORE", name, smax, smin, "LIMIT", off, cnt };
     size_t lens[7];
     for (int i = 0; i < 7; i++) lens[i] = strlen(argv[i]);
     redisReply *rep = call(r, &r->lk, "ZREVRANGEBYSCORE", 7, argv, lens);
     if (!rep) return NULL;
     int64_t *v = NULL;
     if (!reply_error(r, rep, "ZREVRANGEBYSCORE") && rep->type == REDIS_REPLY_ARRAY && rep->elements) {
+        *more = rep->elements == POS_PAGE;
         v = hs_malloc(rep->elements * sizeof *v);
         int n = 0;
         for (size_t i = 0; i < rep->elements; i++) {
@@ -562,6 +569,58 @@ static int64_t *positions(struct bank_remote *r, uint64_t fp, int64_t lo, int64_
     return v;
 }
 
+/* MGET the manifests of candidates top, top-1, ... (k of them) and restore the first whose
+ * chain verifies; true with hit filled. *down when Redis failed. */
+static bool try_manifests(struct bank_remote *r, uint64_t fp, size_t kv_row_bytes, size_t snapshot_bytes,
+                          const int32_t *ids, const int64_t *pos, uint8_t (*keys)[32], int top, int k,
+                          struct bank_disk_hit *hit, bool *down)
+{
+    char names[MGET_MANIFESTS][160];
+    const char *argv[MGET_MANIFESTS + 1];
+    size_t lens[MGET_MANIFESTS + 1];
+    argv[0] = "MGET";
+    lens[0] = 4;
+    for (int i = 0; i < k; i++) {
+        remote_key_manifest(r->prefix, keys[top - i], names[i], sizeof names[i]);
+        argv[1 + i] = names[i];
+        lens[1 + i] = strlen(names[i]);
+    }
+    redisReply *rep = call(r, &r->lk, "MGET manifests", k + 1, argv, lens);
+    if (!rep) { *down = true; return false; }
+    bool found = false;
+    if (reply_error(r, rep, "MGET manifests") || rep->type != REDIS_REPLY_ARRAY || rep->elements != (size_t)k) {
+        freeReplyObject(rep);
+        *down = true;
+        return false;
+    }
+    for (int i = 0; i < k && !found && !*down; i++) {
+        const redisReply *e = rep->element[i];
+        if (e->type == REDIS_REPLY_NIL) continue;
+        struct manifest m;
+        bool ok = e->type == REDIS_REPLY_STRING && manifest_decode((const uint8_t *)e->str, e->len, &m);
+        if (ok && (m.row != kv_row_bytes || m.snap != snapshot_bytes)) {
+            manifest_free(&m); /* other state sizes: not this lookup's (as disk's index) */
+            continue;
+        }
+        if (!ok || memcmp(m.key, keys[top - i], 32) != 0 || m.fp != fp || (int64_t)m.pos != pos[top - i]) {
+            /* a manifest under the key of this exact prefix naming another prefix is
+             * corrupt (the key is SHA-256 of fp and the ids) */
+            manifest_free(&m);
+            count(r, &r->st.bad_manifest, 1);
+            log_warn("bank remote: manifest %s does not decode or names another entry; deleted", names[i]);
+            delete_key(r, names[i]);
+            continue;
+        }
+        enum fetch f = fetch_chain(r, &m, ids, hit);
+        manifest_free(&m);
+        if (f == FT_OK) found = true;
+        else if (f == FT_EVICTED) count(r, &r->st.evicted, 1);
+        else if (f == FT_DOWN) *down = true;
+    }
+    freeReplyObject(rep);
+    return found;
+}
+
 void bank_remote_lookup(struct bank_remote *r, uint64_t fp, size_t kv_row_bytes,
                         size_t snapshot_bytes, const int32_t *ids, int64_t n, int64_t min_pos,
                         int64_t max_pos, struct bank_disk_hit *hit)
@@ -572,63 +631,26 @@ void bank_remote_lookup(struct bank_remote *r, uint64_t fp, size_t kv_row_bytes,
     if (hi <= min_pos || hi < 1) return;
     count(r, &r->st.lookups, 1);
     pthread_mutex_lock(&r->lk_mu);
-    int np = 0;
-    int64_t *pos = is_up(r) ? positions(r, fp, HS_MAX(min_pos, 0), hi, &np) : NULL;
-    uint8_t (*keys)[32] = np ? hs_malloc((size_t)np * 32) : NULL;
-    if (np) {
+    bool found = false, down = false, more = is_up(r);
+    for (int page = 0; page < POS_PAGES_MAX && more && !found && !down; page++) {
+        int np = 0;
+        int64_t *pos = positions(r, fp, HS_MAX(min_pos, 0), hi, page, &np, &more);
+        if (!np) { /* none, or a page of values that are not positions */
+            hs_free(pos);
+            continue;
+        }
+        uint8_t (*keys)[32] = hs_malloc((size_t)np * 32);
         struct blob_keys ks;
         blob_keys_init(&ks, fp, ids);
         for (int i = 0; i < np; i++) blob_keys_at(&ks, pos[i], keys[i]);
         blob_keys_free(&ks);
-    }
-    bool found = false, down = false;
-    for (int top = np - 1; top >= 0 && !found && !down; top -= MGET_MANIFESTS) {
-        int k = HS_MIN(MGET_MANIFESTS, top + 1);
-        char names[MGET_MANIFESTS][160];
-        const char *argv[MGET_MANIFESTS + 1];
-        size_t lens[MGET_MANIFESTS + 1];
-        argv[0] = "MGET";
-        lens[0] = 4;
-        for (int i = 0; i < k; i++) {
-            remote_key_manifest(r->prefix, keys[top - i], names[i], sizeof names[i]);
-            argv[1 + i] = names[i];
-            lens[1 + i] = strlen(names[i]);
-        }
-        redisReply *rep = call(r, &r->lk, "MGET manifests", k + 1, argv, lens);
-        if (!rep) { down = true; break; }
-        if (reply_error(r, rep, "MGET manifests") || rep->type != REDIS_REPLY_ARRAY || rep->elements != (size_t)k) {
-            freeReplyObject(rep);
-            break;
-        }
-        for (int i = 0; i < k && !found && !down; i++) {
-            const redisReply *e = rep->element[i];
-            if (e->type == REDIS_REPLY_NIL) continue;
-            struct manifest m;
-            bool ok = e->type == REDIS_REPLY_STRING && manifest_decode((const uint8_t *)e->str, e->len, &m);
-            if (ok && (m.row != kv_row_bytes || m.snap != snapshot_bytes)) {
-                manifest_free(&m); /* other state sizes: not this lookup's (as disk's index) */
-                continue;
-            }
-            if (!ok || memcmp(m.key, keys[top - i], 32) != 0 || m.fp != fp || (int64_t)m.pos != pos[top - i]) {
-                /* a manifest under the key of this exact prefix naming another prefix is
-                 * corrupt (the key is SHA-256 of fp and the ids) */
-                manifest_free(&m);
-                count(r, &r->st.bad_manifest, 1);
-                log_warn("bank remote: manifest %s does not decode or names another entry; deleted", names[i]);
-                delete_key(r, names[i]);
-                continue;
-            }
-            enum fetch f = fetch_chain(r, &m, ids, hit);
-            manifest_free(&m);
-            if (f == FT_OK) found = true;
-            else if (f == FT_EVICTED) count(r, &r->st.evicted, 1);
-            else if (f == FT_DOWN) down = true;
-        }
-        freeReplyObject(rep);
+        for (int top = np - 1; top >= 0 && !found && !down; top -= MGET_MANIFESTS)
+            found = try_manifests(r, fp, kv_row_bytes, snapshot_bytes, ids, pos, keys, top,
+                                  HS_MIN(MGET_MANIFESTS, top + 1), hit, &down);
+        hs_free(pos);
+        hs_free(keys);
     }
     pthread_mutex_unlock(&r->lk_mu);
-    hs_free(pos);
-    hs_free(keys);
     if (!found) count(r, &r->st.misses, 1);
 }
 

@@ -413,6 +413,9 @@ Test(remote, altered_values_are_never_restored)
     remote_key_positions("t", FP1, pos, sizeof pos);
     freeReplyObject(redisCommand(c, "ZADD %s 700 abc 650 -5 640 1e3 630 99999999999999999999", pos));
     cr_assert_eq(rlook(r, FP1, ids, 1024, 0, 1 << 20, NULL), 600);
+    /* more positions deeper than the entry than one page holds (other prompts' entries) */
+    for (int q = 601; q < 1024; q++) freeReplyObject(redisCommand(c, "ZADD %s %d %d", pos, q, q));
+    cr_assert_eq(rlook(r, FP1, ids, 1024, 0, 1 << 20, NULL), 600, "found past the first page of positions");
     bank_remote_close(r);
     redisFree(c);
 }
