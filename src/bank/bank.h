@@ -402,9 +402,10 @@ uint64_t bank_disk_cap_for(const char *dir, int64_t requested);
  * NULL when neither variable is set. Owned string. */
 char *bank_disk_default_dir(void);
 
-/* Called on the disk writer thread, with no lock held, each time an entry is stored or
- * found already stored (a put of a stored prefix): hexkey names it, kind is its kind. The
- * remote tier uses it to copy what the disk holds. Set it before the first put. */
+/* Called on the disk writer thread each time an entry is stored or found already stored (a
+ * put of a stored prefix): hexkey names it, kind is its kind. The remote tier uses it to
+ * copy what the disk holds; it must not call back into this disk tier's writer. Setting a
+ * new listener (NULL: none) waits for a call of the old one to return. */
 typedef void (*bank_disk_stored_fn)(void *ctx, const char *hexkey, enum bank_snap_kind kind);
 void bank_disk_set_listener(struct bank_disk *d, bank_disk_stored_fn fn, void *ctx);
 
@@ -447,7 +448,8 @@ void bank_remote_opts_default(struct bank_remote_opts *o);
  * uploaded in the background, head anchors first. */
 struct bank_remote *bank_remote_open(const struct bank_remote_opts *o, struct bank_disk *disk,
                                      struct hs_err *err);
-/* Upload what is pending (when Redis is up), stop the thread, close. */
+/* Upload what is pending (when Redis is up), stop the thread, close. Close it before the
+ * disk tier it copies (its upload thread reads that tier's files). */
 void bank_remote_close(struct bank_remote *r);
 /* Wait until no upload is pending or running (or the tier is down). */
 void bank_remote_flush(struct bank_remote *r);

@@ -552,6 +552,7 @@ struct bank_disk *bank_disk_open(const char *dir, const struct bank_disk_opts *o
     d->lock_path = sys_path_join(dir, "lock");
     pthread_mutex_init(&d->db_mu, NULL);
     pthread_mutex_init(&d->mu, NULL);
+    pthread_mutex_init(&d->listen_mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the retry waits on disk_mono_ms */
@@ -670,6 +671,7 @@ void bank_disk_close(struct bank_disk *d)
     disk_lock_release(d); /* after the index is closed: the next writer finds it quiet */
     pthread_mutex_destroy(&d->db_mu);
     pthread_mutex_destroy(&d->mu);
+    pthread_mutex_destroy(&d->listen_mu);
     pthread_cond_destroy(&d->cv_work);
     pthread_cond_destroy(&d->cv_idle);
     hs_free(d->q);

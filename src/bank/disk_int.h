@@ -66,8 +66,9 @@ struct bank_disk {
     _Atomic uint64_t total_bytes, n_entries;
     int64_t tick;
     struct bank_disk_stats st;
-    bank_disk_stored_fn on_stored; /* set before the first put; called by the writer */
-    void *on_stored_ctx;
+    bank_disk_stored_fn on_stored; /* called by the writer under listen_mu, so that */
+    void *on_stored_ctx;           /* bank_disk_set_listener(NULL) waits out a call */
+    pthread_mutex_t listen_mu;
 };
 
 /* One index row (the columns of ROW_COLS). */

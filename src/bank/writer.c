@@ -82,23 +82,22 @@ static void choose_base(struct bank_disk *d, const struct pending *p, int64_t *b
     sqlite3_finalize(s);
 }
 
-/* Tell the listener (the remote tier) that hk is stored; no lock held. */
+/* Tell the listener (the remote tier) that hk is stored; called with no other lock held. */
 static void stored(struct bank_disk *d, const char *hk, enum bank_snap_kind kind)
 {
-    pthread_mutex_lock(&d->mu);
-    bank_disk_stored_fn fn = d->on_stored;
-    void *ctx = d->on_stored_ctx;
-    pthread_mutex_unlock(&d->mu);
-    if (fn) fn(ctx, hk, kind);
+    pthread_mutex_lock(&d->listen_mu);
+    if (d->on_stored) d->on_stored(d->on_stored_ctx, hk, kind);
+    pthread_mutex_unlock(&d->listen_mu);
 }
 
+/* Under listen_mu: once this returns, no call of the old listener is running. */
 void bank_disk_set_listener(struct bank_disk *d, bank_disk_stored_fn fn, void *ctx)
 {
     if (!d) return;
-    pthread_mutex_lock(&d->mu);
+    pthread_mutex_lock(&d->listen_mu);
     d->on_stored = fn;
     d->on_stored_ctx = ctx;
-    pthread_mutex_unlock(&d->mu);
+    pthread_mutex_unlock(&d->listen_mu);
 }
 
 static void write_one(struct bank_disk *d, struct pending *p)
