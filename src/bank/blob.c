@@ -52,15 +52,17 @@ static const uint8_t k_zero_key[32];
 
 /* ---- keys --------------------------------------------------------------------------- */
 
-void blob_key_hex(const uint8_t *k, char *out)
+void blob_hex(const uint8_t *b, size_t n, char *out)
 {
     static const char digits[] = "0123456789abcdef";
-    for (int i = 0; i < 32; i++) {
-        out[2 * i] = digits[k[i] >> 4];
-        out[2 * i + 1] = digits[k[i] & 15];
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[b[i] >> 4];
+        out[2 * i + 1] = digits[b[i] & 15];
     }
-    out[64] = 0;
+    out[2 * n] = 0;
 }
+
+void blob_key_hex(const uint8_t *k, char *out) { blob_hex(k, 32, out); }
 
 bool blob_is_hex64(const char *s)
 {

@@ -45,6 +45,8 @@ static inline void put_u64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
 static inline uint32_t get_u32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 static inline uint64_t get_u64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 
+/* n bytes as 2n lower-case hex digits (and a NUL) */
+void blob_hex(const uint8_t *b, size_t n, char *out);
 /* keys as text: 64 lower-case hex digits */
 void blob_key_hex(const uint8_t *k, char *out);
 bool blob_is_hex64(const char *s);

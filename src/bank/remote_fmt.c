@@ -44,16 +44,6 @@
 #include <string.h>
 #include <xxhash.h>
 
-static void hex(const uint8_t *b, size_t n, char *out)
-{
-    static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[b[i] >> 4];
-        out[2 * i + 1] = digits[b[i] & 15];
-    }
-    out[2 * n] = 0;
-}
-
 void manifest_chunk_id(const void *bytes, size_t len, uint8_t out[MANIFEST_CHUNK_ID])
 {
     XXH128_hash_t h = XXH3_128bits(bytes, len);
@@ -138,14 +128,14 @@ void manifest_free(struct manifest *m)
 void remote_key_manifest(const char *prefix, const uint8_t key[32], char *out, size_t cap)
 {
     char h[65];
-    hex(key, 32, h);
+    blob_hex(key, 32, h);
     snprintf(out, cap, "%s:hsb2:m:%s", prefix, h);
 }
 
 void remote_key_chunk(const char *prefix, const uint8_t id[MANIFEST_CHUNK_ID], char *out, size_t cap)
 {
     char h[2 * MANIFEST_CHUNK_ID + 1];
-    hex(id, MANIFEST_CHUNK_ID, h);
+    blob_hex(id, MANIFEST_CHUNK_ID, h);
     snprintf(out, cap, "%s:hsb2:c:%s", prefix, h);
 }
 
