@@ -52,6 +52,7 @@
 #define SCAN_COUNT "1000"
 #define MGET_NAMES 128                  /* manifests per MGET */
 #define VERIFY_GROUP_BYTES (16u << 20)  /* chunk bytes per MGET in verify */
+#define VERIFY_BLOB_MAX (64ull << 30)   /* a blob verify holds in memory at once */
 #define NAME_CAP 160                    /* remote_key_* output (prefix <= 48) */
 #define CHAIN_GUARD 4096                /* blobs in one chain (a guard against a cycle) */
 
@@ -852,12 +853,21 @@ int bank_remote_verify(struct bank_remote *r, bool dry_run, struct bank_remote_v
             else if (v.e[x->parent].state != 1) { why = "it builds on a bad entry"; quiet = true; }
         }
         uint8_t *buf = NULL;
+        /* a manifest decodes with any sizes that agree with each other: a hostile one must
+         * not make the tool allocate without bound (bank_remote_open takes chunks up to
+         * 256 MiB) */
+        if (!why && (x->m.chunk_bytes > (256u << 20) || x->m.blob_len > VERIFY_BLOB_MAX))
+            why = "implausible sizes (chunks over 256 MiB or a blob over 64 GiB)";
+        if (!why && !(buf = malloc((size_t)x->m.blob_len))) {
+            rc = hs_err_set(err, HS_ERR_NOMEM, "verify: cannot allocate %" PRIu64 " bytes for entry %s",
+                            x->m.blob_len, hk);
+            break;
+        }
         if (!why) {
-            buf = hs_malloc((size_t)x->m.blob_len);
             uint32_t ci = 0;
             bool provably_bad = false;
             const char *cw = fetch_blob(r, &x->m, buf, &ci, &provably_bad, err, &rc);
-            if (rc != HS_OK) { hs_free(buf); break; }
+            if (rc != HS_OK) { free(buf); break; }
             if (cw) {
                 snprintf(whybuf, sizeof whybuf, "chunk %u of %u: %s", ci + 1, x->m.n_chunks, cw);
                 why = whybuf;
@@ -897,13 +907,13 @@ int bank_remote_verify(struct bank_remote *r, bool dry_run, struct bank_remote_v
                 hs_free(ids);
                 if (!ok) {
                     rc = hs_err_set(err, HS_ERR_IO, "verify: SHA-256 failed (libcrypto)");
-                    hs_free(buf);
+                    free(buf);
                     break;
                 }
                 if (memcmp(k, x->m.key, 32) != 0) why = "its key is not the hash of its token prefix";
             }
         }
-        hs_free(buf);
+        free(buf);
         if (!why) {
             x->state = 1;
             out->good++;
