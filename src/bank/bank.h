@@ -481,7 +481,8 @@ struct bank_remote_inventory {
     uint64_t broken_chains;   /* manifests with an ancestor's manifest missing */
     uint64_t unfindable;      /* manifests whose position is not in their set */
     uint64_t stale_positions; /* positions no manifest ends at */
-    uint64_t foreign_keys;    /* keys under PREFIX:hsb2: of no known shape */
+    uint64_t foreign_keys;    /* keys under PREFIX:hsb2:{m,c,p}: that are not one (a name
+                               * of another shape, a value of another type) */
     int64_t maxmemory, used_memory; /* bytes; -1 unknown */
     char policy[32];          /* maxmemory-policy; "" unknown */
 };

@@ -231,7 +231,7 @@ struct view {
     size_t nc;
     struct posset *p;           /* sorted by fp */
     size_t np;
-    uint64_t foreign;           /* keys under PREFIX:hsb2: of no known shape */
+    uint64_t foreign;           /* keys under PREFIX:hsb2:{m,c,p}: that are not one */
 };
 
 static void view_free(struct view *v)
@@ -418,11 +418,13 @@ static int view_load(struct bank_remote *r, unsigned flags, struct view *v, stru
                 if (!name_tail(prefix, ":hsb2:c:", cn.v[i], c->id, MANIFEST_CHUNK_ID)) { v->foreign++; continue; }
                 if (flags & LOAD_CHUNK_LENS) {
                     const char *argv[2] = { "STRLEN", cn.v[i] };
-                    redisReply *rep = cmd(r, err, "STRLEN", 2, argv);
+                    redisReply *rep = cmd_raw(r, err, "STRLEN", 2, argv);
                     if (!rep) { rc = err->code; break; }
-                    if (rep->type == REDIS_REPLY_INTEGER) c->len = (uint64_t)HS_MAX(rep->integer, 0LL);
-                    bool gone = rep->type == REDIS_REPLY_INTEGER && rep->integer == 0;
+                    bool other = rep->type != REDIS_REPLY_INTEGER; /* WRONGTYPE: not a value */
+                    if (!other) c->len = (uint64_t)HS_MAX(rep->integer, 0LL);
+                    bool gone = !other && rep->integer == 0;
                     freeReplyObject(rep);
+                    if (other) { v->foreign++; continue; }
                     if (gone) continue; /* deleted or evicted since the scan */
                 }
                 v->nc++;
@@ -442,7 +444,7 @@ static int view_load(struct bank_remote *r, unsigned flags, struct view *v, stru
             struct posset *s = &v->p[v->np];
             for (int b = 0; b < 8; b++) s->fp = s->fp << 8 | fb[b];
             const char *argv[4] = { "ZRANGE", pn.v[i], "0", "-1" };
-            redisReply *rep = cmd(r, err, "ZRANGE", 4, argv);
+            redisReply *rep = cmd_raw(r, err, "ZRANGE", 4, argv); /* WRONGTYPE: foreign */
             if (!rep) { rc = err->code; break; }
             if (rep->type == REDIS_REPLY_ARRAY) {
                 s->pos = hs_malloc((rep->elements + 1) * sizeof *s->pos);

@@ -257,9 +257,13 @@ if [ $rc = 0 ] && [ "$(j '[.entries, .remote.manifests]')" = "[$written,0]" ]; t
     pass "--bank-dir with --remote: both tiers in one object"
 else fail "both (rc $rc): $(cat "$tmp/o")"; fi
 rc set "other:hsb2:c:$(printf '%032d' 1)" x > /dev/null
+rc rpush "other:hsb2:c:$(printf '%032d' 2)" x > /dev/null
+rc set "other:hsb2:p:$(printf '%016d' 3)" x > /dev/null
+rc set "other:hsb2:x" x > /dev/null
 bank stats --json --remote "$url" --remote-prefix other
-[ $rc = 0 ] && [ "$(j '[.remote.prefix, .remote.chunks, .remote.orphan_chunks]')" = '["other",1,1]' ] &&
-    pass "--remote-prefix other: its own namespace" || fail "prefix (rc $rc): $(cat "$tmp/o")"
+[ $rc = 0 ] && [ "$(j '[.remote.prefix, .remote.chunks, .remote.orphan_chunks, .remote.foreign_keys, .remote.position_sets]')" = '["other",1,1,2,0]' ] &&
+    pass "--remote-prefix other: its own namespace; a list and a string where a chunk and a positions set belong are foreign" ||
+    fail "prefix (rc $rc): $(cat "$tmp/o") $(cat "$tmp/e")"
 badarg() { # want-substring args...
     want=$1; shift
     bank "$@"
