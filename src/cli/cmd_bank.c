@@ -49,6 +49,7 @@
  *              match the manifests; --dry-run only counts. Redis evicts by its own policy:
  *              there is no --size.
  * Redis unreachable, or failing mid-way: exit 1 naming the URL (its password hidden).
+ * Every subcommand first prints what stats prints, as Redis was before it acted:
  *   {"remote": {url, prefix, manifests, bad_manifests, chunks, bytes, unshared_bytes,
  *     position_sets, positions, orphan_chunks, orphan_bytes, missing_chunks, incomplete,
  *     broken_chains, unfindable, stale_positions, foreign_keys,
