@@ -30,13 +30,13 @@
 #       from its own disk; medians reported), MODEL_DIR (/tmp/hs-agentbench-models, shared with
 #       disk_bench.sh and agent_bench.sh), KEEP=1 keeps the temp dir
 #
-# Results, 2026-12-02, shared 2-core dev VM (load average 4-5 from other jobs), 0.8b q8_0,
-# `sh bench/remote_bench.sh` (HEAD_TOK 10000): loopback GET 64 MiB 119 MB/s, MGET 16 x 4 MiB
-# 133 MB/s; A computed H1 (9,823 tokens) in 176 s; Redis held 480 MB in 117 chunks for 9
-# entries (2.7 GB unshared); H1's chain 302 MB in 3 blobs, H2's 337 MB in 4, 242 MB shared;
-# B: remote TTFT 17.1 s (cached 9,823), warm disk 5.1 s, recompute 128.4 s: 7.5x (goal 30x),
-# 7.5x of bytes / throughput (goal 2x); first logits identical. bench/README.md says where
-# the time goes.
+# Results, 2026-12-02, shared 2-core dev VM (load average 4-6 from other jobs), 0.8b q8_0,
+# `NREP=3 sh bench/remote_bench.sh` (HEAD_TOK 10000): loopback MGET 16 x 4 MiB 133 MB/s; A
+# computed H1 (9,823 tokens) in 178 s; Redis held 480 MB in 117 chunks for 9 entries (2.7 GB
+# unshared); H1's chain 302 MB in 3 blobs, H2's 337 MB in 4, 242 MB shared; B: remote TTFT
+# 10.9 s median (cached 9,823), warm disk 5.6 s, recompute 149.1 s: 13.7x (goal 30x), 4.8x of
+# bytes / throughput (goal 2x); first logits identical. bench/README.md says where the time
+# goes.
 set -u
 build=${1:-${HEADSTART_BUILD:-build}}
 hs=$build/headstart
@@ -191,7 +191,7 @@ replay b-nobank --requests "$tmp/b1.jsonl" --no-bank
 # the restored chain's chunks, fetched by the raw client as a restore asks for them
 jq -r --argjson t "$(jq .cached_tokens "$tmp/b-remote1.out")" '.remote.list as $l |
     ($l[] | select(.tokens == $t)) as $e |
-    [$e] + [recurse(.parent as $p | $l[] | select(.key == $p))] | .[].chunk_ids[]' "$tmp/ls.json" 2>/dev/null |
+    [$e | recurse(.parent as $p | $l[] | select(.key == $p))] | .[].chunk_ids[]' "$tmp/ls.json" |
     sort -u > "$tmp/chain_chunks.txt"
 $py - "$port" "$tmp/chain_chunks.txt" > "$tmp/chain_fetch.json" <<'PY' || exit 1
 import json, socket, sys, time
