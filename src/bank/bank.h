@@ -465,6 +465,79 @@ int bank_remote_url_check(const char *url, struct hs_err *err);
 /* url with its password replaced by ***, for logs */
 void bank_remote_url_redact(const char *url, char *out, size_t cap);
 
+/* ---- the remote tier's offline views (remote_tools.c), behind `headstart bank --remote` ----
+ * Each takes a tier opened with bank_remote_open (disk NULL) and reads Redis by SCAN, one
+ * command at a time; HS_OK, or an error naming the URL when Redis failed mid-way. */
+
+/* What Redis holds under the prefix (bank_remote_inventory_get). */
+struct bank_remote_inventory {
+    uint64_t manifests;       /* that decode and are named by their own key */
+    uint64_t bad_manifests;   /* that do not (verify and gc remove them) */
+    uint64_t chunks, bytes;   /* chunk values; bytes = the sum of their lengths */
+    uint64_t unshared_bytes;  /* the sum of every whole chain's blob bytes: what the
+                               * entries would take if no two shared a stretch */
+    uint64_t position_sets, positions;
+    uint64_t orphan_chunks, orphan_bytes; /* chunks no manifest names */
+    uint64_t missing_chunks;  /* named by a manifest, absent (evicted) */
+    uint64_t incomplete;      /* manifests with a chunk missing */
+    uint64_t broken_chains;   /* manifests with an ancestor's manifest missing */
+    uint64_t unfindable;      /* manifests whose position is not in their set */
+    uint64_t stale_positions; /* positions no manifest ends at */
+    uint64_t foreign_keys;    /* keys under PREFIX:hsb2:{m,c,p}: that are not one (a name
+                               * of another shape, a value of another type) */
+    int64_t maxmemory, used_memory; /* bytes; -1 unknown */
+    char policy[32];          /* maxmemory-policy; "" unknown */
+};
+/* One manifest as bank_remote_ls lists it. */
+struct bank_remote_entry {
+    char key[65], parent[65]; /* parent "" when start = 0 */
+    uint64_t fp;
+    int64_t start, pos;
+    enum bank_snap_kind kind;
+    uint64_t bytes;           /* its blob */
+    uint32_t chunks;
+    uint64_t chain_bytes;     /* bytes a restore reads: its blob and its ancestors' */
+    int64_t chain_blobs, children;
+    bool chain_broken;        /* an ancestor's manifest is missing */
+    const uint8_t (*chunk_ids)[16]; /* chunks entries: PREFIX:hsb2:c:<hex id> (borrowed: valid
+                               * during the callback) */
+};
+struct bank_remote_verify_result {
+    uint64_t checked, good, bad;        /* entries; bad includes those building on a bad one */
+    uint64_t bad_manifests;             /* manifests that do not decode or name another entry */
+    uint64_t missing_chunks, bad_chunks; /* the first failing chunk of each bad entry */
+    uint64_t removed, removed_chunks, positions_removed; /* deleted (0 with dry_run) */
+};
+struct bank_remote_gc_result {
+    int64_t min_idle_s;
+    uint64_t orphan_chunks;             /* chunks no manifest names */
+    uint64_t removed_chunks, removed_chunk_bytes;
+    uint64_t young_chunks;              /* orphans idle < min_idle_s: perhaps an upload in
+                                         * progress; kept */
+    uint64_t untimed_chunks;            /* orphans with no idle time (an LFU policy); kept */
+    char untimed_reason[160];
+    uint64_t bad_manifests, missing_chunk_manifests, broken_chain_manifests;
+    uint64_t removed_manifests;         /* the three kinds above (counted with dry_run) */
+    uint64_t positions_added, positions_removed;
+};
+int bank_remote_inventory_get(struct bank_remote *r, struct bank_remote_inventory *out, struct hs_err *err);
+/* Manifests by fingerprint, position, key; fn returns false to stop. The count listed, or
+ * -1 with err set. */
+int64_t bank_remote_ls(struct bank_remote *r, bool (*fn)(void *ctx, const struct bank_remote_entry *e),
+                       void *ctx, struct hs_err *err);
+/* Fetch every chunk of every manifest, check it (length, id), the blob (the disk tier's
+ * checks) and the key over the chain's ids; remove bad entries with those building on
+ * them, and bad chunk values (none of it with dry_run). */
+int bank_remote_verify(struct bank_remote *r, bool dry_run, struct bank_remote_verify_result *out,
+                       struct hs_err *err);
+/* Remove manifests that cannot restore (undecodable, chunks missing, a broken chain),
+ * orphan chunks idle >= min_idle_s, and make the position sets match the manifests. */
+int bank_remote_gc(struct bank_remote *r, int64_t min_idle_s, bool dry_run, struct bank_remote_gc_result *out,
+                   struct hs_err *err);
+/* A line of advice when the eviction policy (maxmemory-policy, "" unknown) will not make
+ * room for uploads in the way the bank wants (allkeys-lru / allkeys-lfu); NULL when fine. */
+const char *bank_remote_policy_warning(const char *policy, int64_t maxmemory);
+
 /* ---- a request's restore and store over both tiers (restore.c) ---------------------------- */
 
 /* The key spaces and sizes of one engine's state. */
