@@ -432,7 +432,7 @@ struct bank_remote_stats {
     uint64_t lookups, hits, hit_tokens, hit_bytes, hit_blobs, misses;
     uint64_t evicted;         /* a manifest whose chunks (or parent) are gone: a miss */
     uint64_t bad_manifest, bad_chunk, bad_blob; /* failed verification: never restored */
-    uint64_t deleted_bad;     /* bad values deleted from Redis */
+    uint64_t deleted_bad;     /* bad values, and manifests whose chunk is gone, deleted */
     uint64_t uploads, upload_bytes, upload_chunks, already_stored;
     uint64_t upload_dropped;  /* queue full: the least valuable pending upload dropped */
     uint64_t upload_skipped;  /* the local entry vanished or did not verify */

@@ -20,7 +20,7 @@
  *           each checked against its id, the blob checked as the disk tier checks a
  *           file, the parent's manifest next) ─▶ a verified hit, or the next candidate
  *   upload: the disk writer says "stored K" ─▶ queue (head anchors first) ─▶ the upload
- *           thread: EXISTS manifest? done : parent uploaded first (recursively), then the
+ *           thread: manifest and all its chunks there? done : parent uploaded first (recursively), then the
  *           blob read from disk and verified, its chunks SET, the manifest SET, the
  *           position ZADDed
  *
@@ -35,7 +35,10 @@
  *      whose bytes do not have its id, a manifest that does not decode or names another
  *      entry), and the search goes on with the next shallower candidate.
  *   2. Missing values are misses, never errors: a manifest whose chunk or parent Redis
- *      evicted (maxmemory) counts as `evicted`.
+ *      evicted (maxmemory) counts as `evicted`. A manifest whose own chunk is gone is
+ *      deleted (chunks are written before their manifest, so it can never serve again),
+ *      and an upload finds an entry whole only when its manifest and every chunk are
+ *      there: an evicted entry is uploaded again by the next replica that stores it.
  *   3. Redis never stalls a request for longer than one timeout per outage: a failed call
  *      (refused, reset, timed out) marks the tier down and drops the connection; while
  *      down, lookups miss at once and uploads wait in their bounded queue. Only the upload
@@ -390,7 +393,10 @@ static enum fetch fetch_blob(struct bank_remote *r, const struct manifest *m, co
             const redisReply *e = rep->element[i];
             uint64_t off = (uint64_t)(g + i) * m->chunk_bytes;
             uint64_t want = HS_MIN(m->chunk_bytes, m->blob_len - off);
-            if (e->type == REDIS_REPLY_NIL) { res = FT_EVICTED; break; }
+            if (e->type == REDIS_REPLY_NIL) { /* evicted: the manifest is stale (below) */
+                res = FT_EVICTED;
+                break;
+            }
             uint8_t id[MANIFEST_CHUNK_ID];
             if (e->type == REDIS_REPLY_STRING && (uint64_t)e->len == want)
                 manifest_chunk_id(e->str, e->len, id);
@@ -487,6 +493,13 @@ static enum fetch fetch_chain(struct bank_remote *r, const struct manifest *tail
         res = fetch_blob(r, &cur, &exp, dst_ids + cur.start, dst_kv + (size_t)cur.start * rowb,
                          blobs == 0 ? dst_snap : NULL, ids + cur.start, &bytes);
         blobs++;
+        if (res == FT_EVICTED) {
+            /* a chunk of this entry is gone: its manifest can never serve again, and while
+             * it stands no replica uploads the entry anew (upload sees it whole first) */
+            char name[160];
+            remote_key_manifest(r->prefix, cur.key, name, sizeof name);
+            delete_key(r, name);
+        }
         if (res != FT_OK || cur.start == 0) break;
         if (blobs >= CHAIN_MAX) { res = FT_BAD; break; }
         struct blob_hdr pexp = exp;
@@ -677,17 +690,39 @@ static void pause_writes(struct bank_remote *r, const char *why)
 
 enum up { UP_DONE, UP_SKIP, UP_FAIL };
 
-/* EXISTS manifest(key): 1 yes, 0 no, -1 failed */
-static int manifest_exists(struct bank_remote *r, const uint8_t key[32])
+/* Is the entry key in Redis whole: its manifest there, decoding, and every chunk it names
+ * present? 1 yes, 0 no (missing, or a chunk evicted: upload it again), -1 failed. */
+static int manifest_complete(struct bank_remote *r, const uint8_t key[32])
 {
     char name[160];
     remote_key_manifest(r->prefix, key, name, sizeof name);
-    const char *argv[2] = { "EXISTS", name };
-    size_t lens[2] = { 6, strlen(name) };
-    redisReply *rep = call(r, &r->wr, "EXISTS", 2, argv, lens);
+    const char *argv[2] = { "GET", name };
+    size_t lens[2] = { 3, strlen(name) };
+    redisReply *rep = call(r, &r->wr, "GET manifest", 2, argv, lens);
     if (!rep) return -1;
-    int v = reply_error(r, rep, "EXISTS") ? -1 : rep->type == REDIS_REPLY_INTEGER ? (rep->integer > 0) : -1;
+    struct manifest m;
+    int v = reply_error(r, rep, "GET manifest") ? -1
+          : rep->type == REDIS_REPLY_STRING && manifest_decode((const uint8_t *)rep->str, rep->len, &m) ? 1 : 0;
     freeReplyObject(rep);
+    if (v != 1) return v;
+    const char **av = hs_malloc(((size_t)m.n_chunks + 1) * sizeof *av);
+    size_t *al = hs_malloc(((size_t)m.n_chunks + 1) * sizeof *al);
+    char (*names)[160] = hs_malloc((size_t)m.n_chunks * 160);
+    av[0] = "EXISTS";
+    al[0] = 6;
+    for (uint32_t i = 0; i < m.n_chunks; i++) {
+        remote_key_chunk(r->prefix, m.chunk_ids[i], names[i], sizeof names[i]);
+        av[1 + i] = names[i];
+        al[1 + i] = strlen(names[i]);
+    }
+    rep = call(r, &r->wr, "EXISTS chunks", (int)m.n_chunks + 1, av, al);
+    v = !rep ? -1 : reply_error(r, rep, "EXISTS chunks") || rep->type != REDIS_REPLY_INTEGER ? -1
+      : rep->integer == (long long)m.n_chunks;
+    if (rep) freeReplyObject(rep);
+    hs_free(av);
+    hs_free(al);
+    hs_free(names);
+    manifest_free(&m);
     return v;
 }
 
@@ -712,7 +747,7 @@ static enum up upload(struct bank_remote *r, const char *hk, int depth)
 {
     uint8_t key[32];
     if (!blob_key_unhex(hk, key)) return UP_SKIP;
-    int ex = manifest_exists(r, key);
+    int ex = manifest_complete(r, key);
     if (ex < 0) return UP_FAIL;
     struct disk_row row;
     if (ex == 1) {

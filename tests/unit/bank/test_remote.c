@@ -451,3 +451,53 @@ Test(remote, down_misses_at_once_and_comes_back)
     cr_assert_eq(rlook(r, FP1, ids, 512, 0, 1 << 20, NULL), 0);
     bank_remote_close(r);
 }
+
+/* One replica keeps its disk tier open; Redis evicts a chunk of its entry. The entry must
+ * come back: a lookup that meets the stale manifest deletes it, and an upload re-sends an
+ * entry whose manifest stands but whose chunk is gone. */
+Test(remote, an_evicted_entry_is_uploaded_again)
+{
+    static int32_t ids[512];
+    dt_ids(ids, 512, 14);
+    char *dir = dt_mkdtemp();
+    struct bank_disk *d = dt_open(dir, NULL);
+    struct bank_remote *up = open_remote(d, 4096);
+    struct bank_remote *r = open_remote(NULL, 0);
+    redisContext *c = raw();
+    struct manifest m;
+    cr_assert_eq(dt_put(d, FP1, ids, 300, BANK_SNAP_HEAD), BANK_DISK_QUEUED);
+    bank_disk_flush(d);
+    bank_remote_flush(up);
+    cr_assert_eq(rlook(r, FP1, ids, 512, 0, 1 << 20, NULL), 300);
+    for (int round = 0; round < 2; round++) {
+        get_manifest_raw(c, FP1, ids, 300, &m);
+        char name[160];
+        remote_key_chunk("t", m.chunk_ids[1], name, sizeof name);
+        manifest_free(&m);
+        freeReplyObject(redisCommand(c, "DEL %s", name));
+        if (round == 0) {
+            /* a lookup meets it first: a miss, and the stale manifest goes */
+            cr_assert_eq(rlook(r, FP1, ids, 512, 0, 1 << 20, NULL), 0);
+            uint8_t k[32];
+            key_of(FP1, ids, 300, k);
+            char mname[160];
+            remote_key_manifest("t", k, mname, sizeof mname);
+            redisReply *rep = redisCommand(c, "EXISTS %s", mname);
+            cr_assert_eq(rep->integer, 0, "the stale manifest stayed");
+            freeReplyObject(rep);
+        }
+        /* the replica stores the entry again (a put of a stored prefix: a touch) */
+        dt_put(d, FP1, ids, 300, BANK_SNAP_HEAD);
+        bank_disk_flush(d);
+        bank_remote_flush(up);
+        cr_assert_eq(rlook(r, FP1, ids, 512, 0, 1 << 20, NULL), 300, "round %d: not uploaded again", round);
+    }
+    struct bank_remote_stats st;
+    bank_remote_stats_get(up, &st);
+    cr_assert_eq(st.uploads, 3);
+    redisFree(c);
+    bank_remote_close(r);
+    bank_remote_close(up);
+    bank_disk_close(d);
+    dt_rmrf(dir);
+}
