@@ -27,7 +27,7 @@ static int dtype_set(const char *cmd, const struct cli_opt *o, const char *s, vo
     int d = !strcmp(s, "q4_k_m") ? DTYPE_Q4_K : !strcmp(s, "q5_k_m") ? DTYPE_Q5_K : dtype_from_name(s);
     if (d < 0 || !dtype_info((enum dtype)d)->compute ||
         ((d == DTYPE_Q4_K || d == DTYPE_Q5_K || d == DTYPE_Q6_K) && !km)) {
-        fprintf(stderr, "headstart %s: --dtype must be f32, f16, bf16, q8_0, q4_k_m or q5_k_m, not '%s'\n", cmd, s);
+        fprintf(stderr, "headstart %s: --dtype must be f32, f16, bf16, q8_0, q4_k_m, q5_k_m, q5_1, iq4_nl or iq4_xs, not '%s'\n", cmd, s);
         return -1;
     }
     *(enum dtype *)dst = (enum dtype)d;
@@ -54,7 +54,7 @@ static const struct cli_opt mkmodel_opts[] = {
     MK_INT("--experts-used", n_expert_used, "MoE experts used per token"),
     MK_INT("--expert-ffn", n_ff_exp, "MoE expert feed-forward size"),
     { .kind = CLI_OPT_FN, .name = "--dtype", .arg = "T", .off = MK(dtype), .fn = dtype_set,
-      .help = "matrix weights: f32, f16, bf16, q8_0, q4_k_m or q5_k_m (norms stay f32)",
+      .help = "matrix weights: f32, f16, bf16, q8_0, q4_k_m, q5_k_m, q5_1, iq4_nl or iq4_xs (norms stay f32)",
       .def = "f32" },
     { .kind = CLI_OPT_U64, .name = "--seed", .arg = "N", .off = MK(seed), .help = "the random weights' seed", .def = "0" },
     { .kind = CLI_OPT_STR, .name = "--tokenizer", .arg = "tokenizer.json", .off = MK(tokenizer_json),

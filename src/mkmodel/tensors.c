@@ -104,6 +104,17 @@ static enum dtype mk_kquant_type(const struct mk_geom *g, enum dtype base, const
     return row_len % KERN_QK ? DTYPE_Q8_0 : t;
 }
 
+/* The type of GGUF tensor `name` with rows of row_len values in a --dtype q5_1 / iq4_nl /
+ * iq4_xs file (base; design note, item 3): the router f32, the output projection (and a tied
+ * embedding) Q8_0, IQ4_XS rows that are not whole super-blocks IQ4_NL, the rest base. */
+static enum dtype mk_xtype_type(const struct mk_geom *g, enum dtype base, const char *name, int64_t row_len)
+{
+    if (strstr(name, "ffn_gate_inp.weight")) return DTYPE_F32;
+    if (!strcmp(name, "output.weight") || (g->tied && !strcmp(name, "token_embd.weight"))) return DTYPE_Q8_0;
+    if (base == DTYPE_IQ4_XS && row_len % KERN_QK) return DTYPE_IQ4_NL;
+    return base;
+}
+
 /* The stacked GGUF output of per-expert tensor t: made at expert 0, found at the others. */
 static int mk_stack_out(struct mk_builder *b, const struct model_arch_tensor *t, const char *name,
                         enum dtype dt, struct hs_err *err)
@@ -166,6 +177,9 @@ static int mk_put(const struct model_arch_tensor *t, void *ctx)
     if (quant && (b->dtype == DTYPE_Q4_K || b->dtype == DTYPE_Q5_K)) {
         dt = mk_kquant_type(g, b->dtype, name, t->il, shape[n_dims - 1]);
         if (split) dt2 = mk_kquant_type(g, b->dtype, name2, t->il, shape[n_dims - 1]);
+    } else if (quant && (b->dtype == DTYPE_Q5_1 || b->dtype == DTYPE_IQ4_NL || b->dtype == DTYPE_IQ4_XS)) {
+        dt = mk_xtype_type(g, b->dtype, name, shape[n_dims - 1]);
+        if (split) dt2 = mk_xtype_type(g, b->dtype, name2, shape[n_dims - 1]);
     }
     int dst, dst2 = -1;
     int64_t p0 = 0, p1 = 0;
