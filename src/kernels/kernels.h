@@ -1,11 +1,11 @@
 /*
- * kernels — the numeric kernels of the forward pass: matmul over f32/f16/bf16/Q8_0/Q4_K/Q6_K
- * weights, norms, RoPE, attention, the GDN recurrence, conv1d, MoE routing.
+ * kernels — the numeric kernels of the forward pass: matmul over f32/f16/bf16/Q8_0/Q4_K/Q5_K/
+ * Q6_K/Q5_1/IQ4_NL/IQ4_XS weights, norms, RoPE, attention, the GDN recurrence, conv1d, MoE routing.
  * Depends on base only. Math: docs/MODELS.md §2-§5.
  *
  * Design note (the contract the implementation must keep; see docs/DESIGN.md §4):
  *   1. A scalar reference defines every kernel (this header + matmul.c, norm.c, rope.c,
- *      attn.c, gdn.c, ffn.c, bf16.c, q4k.c, q5k.c, q6k.c); the SIMD variants of reference
+ *      attn.c, gdn.c, ffn.c, bf16.c, q4k.c, q5k.c, q6k.c, q5_1.c, iq4.c); the SIMD variants of reference
  *      X.c are X_avx2.c and X_avx512.c (chosen at start-up from sys CPU detection by the
  *      engine, through dispatch.c's tables). They equal it bit for bit, or are a
  *      documented numerics variant that the bank fingerprint tells apart. To make "bit for
