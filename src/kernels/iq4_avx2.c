@@ -13,7 +13,8 @@
  *      (at most 2 * 32258 * 32 in int32). All integer: any order gives the same sums.
  *   2. The float steps are the scalar's: one rounded dw * dx, one fmaf per block into lane
  *      b % 8 (IQ4_NL, then the tree 4, 2, 1) or per super-block into the one accumulator
- *      (IQ4_XS).
+ *      (IQ4_XS). IQ4_NL does 8 blocks at a time with the 8 sums in one ymm (q5_1_avx2.c's
+ *      scheme, xtype_x86_int.h), the last nb % 8 blocks one at a time into their lanes.
  *   3. A block is decoded once per tile of up to TOKS tokens; each token keeps its own
  *      sums, so n_tok, r0 and r1 cannot change a bit.
  */
@@ -23,6 +24,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/kquant_x86_int.h"
+#include "kernels/xtype_x86_int.h"
 
 #define TOKS 4
 
@@ -46,17 +48,40 @@ static inline __attribute__((always_inline)) int32_t iq4_hsum(__m256i v)
 void kern_matmul_iq4nl_avx2(float *y, int64_t y_ld, const void *w, const struct kern_q8_block *xq,
                             int64_t n_tok, int64_t k, int64_t r0, int64_t r1)
 {
-    const int64_t nb = k / KERN_Q8_BLOCK;
+    const int64_t nb = k / KERN_Q8_BLOCK, nb8 = nb - nb % KERN_Q8_LANES;
     const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kern_iq4_values));
     const __m256i one16 = _mm256_set1_epi16(1);
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = (const uint8_t *)w + (size_t)r * (size_t)nb * KERN_IQ4NL_BYTES;
         for (int64_t t0 = 0; t0 < n_tok; t0 += TOKS) {
             int nt = (int)(n_tok - t0 < TOKS ? n_tok - t0 : TOKS);
-            float acc[TOKS][KERN_Q8_LANES] = { { 0 } };
-            for (int64_t b = 0; b < nb; b++) {
+            __m256 av[TOKS];
+            for (int t = 0; t < TOKS; t++) av[t] = _mm256_setzero_ps();
+            /* groups of 8 blocks: block b0 + j in lane j = its b % 8 */
+            for (int64_t b0 = 0; b0 < nb8; b0 += KERN_Q8_LANES) {
+                const uint8_t *g = row + b0 * KERN_IQ4NL_BYTES;
+                __m256i wv[8], aw[8];
+                for (int j = 0; j < 8; j++) {
+                    wv[j] = _mm256_shuffle_epi8(table, xt_nibbles(g + j * KERN_IQ4NL_BYTES + 2));
+                    aw[j] = _mm256_abs_epi8(wv[j]);
+                }
+                __m256 dw = xt_f16x8(g, KERN_IQ4NL_BYTES);
+                for (int t = 0; t < nt; t++) {
+                    const struct kern_q8_block *xb = xq + (t0 + t) * nb + b0;
+                    __m256i p[8];
+                    for (int j = 0; j < 8; j++) {
+                        __m256i xv = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)xb[j].q), wv[j]);
+                        p[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(aw[j], xv), one16);
+                    }
+                    av[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, xt_xd8(xb)), _mm256_cvtepi32_ps(xt_hsum8(p)), av[t]);
+                }
+            }
+            float acc[TOKS][KERN_Q8_LANES];
+            for (int t = 0; t < nt; t++) _mm256_storeu_ps(acc[t], av[t]);
+            /* the last nb % 8 blocks, one lane each */
+            for (int64_t b = nb8; b < nb; b++) {
                 const uint8_t *blk = row + b * KERN_IQ4NL_BYTES;
-                __m256i wv = _mm256_shuffle_epi8(table, iq4_idx(blk + 2));
+                __m256i wv = _mm256_shuffle_epi8(table, xt_nibbles(blk + 2));
                 __m256i aw = _mm256_abs_epi8(wv);
                 float dw = kq_f16_at(blk);
                 for (int t = 0; t < nt; t++) {
@@ -67,12 +92,7 @@ void kern_matmul_iq4nl_avx2(float *y, int64_t y_ld, const void *w, const struct 
                     *a = fmaf(dw * xb->d, (float)isum, *a);
                 }
             }
-            for (int t = 0; t < nt; t++) {
-                float *a = acc[t];
-                for (int h = KERN_Q8_LANES / 2; h >= 1; h /= 2)
-                    for (int l = 0; l < h; l++) a[l] = a[l] + a[l + h];
-                y[(t0 + t) * y_ld + r] = a[0];
-            }
+            for (int t = 0; t < nt; t++) y[(t0 + t) * y_ld + r] = xt_tree8(acc[t]);
         }
     }
 }
