@@ -14,7 +14,8 @@
  *      their sub-block's ls - 32 and adds them up per super-block. All integer and exact.
  *   2. The float steps are the scalar's: one rounded dw * dx, one fmaf per block into lane
  *      b % 8 (IQ4_NL, then the tree 4, 2, 1) or per super-block into the one accumulator
- *      (IQ4_XS).
+ *      (IQ4_XS). IQ4_NL does 8 blocks at a time with the 8 sums in one ymm (q5_1_avx2.c's
+ *      scheme), the last nb % 8 one at a time.
  *   3. A block is decoded once per tile of up to TOKS tokens; each token keeps its own
  *      sums, so n_tok, r0 and r1 cannot change a bit.
  */
@@ -24,6 +25,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/kquant_x86_int.h"
+#include "kernels/xtype_x86_int.h"
 
 #define TOKS 8
 
@@ -36,19 +38,43 @@ static inline __attribute__((always_inline)) __m128i iq4_abs_table(void)
 void kern_matmul_iq4nl_avx512(float *y, int64_t y_ld, const void *w, const struct kern_q8_block *xq,
                               int64_t n_tok, int64_t k, int64_t r0, int64_t r1)
 {
-    const int64_t nb = k / KERN_Q8_BLOCK;
+    const int64_t nb = k / KERN_Q8_BLOCK, nb8 = nb - nb % KERN_Q8_LANES;
     const __m256i table = _mm256_broadcastsi128_si256(iq4_abs_table());
-    const __m128i m4 = _mm_set1_epi8(15);
     const __m256i eight = _mm256_set1_epi8(8);
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = (const uint8_t *)w + (size_t)r * (size_t)nb * KERN_IQ4NL_BYTES;
         for (int64_t t0 = 0; t0 < n_tok; t0 += TOKS) {
             int nt = (int)(n_tok - t0 < TOKS ? n_tok - t0 : TOKS);
-            float acc[TOKS][KERN_Q8_LANES] = { { 0 } };
-            for (int64_t b = 0; b < nb; b++) {
+            __m256 av[TOKS];
+            for (int t = 0; t < TOKS; t++) av[t] = _mm256_setzero_ps();
+            /* groups of 8 blocks: block b0 + j in lane j = its b % 8 */
+            for (int64_t b0 = 0; b0 < nb8; b0 += KERN_Q8_LANES) {
+                const uint8_t *g = row + b0 * KERN_IQ4NL_BYTES;
+                __m256i aw[8];
+                __mmask32 neg[8];
+                for (int j = 0; j < 8; j++) {
+                    __m256i idx = xt_nibbles(g + j * KERN_IQ4NL_BYTES + 2);
+                    aw[j] = _mm256_shuffle_epi8(table, idx);
+                    neg[j] = _mm256_cmplt_epu8_mask(idx, eight);
+                }
+                __m256 dw = xt_f16x8(g, KERN_IQ4NL_BYTES);
+                for (int t = 0; t < nt; t++) {
+                    const struct kern_q8_block *xb = xq + (t0 + t) * nb + b0;
+                    __m256i p[8];
+                    for (int j = 0; j < 8; j++) {
+                        __m256i xv = _mm256_loadu_si256((const __m256i *)xb[j].q);
+                        xv = _mm256_mask_sub_epi8(xv, neg[j], _mm256_setzero_si256(), xv);
+                        p[j] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw[j], xv);
+                    }
+                    av[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, xt_xd8(xb)), _mm256_cvtepi32_ps(xt_hsum8(p)), av[t]);
+                }
+            }
+            float acc[TOKS][KERN_Q8_LANES];
+            for (int t = 0; t < nt; t++) _mm256_storeu_ps(acc[t], av[t]);
+            /* the last nb % 8 blocks, one lane each */
+            for (int64_t b = nb8; b < nb; b++) {
                 const uint8_t *blk = row + b * KERN_IQ4NL_BYTES;
-                __m128i qs = _mm_loadu_si128((const __m128i *)(blk + 2));
-                __m256i idx = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(qs, 4), m4), _mm_and_si128(qs, m4));
+                __m256i idx = xt_nibbles(blk + 2);
                 __m256i aw = _mm256_shuffle_epi8(table, idx);
                 __mmask32 neg = _mm256_cmplt_epu8_mask(idx, eight);
                 float dw = kq_f16_at(blk);
@@ -64,12 +90,7 @@ void kern_matmul_iq4nl_avx512(float *y, int64_t y_ld, const void *w, const struc
                     *a = fmaf(dw * xb->d, (float)_mm_cvtsi128_si32(v), *a);
                 }
             }
-            for (int t = 0; t < nt; t++) {
-                float *a = acc[t];
-                for (int h = KERN_Q8_LANES / 2; h >= 1; h /= 2)
-                    for (int l = 0; l < h; l++) a[l] = a[l] + a[l + h];
-                y[(t0 + t) * y_ld + r] = a[0];
-            }
+            for (int t = 0; t < nt; t++) y[(t0 + t) * y_ld + r] = xt_tree8(acc[t]);
         }
     }
 }
