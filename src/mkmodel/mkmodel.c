@@ -59,6 +59,12 @@
  *      it above the file's base type) and, for iq4_xs, a row that is not whole 256-value
  *      super-blocks (IQ4_NL, llama.cpp's own fallback for IQ4_XS). Round to nearest again
  *      (q5_1.c, iq4.c quantizer notes).
+ *      --dtype ud_q4_k_xl (GGUF only; DTYPE_Q8_0 with ud_mix in the options) is a mixed file
+ *      in the manner of unsloth's UD-Q4_K_XL files of the family: routed experts' gate / up
+ *      Q4_K (Q8_0 where a row is not whole super-blocks), their down projection Q5_1, an
+ *      untied token_embd.weight IQ4_NL (standing in for a real file's PLE table: large,
+ *      read a few rows per token), the router f32, every other matrix Q8_0;
+ *      general.file_type 15 as those files say. Not unsloth's exact per-tensor choice.
  *   4. Every file is written atomically (temp + fsync + rename); an HF directory gets its
  *      config.json last, so an interrupted run never leaves a directory that looks complete.
  *   5. Options are validated before anything is generated; each error names the option.
@@ -207,7 +213,7 @@ static int mk_geom_init(const struct mkmodel_opts *o, const struct model_arch_in
     }
     g->n_rot = (int64_t)((double)g->head_dim * a->defaults.partial_rotary_factor); /* as the loader */
 
-    const char *kname = mk_dtype_opt_name(o->dtype);
+    const char *kname = o->ud_mix ? "ud_q4_k_xl" : mk_dtype_opt_name(o->dtype);
     if ((o->dtype == DTYPE_Q4_K || o->dtype == DTYPE_Q5_K) && g->n_expert == 8)
         return hs_err_set(err, HS_ERR_INVALID, "--dtype %s with --experts 8: llama.cpp's rule for "
                           "8-expert models (Q5_K attn_output, Q8_0 attn_k / attn_v) is not "
@@ -443,14 +449,16 @@ int mkmodel_write(const struct mkmodel_opts *o, struct hs_err *err)
     if (!o->out || !*o->out) return hs_err_set(err, HS_ERR_INVALID, "--out is required");
     if ((unsigned)o->arch >= MODEL_ARCH_COUNT)
         return hs_err_set(err, HS_ERR_INVALID, "unknown architecture %d", (int)o->arch);
-    if ((unsigned)o->dtype >= DTYPE_COUNT || !dtype_info(o->dtype)->compute || o->dtype == DTYPE_Q6_K)
+    if ((unsigned)o->dtype >= DTYPE_COUNT || !dtype_info(o->dtype)->compute || o->dtype == DTYPE_Q6_K ||
+        (o->ud_mix && o->dtype != DTYPE_Q8_0))
         return hs_err_set(err, HS_ERR_INVALID, "--dtype must be f32, f16, bf16, q8_0, q4_k_m, q5_k_m, "
                           "q5_1, iq4_nl or iq4_xs");
     const bool gguf = mk_is_gguf_path(o->out);
     if (!gguf && dtype_info(o->dtype)->block_elems > 1)
         return hs_err_set(err, HS_ERR_INVALID, "--dtype %s needs a .gguf --out (safetensors has "
                           "no %s; use f32, f16 or bf16 for a Hugging Face directory)",
-                          mk_dtype_opt_name(o->dtype), o->dtype == DTYPE_Q8_0 ? "Q8_0" : "block types");
+                          o->ud_mix ? "ud_q4_k_xl" : mk_dtype_opt_name(o->dtype),
+                          o->dtype == DTYPE_Q8_0 && !o->ud_mix ? "Q8_0" : "block types");
     struct model_arch_info info;
     model_arch_info(o->arch, &info);
     const struct model_arch_info *a = &info;
@@ -487,10 +495,10 @@ int mkmodel_write(const struct mkmodel_opts *o, struct hs_err *err)
     g.n_vocab = t.n_vocab;
 
     struct mk_plan plan;
-    rc = mk_tensors_plan(&plan, a, &g, o->dtype, gguf, err);
+    rc = mk_tensors_plan(&plan, a, &g, o->dtype, o->ud_mix, gguf, err);
     if (rc == HS_OK) {
         mk_plan_run(&plan, &g, o->seed);
-        rc = gguf ? mk_write_gguf(o->out, &plan, a, &g, &t, tpl, preset->name, o->dtype, err)
+        rc = gguf ? mk_write_gguf(o->out, &plan, a, &g, &t, tpl, preset->name, o->ud_mix ? DTYPE_Q4_K : o->dtype, err)
                   : mk_write_hf(o->out, &plan, a, &g, &t, tpl, o->dtype, err);
     }
     mk_plan_free(&plan);

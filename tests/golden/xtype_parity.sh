@@ -2,7 +2,8 @@
 # xtype_parity.sh — the [F12] weight types Q5_1, IQ4_NL and IQ4_XS against llama.cpp (the npm
 # package's prebuilt libraries), on GGUF files `headstart mkmodel --dtype q5_1|iq4_nl|iq4_xs`
 # writes for 256-wide tiny models of each architecture (qwen3next with Hk == Hv, as
-# q4k_parity.sh), and hostile files refused.
+# q4k_parity.sh) and on a mixed `--dtype ud_q4_k_xl` MoE file (experts Q4_K and Q5_1,
+# token_embd IQ4_NL, the rest Q8_0), and hostile files refused.
 #   1. Dequantization, bit for bit: tests/golden/xtype_dequant.c reads every tensor of the
 #      type with our kern_row_to_f32 and with llama.cpp's own ggml to_float
 #      (ggml_get_type_traits), and 4096 blocks of random bytes per type; no value may differ.
@@ -42,8 +43,15 @@ check() { # label verdict
 }
 
 geom="--hidden 256 --head-dim 64 --gdn-head-dim 64"
-for dt in q5_1 iq4_nl iq4_xs; do
-for spec in "qwen35 --ffn 512" "qwen35moe --expert-ffn 256" "qwen3next --gdn-k-heads 2 --gdn-v-heads 2"; do
+for dt in q5_1 iq4_nl iq4_xs ud_q4_k_xl; do
+# specs: one per architecture, '~' for spaces; the mix (experts Q4_K / Q5_1, token_embd IQ4_NL,
+# the rest Q8_0) needs the experts
+case $dt in
+ud_q4_k_xl) specs="qwen35moe~--expert-ffn~256" ;;
+*) specs="qwen35~--ffn~512 qwen35moe~--expert-ffn~256 qwen3next~--gdn-k-heads~2~--gdn-v-heads~2" ;;
+esac
+for spec in $specs; do
+    spec=$(echo "$spec" | tr '~' ' ')
     set -- $spec
     arch=$1; shift
     name=$(echo "$dt $spec" | tr -c 'a-z0-9\n' '_')
@@ -52,10 +60,12 @@ for spec in "qwen35 --ffn 512" "qwen35moe --expert-ffn 256" "qwen3next --gdn-k-h
         fail "$spec: mkmodel $dt"; cat "$tmp/log"; continue
     fi
     "$hs" inspect "$g" > "$tmp/inspect" 2>&1
-    if grep -q " $dt " "$tmp/inspect"; then pass "$spec: the $dt file holds $dt tensors"
-    else fail "$spec: no $dt tensors in the $dt file"; cat "$tmp/inspect"; continue; fi
+    want=$dt; [ $dt = ud_q4_k_xl ] && want="q4_k q5_1 iq4_nl q8_0"
+    have=1; for w in $want; do grep -q " $w " "$tmp/inspect" || have=0; done
+    if [ $have = 1 ]; then pass "$spec: the $dt file holds $want tensors"
+    else fail "$spec: not all of $want in the $dt file"; cat "$tmp/inspect"; continue; fi
     if out=$("$deq" same "$g" 2>"$tmp/log"); then
-        pass "$spec $dt: our dequantization equals llama.cpp's bit for bit: $(echo "$out" | grep "^$dt:")"
+        pass "$spec $dt: our dequantization equals llama.cpp's bit for bit: $(echo "$out" | grep -v ': 0 tensors' | tr '\n' ' ')"
     else
         fail "$spec $dt: dequantization differs from llama.cpp's"; echo "$out"; cat "$tmp/log"
     fi

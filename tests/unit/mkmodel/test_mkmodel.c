@@ -858,6 +858,46 @@ Test(mkmodel_write, q5_1_types_and_values) { check_xtype(DTYPE_Q5_1, 9, 0.6 / 31
 Test(mkmodel_write, iq4_nl_types_and_values) { check_xtype(DTYPE_IQ4_NL, 25, 14.6 / 127 / 2 + 0.01); }
 Test(mkmodel_write, iq4_xs_types_and_values) { check_xtype(DTYPE_IQ4_XS, 30, 0.2); }
 
+/* --dtype ud_q4_k_xl: the mixed file's per-tensor types (mkmodel.c note 3), file_type 15. */
+Test(mkmodel_write, ud_q4_k_xl_types)
+{
+    char a[160];
+    struct mkmodel_opts o;
+    struct hs_err err;
+    opts(&o, MODEL_ARCH_QWEN35MOE, DTYPE_Q8_0, 9, tp(a, "ud.gguf"));
+    o.ud_mix = true;
+    o.n_embd = 256;
+    o.head_dim = 64;
+    o.gdn_head_dim = 64;
+    o.n_ff_exp = 96; /* not whole super-blocks: gate / up rows are H = 256, down rows 96 */
+    hs_err_clear(&err);
+    cr_assert_eq(mkmodel_write(&o, &err), HS_OK, "%s", err.msg);
+    struct gguf_file *g = NULL;
+    cr_assert_eq(gguf_open(a, &g, &err), HS_OK, "%s", err.msg);
+    uint32_t ft = 0;
+    cr_assert_eq(gguf_get_u32(g, "general.file_type", &ft, &err), HS_OK);
+    cr_assert_eq(ft, 15);
+    bool tied = !tensor_set_find(gguf_tensors(g), "output.weight");
+    static const struct { const char *name; enum dtype dt; } want[] = {
+        { "blk.0.ffn_gate_exps.weight", DTYPE_Q4_K }, { "blk.1.ffn_up_exps.weight", DTYPE_Q4_K },
+        { "blk.0.ffn_down_exps.weight", DTYPE_Q5_1 }, { "blk.0.ffn_gate_inp.weight", DTYPE_F32 },
+        { "blk.0.attn_qkv.weight", DTYPE_Q8_0 },      { "blk.3.attn_q.weight", DTYPE_Q8_0 },
+        { "blk.0.ffn_down_shexp.weight", DTYPE_Q8_0 }, { "blk.0.attn_norm.weight", DTYPE_F32 },
+    };
+    for (size_t t = 0; t < HS_ARRAY_LEN(want); t++) {
+        const struct tensor_view *q = tensor_set_find(gguf_tensors(g), want[t].name);
+        cr_assert(q, "%s missing", want[t].name);
+        cr_assert_eq(q->dtype, want[t].dt, "%s: %s", want[t].name, dtype_info(q->dtype)->name);
+    }
+    const struct tensor_view *e = tensor_set_find(gguf_tensors(g), "token_embd.weight");
+    cr_assert(e);
+    cr_assert_eq(e->dtype, tied ? DTYPE_Q8_0 : DTYPE_IQ4_NL);
+    gguf_close(g);
+    struct model *m = NULL;
+    cr_assert_eq(model_load(a, &m, &err), HS_OK, "%s", err.msg);
+    model_free(m);
+}
+
 /* ---- options -------------------------------------------------------------------------------- */
 
 Test(mkmodel_write, rejects_bad_options_by_name)
