@@ -23,11 +23,19 @@ static int dtype_set(const char *cmd, const struct cli_opt *o, const char *s, vo
 {
     /* q4_k_m / q5_k_m are llama.cpp's Q4_K (Q5_K) / Q6_K mixes; the options carry them as
      * DTYPE_Q4_K / DTYPE_Q5_K */
+    /* ud_q4_k_xl: a mixed file (mkmodel.c note 3), carried as DTYPE_Q8_0 plus ud_mix; dst is
+     * the options' dtype member, so the options are found from it */
+    struct mkmodel_opts *mo = (struct mkmodel_opts *)(void *)((char *)dst - offsetof(struct mkmodel_opts, dtype));
+    mo->ud_mix = !strcmp(s, "ud_q4_k_xl");
+    if (mo->ud_mix) {
+        *(enum dtype *)dst = DTYPE_Q8_0;
+        return 0;
+    }
     bool km = !strcmp(s, "q4_k_m") || !strcmp(s, "q5_k_m");
     int d = !strcmp(s, "q4_k_m") ? DTYPE_Q4_K : !strcmp(s, "q5_k_m") ? DTYPE_Q5_K : dtype_from_name(s);
     if (d < 0 || !dtype_info((enum dtype)d)->compute ||
         ((d == DTYPE_Q4_K || d == DTYPE_Q5_K || d == DTYPE_Q6_K) && !km)) {
-        fprintf(stderr, "headstart %s: --dtype must be f32, f16, bf16, q8_0, q4_k_m or q5_k_m, not '%s'\n", cmd, s);
+        fprintf(stderr, "headstart %s: --dtype must be f32, f16, bf16, q8_0, q4_k_m, q5_k_m, q5_1, iq4_nl, iq4_xs or ud_q4_k_xl, not '%s'\n", cmd, s);
         return -1;
     }
     *(enum dtype *)dst = (enum dtype)d;
@@ -54,7 +62,7 @@ static const struct cli_opt mkmodel_opts[] = {
     MK_INT("--experts-used", n_expert_used, "MoE experts used per token"),
     MK_INT("--expert-ffn", n_ff_exp, "MoE expert feed-forward size"),
     { .kind = CLI_OPT_FN, .name = "--dtype", .arg = "T", .off = MK(dtype), .fn = dtype_set,
-      .help = "matrix weights: f32, f16, bf16, q8_0, q4_k_m or q5_k_m (norms stay f32)",
+      .help = "matrix weights: f32, f16, bf16, q8_0, q4_k_m, q5_k_m, q5_1, iq4_nl, iq4_xs or ud_q4_k_xl (a mix; norms stay f32)",
       .def = "f32" },
     { .kind = CLI_OPT_U64, .name = "--seed", .arg = "N", .off = MK(seed), .help = "the random weights' seed", .def = "0" },
     { .kind = CLI_OPT_STR, .name = "--tokenizer", .arg = "tokenizer.json", .off = MK(tokenizer_json),

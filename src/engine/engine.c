@@ -106,7 +106,31 @@ static void put_u64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] =
 static bool wtype_ok(enum dtype t)
 {
     return t == DTYPE_F32 || t == DTYPE_F16 || t == DTYPE_BF16 || t == DTYPE_Q8_0 ||
-           t == DTYPE_Q4_K || t == DTYPE_Q5_K || t == DTYPE_Q6_K;
+           t == DTYPE_Q4_K || t == DTYPE_Q5_K || t == DTYPE_Q6_K || kern_wtype_is_x((int)t);
+}
+
+/* The extra block types ([F12]; kernels.h) are cast like the K-quants. */
+_Static_assert(KERN_X_Q5_1 == (int)DTYPE_Q5_1 && KERN_X_IQ4_NL == (int)DTYPE_IQ4_NL &&
+                   KERN_X_IQ4_XS == (int)DTYPE_IQ4_XS,
+               "kernels.h extra block types must equal format.h's enum dtype");
+
+/* A hostile file: an extra-type matrix (or expert stack) with a NaN or infinite f16 scale
+ * would turn every logit NaN without a word; refused here, naming the block. The scan reads
+ * 2 (Q5_1: 4) bytes per block, so it touches every page of those matrices once. */
+static int check_scales(const struct model_weight *w, const char *what, int il, struct hs_err *err)
+{
+    if (!kern_wtype_is_x((int)w->dtype)) return HS_OK;
+    for (int64_t e = 0; e < w->n_mat; e++) {
+        const void *m = w->n_mat == 1 ? w->data : w->mats[e];
+        int64_t bad = kern_x_bad_scale(m, (int)w->dtype, w->rows, w->cols);
+        if (bad >= 0) {
+            int64_t per = (int64_t)w->row_bytes / (int64_t)dtype_info(w->dtype)->block_bytes;
+            return hs_err_set(err, HS_ERR_FORMAT, "layer %d %s: matrix %lld row %lld block %lld: %s scale is NaN or infinite",
+                              il, what, (long long)e, (long long)(bad / per), (long long)(bad % per),
+                              dtype_info(w->dtype)->name);
+        }
+    }
+    return HS_OK;
 }
 
 /* Check one matrix (or expert stack of n_mat matrices) against its expected shape. */
@@ -132,7 +156,7 @@ static int check_weight(const struct model_weight *w, const char *what, int il, 
         for (int64_t e = 0; e < n_mat; e++)
             if (!w->mats[e]) return hs_err_set(err, HS_ERR_FORMAT, "layer %d %s: expert %lld not bound", il, what, (long long)e);
     }
-    return HS_OK;
+    return check_scales(w, what, il, err);
 }
 
 static int check_vec(const float *p, const char *what, int il, struct hs_err *err)

@@ -99,6 +99,8 @@ static void mm_part_run(const struct mm_job *j, const struct mm_part *p, int64_t
 {
     if (kern_wtype_is_k((int)p->wt))
         j->ops->matmul_k(p->y, p->y_ld, p->w, (int)p->wt, j->xa.qk, j->T, j->K, r0, r1);
+    else if (kern_wtype_is_x((int)p->wt)) /* Q5_1, IQ4_NL, IQ4_XS ([F12]) */
+        j->ops->matmul_x(p->y, p->y_ld, p->w, (int)p->wt, j->xa.q8, j->xa.qk, j->T, j->K, r0, r1);
     else if (p->wt == KERN_W_BF16) /* bf16 x bf16 (kernels.h "BF16 weights"), not kern_matmul's */
         j->ops->bf16_matmul(p->y, p->y_ld, p->w, j->xa.bf, j->T, j->K, r0, r1);
     else
@@ -175,6 +177,7 @@ static int act_need(const struct model_weight *w)
 {
     if (w->dtype == DTYPE_Q8_0) return ACT_Q8;
     if (w->dtype == DTYPE_BF16) return ACT_BF16;
+    if (kern_wtype_is_x((int)w->dtype)) return kern_x_uses_q8k((int)w->dtype) ? ACT_QK : ACT_Q8;
     return kern_wtype_is_k((int)w->dtype) ? ACT_QK : 0;
 }
 

@@ -45,14 +45,17 @@ enum dtype {
     DTYPE_I64,
     DTYPE_U8,
     /* ggml block types that GGUF files may hold; readable (sizes known), not computable,
-     * except Q4_K and Q6_K (the types of llama.cpp's Q4_K_M files), computable as 2-D
-     * matrices only (the kernels' K-quant matmul; norms and vectors must be float) */
+     * except Q4_K, Q5_K and Q6_K (the types of llama.cpp's Q4_K_M files) and Q5_1, IQ4_NL and
+     * IQ4_XS (community files), computable as 2-D matrices only (the kernels' K-quant and
+     * extra-type matmuls; norms and vectors must be float) */
     DTYPE_Q4_0, DTYPE_Q4_1, DTYPE_Q5_0, DTYPE_Q5_1, DTYPE_Q8_1,
     DTYPE_Q2_K, DTYPE_Q3_K,
     DTYPE_Q4_K,   /* = 17: 256 values in 144 bytes (f16 d, f16 dmin, 12 B 6-bit scales/mins, 128 B nibbles) */
     DTYPE_Q5_K,
     DTYPE_Q6_K,   /* = 19: 256 values in 210 bytes (128 B low 4 bits, 64 B high 2 bits, 16 int8 scales, f16 d) */
     DTYPE_Q8_K,
+    DTYPE_IQ4_NL, /* = 21: 32 values in 18 bytes (f16 d, 16 B 4-bit indices into a fixed codebook) */
+    DTYPE_IQ4_XS, /* = 22: 256 values in 136 bytes (f16 d, 6-bit sub-block scales, 128 B indices) */
     DTYPE_COUNT
 };
 
@@ -60,7 +63,8 @@ struct dtype_info {
     const char *name;     /* "f32", "bf16", "q8_0", ... */
     uint32_t block_elems; /* values per block (1 for plain types) */
     uint32_t block_bytes; /* bytes per block */
-    bool compute;         /* our kernels compute with it (f32/f16/bf16/q8_0; q4_k/q5_k/q6_k matrices) */
+    bool compute;         /* our kernels compute with it (f32/f16/bf16/q8_0; q4_k/q5_k/q6_k,
+                           * q5_1/iq4_nl/iq4_xs matrices) */
 };
 
 const struct dtype_info *dtype_info(enum dtype t);

@@ -37,7 +37,7 @@ static const int ggml_type_of[DTYPE_COUNT] = {
     [DTYPE_I64] = 27,  [DTYPE_U8] = -1,   [DTYPE_Q4_0] = 2,  [DTYPE_Q4_1] = 3,
     [DTYPE_Q5_0] = 6,  [DTYPE_Q5_1] = 7,  [DTYPE_Q8_1] = 9,  [DTYPE_Q2_K] = 10,
     [DTYPE_Q3_K] = 11, [DTYPE_Q4_K] = 12, [DTYPE_Q5_K] = 13, [DTYPE_Q6_K] = 14,
-    [DTYPE_Q8_K] = 15,
+    [DTYPE_Q8_K] = 15, [DTYPE_IQ4_NL] = 20, [DTYPE_IQ4_XS] = 23,
 };
 
 /* Encoded size of scalar types; 0 for STRING and ARRAY. */

@@ -25,7 +25,7 @@ static const struct dtype_info dtype_table[DTYPE_COUNT] = {
     [DTYPE_Q4_0] = { "q4_0", 32, 18, false },
     [DTYPE_Q4_1] = { "q4_1", 32, 20, false },
     [DTYPE_Q5_0] = { "q5_0", 32, 22, false },
-    [DTYPE_Q5_1] = { "q5_1", 32, 24, false },
+    [DTYPE_Q5_1] = { "q5_1", 32, 24, true },
     [DTYPE_Q8_1] = { "q8_1", 32, 36, false },
     [DTYPE_Q2_K] = { "q2_k", 256, 84, false },
     [DTYPE_Q3_K] = { "q3_k", 256, 110, false },
@@ -33,6 +33,8 @@ static const struct dtype_info dtype_table[DTYPE_COUNT] = {
     [DTYPE_Q5_K] = { "q5_k", 256, 176, true },
     [DTYPE_Q6_K] = { "q6_k", 256, 210, true },
     [DTYPE_Q8_K] = { "q8_k", 256, 292, false },
+    [DTYPE_IQ4_NL] = { "iq4_nl", 32, 18, true },
+    [DTYPE_IQ4_XS] = { "iq4_xs", 256, 136, true },
 };
 
 const struct dtype_info *dtype_info(enum dtype t)

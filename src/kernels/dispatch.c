@@ -40,6 +40,7 @@ static const struct kern_ops ops_table[] = {
         .gated_scale = kern_gated_scale,
         .conv1d_step = kern_conv1d_step,
         .attn_tokens = kern_attn_tokens,
+        .matmul_x = kern_matmul_x,
     },
 #if KERN_HAVE_X86
     {
@@ -57,6 +58,7 @@ static const struct kern_ops ops_table[] = {
         .gated_scale = kern_gated_scale_avx2,
         .conv1d_step = kern_conv1d_step_avx2,
         .attn_tokens = kern_attn_tokens_avx2,
+        .matmul_x = kern_matmul_x_avx2,
     },
     /* AVX-512 without AVX512_BF16: everything of "avx512" but the two bf16 entries, which
      * take the FMA forms of the same contract (bf16_avx512.c note 2, bf16_avx2.c) */
@@ -75,6 +77,7 @@ static const struct kern_ops ops_table[] = {
         .gated_scale = kern_gated_scale_avx512,
         .conv1d_step = kern_conv1d_step_avx512,
         .attn_tokens = kern_attn_tokens_avx512,
+        .matmul_x = kern_matmul_x_avx512,
     },
     {
         .name = "avx512",
@@ -91,6 +94,7 @@ static const struct kern_ops ops_table[] = {
         .gated_scale = kern_gated_scale_avx512,
         .conv1d_step = kern_conv1d_step_avx512,
         .attn_tokens = kern_attn_tokens_avx512,
+        .matmul_x = kern_matmul_x_avx512,
     },
 #endif
 };

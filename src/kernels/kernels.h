@@ -1,11 +1,11 @@
 /*
- * kernels — the numeric kernels of the forward pass: matmul over f32/f16/bf16/Q8_0/Q4_K/Q6_K
- * weights, norms, RoPE, attention, the GDN recurrence, conv1d, MoE routing.
+ * kernels — the numeric kernels of the forward pass: matmul over f32/f16/bf16/Q8_0/Q4_K/Q5_K/
+ * Q6_K/Q5_1/IQ4_NL/IQ4_XS weights, norms, RoPE, attention, the GDN recurrence, conv1d, MoE routing.
  * Depends on base only. Math: docs/MODELS.md §2-§5.
  *
  * Design note (the contract the implementation must keep; see docs/DESIGN.md §4):
  *   1. A scalar reference defines every kernel (this header + matmul.c, norm.c, rope.c,
- *      attn.c, gdn.c, ffn.c, bf16.c, q4k.c, q5k.c, q6k.c); the SIMD variants of reference
+ *      attn.c, gdn.c, ffn.c, bf16.c, q4k.c, q5k.c, q6k.c, q5_1.c, iq4.c); the SIMD variants of reference
  *      X.c are X_avx2.c and X_avx512.c (chosen at start-up from sys CPU detection by the
  *      engine, through dispatch.c's tables). They equal it bit for bit, or are a
  *      documented numerics variant that the bank fingerprint tells apart. To make "bit for
@@ -216,6 +216,101 @@ void kern_matmul_q6k_avx512(float *y, int64_t y_ld, const void *w,
                             int64_t r1);
 void kern_q6k_row_to_f32(float *out, const void *w, int64_t k, int64_t row);
 void kern_q6k_row_from_f32(void *w, const float *x, int64_t k);
+
+/* ---- the extra block types (q5_1.c, iq4.c): Q5_1, IQ4_NL, IQ4_XS ---------------------
+ * Weight types of community GGUF files (experts, PLE tables, whole files). Like the
+ * K-quants they are not members of enum kern_wtype (switches over it stay complete); the
+ * values equal format's DTYPE_Q5_1, DTYPE_IQ4_NL and DTYPE_IQ4_XS (asserted in
+ * engine_int.h). kern_row_bytes, kern_row_to_f32 and kern_row_from_f32 accept them (cast to
+ * enum kern_wtype); the matmul is kern_ops.matmul_x. Layouts (llama.cpp's ggml-common.h):
+ *   Q5_1, 24 bytes per 32 values: f16 d, f16 m, u32 qh (bit j = 5th bit of value j), 16 B
+ *     qs (value j < 16 the low nibble of qs[j], value j + 16 its high nibble);
+ *     value = (float)q * d + m with q in [0, 31] (product and sum rounded separately).
+ *   IQ4_NL, 18 bytes per 32 values: f16 d, 16 B of 4-bit indices (nibbles as Q5_1's)
+ *     into the signed codebook KERN_IQ4_VALUES; value = d * (float)kv[idx].
+ *   IQ4_XS, 136 bytes per 256 values: f16 d, u16 scales_h, 4 B scales_l, 128 B indices;
+ *     sub-block s (32 values) has ls_s = (scales_l[s / 2] >> 4 (s % 2)) & 15 |
+ *     ((scales_h >> 2 s) & 3) << 4 and indices at 16 s as IQ4_NL's block;
+ *     value = (d * (float)(ls_s - 32)) * (float)kv[idx] (two roundings, in that order).
+ *
+ * Matmul order. Q5_1 and IQ4_NL read the Q8_0 activations (kern_q8_quantize: K % 32 == 0,
+ * xq.d the stored scale) in the Q8_0 lane scheme: for output y[t][r], block b ascending,
+ * dw = hs_f16_to_f32(d), dx = xq[b].d,
+ *     Q5_1:   isum_b = sum_{i<32} q_i * xq_i,  xsum_b = sum_{i<32} xq_i,  mw = f16 m
+ *             acc[b % 8] = fmaf(dw * dx, (float)isum_b, acc[b % 8])
+ *             acc[b % 8] = fmaf(mw * dx, (float)xsum_b, acc[b % 8])
+ *     IQ4_NL: isum_b = sum_{i<32} kv[idx_i] * xq_i
+ *             acc[b % 8] = fmaf(dw * dx, (float)isum_b, acc[b % 8])
+ * 8 partial sums from +0.0f, then the halving tree h = 4, 2, 1 (as Q8_0). IQ4_XS reads the
+ * K-quant activations (kern_q8k_quantize, K % 256 == 0) in the K-quant scheme:
+ *     isum = sum_{s<8} (ls_s - 32) * (sum_{i in s} kv[idx_i] * xq_i)
+ *     acc = fmaf(dw * dx, (float)isum, acc)  (one accumulator, super-blocks ascending)
+ * The integer sums are exact (|isum| < 2^28), so a variant may add them in any order;
+ * dw * dx and mw * dx are single rounded products. (llama.cpp computes Q5_1 against
+ * block_q8_1, whose f16 s = d * sum(q) rounds once more, and sums blocks in one
+ * accumulator: the same integer terms, other float steps.) */
+#define KERN_X_Q5_1 13
+#define KERN_X_IQ4_NL 21
+#define KERN_X_IQ4_XS 22
+#define KERN_Q5_1_BYTES 24
+#define KERN_IQ4NL_BYTES 18
+#define KERN_IQ4XS_BYTES 136
+
+/* The IQ4_NL / IQ4_XS codebook (llama.cpp's kvalues_iq4nl): index 0..7 negative, 8..15
+ * positive, ascending. */
+extern const int8_t kern_iq4_values[16];
+
+/* True for KERN_X_Q5_1, KERN_X_IQ4_NL, KERN_X_IQ4_XS. */
+bool kern_wtype_is_x(int t);
+/* True when type t reads kern_q8k_quantize activations (IQ4_XS), false when it reads
+ * kern_q8_quantize's (Q5_1, IQ4_NL). */
+bool kern_x_uses_q8k(int t);
+/* Bytes of one row of k values of extra type t; 0 when k < 1 or k is not whole blocks. */
+size_t kern_x_row_bytes(int t, int64_t k);
+/* y[t * y_ld + r] for r in [r0, r1) with weights of extra type wt: xq from
+ * kern_q8_quantize(x) for Q5_1 / IQ4_NL (xk unused, may be NULL), xk from
+ * kern_q8k_quantize(x) for IQ4_XS (xq unused). The order above; independent of n_tok, r0,
+ * r1. The scalar reference; variants through kern_ops.matmul_x. */
+void kern_matmul_x(float *y, int64_t y_ld, const void *w, int wt, const struct kern_q8_block *xq,
+                   const struct kern_q8k_block *xk, int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+void kern_matmul_x_avx2(float *y, int64_t y_ld, const void *w, int wt, const struct kern_q8_block *xq,
+                        const struct kern_q8k_block *xk, int64_t n_tok, int64_t k, int64_t r0,
+                        int64_t r1);
+void kern_matmul_x_avx512(float *y, int64_t y_ld, const void *w, int wt,
+                          const struct kern_q8_block *xq, const struct kern_q8k_block *xk,
+                          int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+/* out[0..k) = row `row` as f32 (the value formulas above; llama.cpp's dequantize_row_*). */
+void kern_x_row_to_f32(float *out, const void *w, int wt, int64_t k, int64_t row);
+/* The inverse, rounding to nearest (q5_1.c's and iq4.c's quantizer notes): a valid row,
+ * not the bits llama-quantize's searches would write. */
+void kern_x_row_from_f32(void *w, int wt, const float *x, int64_t k);
+/* The first block of rows [0, rows) of k values whose f16 scale (Q5_1: d or m) is NaN or
+ * infinite, as row * (blocks per row) + block; -1 when all are finite. The loader's
+ * hostile-file check: the matmuls assume finite scales no more than the others do, but a
+ * NaN scale would poison every logit silently. */
+int64_t kern_x_bad_scale(const void *w, int wt, int64_t rows, int64_t k);
+/* The per-type pieces (q5_1*.c; iq4*.c), same arguments and contracts. */
+void kern_matmul_q5_1(float *y, int64_t y_ld, const void *w, const struct kern_q8_block *xq,
+                      int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+void kern_matmul_q5_1_avx2(float *y, int64_t y_ld, const void *w, const struct kern_q8_block *xq,
+                           int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+void kern_matmul_q5_1_avx512(float *y, int64_t y_ld, const void *w, const struct kern_q8_block *xq,
+                             int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+void kern_q5_1_row_to_f32(float *out, const void *w, int64_t k, int64_t row);
+void kern_q5_1_row_from_f32(void *w, const float *x, int64_t k);
+void kern_matmul_iq4nl(float *y, int64_t y_ld, const void *w, const struct kern_q8_block *xq,
+                       int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+void kern_matmul_iq4nl_avx2(float *y, int64_t y_ld, const void *w, const struct kern_q8_block *xq,
+                            int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+void kern_matmul_iq4nl_avx512(float *y, int64_t y_ld, const void *w, const struct kern_q8_block *xq,
+                              int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+void kern_matmul_iq4xs(float *y, int64_t y_ld, const void *w, const struct kern_q8k_block *xq,
+                       int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+void kern_matmul_iq4xs_avx2(float *y, int64_t y_ld, const void *w, const struct kern_q8k_block *xq,
+                            int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+void kern_matmul_iq4xs_avx512(float *y, int64_t y_ld, const void *w,
+                              const struct kern_q8k_block *xq, int64_t n_tok, int64_t k, int64_t r0,
+                              int64_t r1);
 
 /* ---- matmul and embeddings (matmul.c) -------------------------------------------- */
 
@@ -472,6 +567,10 @@ struct kern_ops {
                         const float *vc, int64_t kv_ld, int64_t n_pos0, int64_t n_tok, int64_t hd,
                         int64_t n_head, int64_t n_kv_head, float scale, float *scratch, int64_t h0,
                         int64_t h1);
+    /* appended ([F12], extra block types): kern_matmul_x of the variant (q5_1_*.c, iq4_*.c) */
+    void (*matmul_x)(float *y, int64_t y_ld, const void *w, int wt, const struct kern_q8_block *xq,
+                     const struct kern_q8k_block *xk, int64_t n_tok, int64_t k, int64_t r0,
+                     int64_t r1);
 };
 
 /* The table of variant `variant` ("scalar", "avx2", "avx512vnni", "avx512"); NULL for an

@@ -20,6 +20,7 @@ size_t kern_row_bytes(enum kern_wtype t, int64_t k)
 {
     if (k < 1) return 0;
     if (kern_wtype_is_k((int)t)) return kern_k_row_bytes((int)t, k); /* q4k.c */
+    if (kern_wtype_is_x((int)t)) return kern_x_row_bytes((int)t, k); /* iq4.c */
     switch (t) {
     case KERN_W_F32: return (size_t)k * 4;
     case KERN_W_F16:
@@ -153,6 +154,10 @@ void kern_row_to_f32(float *out, const void *w, enum kern_wtype wt, int64_t k, i
         kern_k_row_to_f32(out, w, (int)wt, k, row); /* q4k.c */
         return;
     }
+    if (kern_wtype_is_x((int)wt)) {
+        kern_x_row_to_f32(out, w, (int)wt, k, row); /* iq4.c */
+        return;
+    }
     const uint8_t *p = (const uint8_t *)w + (size_t)row * kern_row_bytes(wt, k);
     if (wt != KERN_W_Q8_0) {
         load_f32(out, p, wt, 0, k);
@@ -170,6 +175,10 @@ void kern_row_from_f32(void *w, enum kern_wtype wt, const float *x, int64_t k)
 {
     if (kern_wtype_is_k((int)wt)) {
         kern_k_row_from_f32(w, (int)wt, x, k); /* q4k.c */
+        return;
+    }
+    if (kern_wtype_is_x((int)wt)) {
+        kern_x_row_from_f32(w, (int)wt, x, k); /* iq4.c */
         return;
     }
     uint8_t *p = w;

@@ -53,6 +53,18 @@
  *      The quantizers are the kernels' round-to-nearest (kern_row_from_f32, beside the
  *      dequantizers), not llama.cpp's error-minimising search: the files are valid Q4_K_M /
  *      Q5_K_M, not bit-equal to what llama-quantize would write from the same f32 weights.
+ *      --dtype q5_1, iq4_nl, iq4_xs (GGUF only; [F12]) store every quantized matrix in that
+ *      type, except the MoE router (f32, as q4_k_m), output.weight and a tied
+ *      token_embd.weight (Q8_0: the logits' own projection keeps 8 bits, as llama.cpp keeps
+ *      it above the file's base type) and, for iq4_xs, a row that is not whole 256-value
+ *      super-blocks (IQ4_NL, llama.cpp's own fallback for IQ4_XS). Round to nearest again
+ *      (q5_1.c, iq4.c quantizer notes).
+ *      --dtype ud_q4_k_xl (GGUF only; DTYPE_Q8_0 with ud_mix in the options) is a mixed file
+ *      in the manner of unsloth's UD-Q4_K_XL files of the family: routed experts' gate / up
+ *      Q4_K (Q8_0 where a row is not whole super-blocks), their down projection Q5_1, an
+ *      untied token_embd.weight IQ4_NL (standing in for a real file's PLE table: large,
+ *      read a few rows per token), the router f32, every other matrix Q8_0;
+ *      general.file_type 15 as those files say. Not unsloth's exact per-tensor choice.
  *   4. Every file is written atomically (temp + fsync + rename); an HF directory gets its
  *      config.json last, so an interrupted run never leaves a directory that looks complete.
  *   5. Options are validated before anything is generated; each error names the option.
@@ -66,6 +78,12 @@
 
 #include <stdio.h>
 #include <string.h>
+
+/* The --dtype spelling of a matrix dtype (q4_k_m / q5_k_m for the K-quant mixes). */
+static const char *mk_dtype_opt_name(enum dtype dt)
+{
+    return dt == DTYPE_Q4_K ? "q4_k_m" : dt == DTYPE_Q5_K ? "q5_k_m" : dtype_info(dt)->name;
+}
 
 /* Generated at build time by tools/embed_template.sh; NULL when no bundle was installed. */
 extern const char *const hs_chat_template_qwen35;
@@ -195,14 +213,15 @@ static int mk_geom_init(const struct mkmodel_opts *o, const struct model_arch_in
     }
     g->n_rot = (int64_t)((double)g->head_dim * a->defaults.partial_rotary_factor); /* as the loader */
 
-    const char *kname = o->dtype == DTYPE_Q8_0 ? "q8_0" : o->dtype == DTYPE_Q4_K ? "q4_k_m" : "q5_k_m";
+    const char *kname = o->ud_mix ? "ud_q4_k_xl" : mk_dtype_opt_name(o->dtype);
     if ((o->dtype == DTYPE_Q4_K || o->dtype == DTYPE_Q5_K) && g->n_expert == 8)
         return hs_err_set(err, HS_ERR_INVALID, "--dtype %s with --experts 8: llama.cpp's rule for "
                           "8-expert models (Q5_K attn_output, Q8_0 attn_k / attn_v) is not "
                           "implemented by mkmodel", kname);
-    if (o->dtype == DTYPE_Q8_0 || o->dtype == DTYPE_Q4_K || o->dtype == DTYPE_Q5_K) {
+    if (dtype_info(o->dtype)->block_elems > 1) {
         /* Every matrix row (the innermost dimension) must hold whole 32-value blocks (the
-         * Q8_0 fallback of q4_k_m rows that are not whole 256-value super-blocks). */
+         * Q8_0 fallback of q4_k_m rows that are not whole 256-value super-blocks, IQ4_NL
+         * that of iq4_xs). */
         const struct { const char *opt; int64_t v; } rows[] = {
             { "--hidden", g->n_embd }, { "--heads x --head-dim", g->n_head * g->head_dim },
             { "--gdn-v-heads x --gdn-head-dim", g->hv * g->dv }, { "--ffn", g->n_ff },
@@ -322,11 +341,14 @@ static void mk_gguf_meta(struct gguf_writer *w, const struct model_arch_info *a,
                          const char *preset, enum dtype dt)
 {
     /* llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_Q4_K_M 15, MOSTLY_Q5_K_M 17,
-     * MOSTLY_BF16 32 */
+     * MOSTLY_BF16 32, MOSTLY_Q5_1 9, MOSTLY_IQ4_NL 25, MOSTLY_IQ4_XS 30 */
     uint32_t ftype = dt == DTYPE_F16    ? 1
                      : dt == DTYPE_Q8_0 ? 7
                      : dt == DTYPE_Q4_K ? 15
                      : dt == DTYPE_Q5_K ? 17
+                     : dt == DTYPE_Q5_1 ? 9
+                     : dt == DTYPE_IQ4_NL ? 25
+                     : dt == DTYPE_IQ4_XS ? 30
                      : dt == DTYPE_BF16 ? 32
                                         : 0;
     char key[96], name[96];
@@ -427,14 +449,16 @@ int mkmodel_write(const struct mkmodel_opts *o, struct hs_err *err)
     if (!o->out || !*o->out) return hs_err_set(err, HS_ERR_INVALID, "--out is required");
     if ((unsigned)o->arch >= MODEL_ARCH_COUNT)
         return hs_err_set(err, HS_ERR_INVALID, "unknown architecture %d", (int)o->arch);
-    if ((unsigned)o->dtype >= DTYPE_COUNT || !dtype_info(o->dtype)->compute || o->dtype == DTYPE_Q6_K)
-        return hs_err_set(err, HS_ERR_INVALID, "--dtype must be f32, f16, bf16, q8_0, q4_k_m or q5_k_m");
+    if ((unsigned)o->dtype >= DTYPE_COUNT || !dtype_info(o->dtype)->compute || o->dtype == DTYPE_Q6_K ||
+        (o->ud_mix && o->dtype != DTYPE_Q8_0))
+        return hs_err_set(err, HS_ERR_INVALID, "--dtype must be f32, f16, bf16, q8_0, q4_k_m, q5_k_m, "
+                          "q5_1, iq4_nl or iq4_xs");
     const bool gguf = mk_is_gguf_path(o->out);
-    if (!gguf && (o->dtype == DTYPE_Q8_0 || o->dtype == DTYPE_Q4_K || o->dtype == DTYPE_Q5_K))
+    if (!gguf && dtype_info(o->dtype)->block_elems > 1)
         return hs_err_set(err, HS_ERR_INVALID, "--dtype %s needs a .gguf --out (safetensors has "
                           "no %s; use f32, f16 or bf16 for a Hugging Face directory)",
-                          o->dtype == DTYPE_Q8_0 ? "q8_0" : o->dtype == DTYPE_Q4_K ? "q4_k_m" : "q5_k_m",
-                          o->dtype == DTYPE_Q8_0 ? "Q8_0" : "K-quants");
+                          o->ud_mix ? "ud_q4_k_xl" : mk_dtype_opt_name(o->dtype),
+                          o->dtype == DTYPE_Q8_0 && !o->ud_mix ? "Q8_0" : "block types");
     struct model_arch_info info;
     model_arch_info(o->arch, &info);
     const struct model_arch_info *a = &info;
@@ -471,10 +495,10 @@ int mkmodel_write(const struct mkmodel_opts *o, struct hs_err *err)
     g.n_vocab = t.n_vocab;
 
     struct mk_plan plan;
-    rc = mk_tensors_plan(&plan, a, &g, o->dtype, gguf, err);
+    rc = mk_tensors_plan(&plan, a, &g, o->dtype, o->ud_mix, gguf, err);
     if (rc == HS_OK) {
         mk_plan_run(&plan, &g, o->seed);
-        rc = gguf ? mk_write_gguf(o->out, &plan, a, &g, &t, tpl, preset->name, o->dtype, err)
+        rc = gguf ? mk_write_gguf(o->out, &plan, a, &g, &t, tpl, preset->name, o->ud_mix ? DTYPE_Q4_K : o->dtype, err)
                   : mk_write_hf(o->out, &plan, a, &g, &t, tpl, o->dtype, err);
     }
     mk_plan_free(&plan);

@@ -28,6 +28,7 @@
 #include "format/format.h"
 #include "model/model.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct mkmodel_opts {
@@ -38,6 +39,8 @@ struct mkmodel_opts {
     int64_t gdn_k_heads, gdn_v_heads, gdn_head_dim;
     int64_t n_expert, n_expert_used, n_ff_exp;
     enum dtype dtype;            /* weight dtype of matrices (norms stay f32) */
+    bool ud_mix;                 /* --dtype ud_q4_k_xl (with dtype DTYPE_Q8_0): a mixed file in
+                                  * the manner of unsloth's UD-Q4_K_XL (mkmodel.c note 3) */
     uint64_t seed;
     const char *tokenizer_json;  /* NULL: write our own small BPE tokenizer */
     const char *chat_template;   /* NULL: the Qwen3.5 template (built in, see Makefile) */

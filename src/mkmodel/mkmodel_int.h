@@ -131,6 +131,6 @@ void mk_plan_run(struct mk_plan *p, const struct mk_geom *g, uint64_t seed);
 /* tensors.c: the plan of architecture a's tensors in HF layout (gguf false) or in llama.cpp's
  * GGUF spelling, matrices in dt (K-quant types: the Q4_K_M / Q5_K_M mix). */
 int mk_tensors_plan(struct mk_plan *plan, const struct model_arch_info *a, const struct mk_geom *g,
-                    enum dtype dt, bool gguf, struct hs_err *err);
+                    enum dtype dt, bool ud_mix, bool gguf, struct hs_err *err);
 
 #endif

@@ -175,7 +175,8 @@ static void mk_route_row(const struct mk_job *j, const struct mk_geom *g, int64_
 static const int mk_kern_types[DTYPE_COUNT] = {
     [DTYPE_F32] = KERN_W_F32, [DTYPE_F16] = KERN_W_F16, [DTYPE_BF16] = KERN_W_BF16,
     [DTYPE_Q8_0] = KERN_W_Q8_0, [DTYPE_Q4_K] = KERN_K_Q4_K, [DTYPE_Q5_K] = KERN_K_Q5_K,
-    [DTYPE_Q6_K] = KERN_K_Q6_K,
+    [DTYPE_Q6_K] = KERN_K_Q6_K, [DTYPE_Q5_1] = KERN_X_Q5_1, [DTYPE_IQ4_NL] = KERN_X_IQ4_NL,
+    [DTYPE_IQ4_XS] = KERN_X_IQ4_XS,
 };
 
 /* Store n f32 values as dtype at dst: the kernels' quantizers, beside their dequantizers. */

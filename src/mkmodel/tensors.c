@@ -61,6 +61,7 @@ struct mk_builder {
     const struct model_arch_info *arch;
     const struct mk_geom *g;
     enum dtype dtype;
+    bool ud_mix; /* --dtype ud_q4_k_xl */
     bool gguf;
     struct mk_plan plan;
     int stack_il, n_stacks; /* the stacked GGUF outputs of layer stack_il's experts */
@@ -102,6 +103,31 @@ static enum dtype mk_kquant_type(const struct mk_geom *g, enum dtype base, const
              il >= 0 && mk_more_bits(il, g->n_layer))
         t = DTYPE_Q6_K;
     return row_len % KERN_QK ? DTYPE_Q8_0 : t;
+}
+
+/* The type of GGUF tensor `name` with rows of row_len values in a --dtype q5_1 / iq4_nl /
+ * iq4_xs file (base; design note, item 3): the router f32, the output projection (and a tied
+ * embedding) Q8_0, IQ4_XS rows that are not whole super-blocks IQ4_NL, the rest base. */
+static enum dtype mk_xtype_type(const struct mk_geom *g, enum dtype base, const char *name, int64_t row_len)
+{
+    if (strstr(name, "ffn_gate_inp.weight")) return DTYPE_F32;
+    if (!strcmp(name, "output.weight") || (g->tied && !strcmp(name, "token_embd.weight"))) return DTYPE_Q8_0;
+    if (base == DTYPE_IQ4_XS && row_len % KERN_QK) return DTYPE_IQ4_NL;
+    return base;
+}
+
+/* The type of GGUF tensor `name` (rows of row_len values) in a --dtype ud_q4_k_xl file
+ * (mkmodel.c note 3): routed experts' gate / up Q4_K (Q8_0 where a row is not whole
+ * super-blocks) and down Q5_1, an untied token_embd IQ4_NL (the large table read a few rows
+ * per token, as a real file's PLE table), the router f32, the rest Q8_0. */
+static enum dtype mk_ud_type(const struct mk_geom *g, const char *name, int64_t row_len)
+{
+    if (strstr(name, "ffn_gate_inp.weight")) return DTYPE_F32;
+    if (strstr(name, "ffn_gate_exps") || strstr(name, "ffn_up_exps") || strstr(name, "ffn_gate_up_exps"))
+        return row_len % KERN_QK ? DTYPE_Q8_0 : DTYPE_Q4_K;
+    if (strstr(name, "ffn_down_exps")) return DTYPE_Q5_1;
+    if (!g->tied && !strcmp(name, "token_embd.weight")) return DTYPE_IQ4_NL;
+    return DTYPE_Q8_0;
 }
 
 /* The stacked GGUF output of per-expert tensor t: made at expert 0, found at the others. */
@@ -163,9 +189,15 @@ static int mk_put(const struct model_arch_tensor *t, void *ctx)
     const bool split = t->gguf[1] != NULL;
     enum dtype dt2 = dt;
     if (split && (rc = mk_gguf_name(b, t, 1, name2, err))) return rc;
-    if (quant && (b->dtype == DTYPE_Q4_K || b->dtype == DTYPE_Q5_K)) {
+    if (quant && b->ud_mix) {
+        dt = mk_ud_type(g, name, shape[n_dims - 1]);
+        if (split) dt2 = mk_ud_type(g, name2, shape[n_dims - 1]);
+    } else if (quant && (b->dtype == DTYPE_Q4_K || b->dtype == DTYPE_Q5_K)) {
         dt = mk_kquant_type(g, b->dtype, name, t->il, shape[n_dims - 1]);
         if (split) dt2 = mk_kquant_type(g, b->dtype, name2, t->il, shape[n_dims - 1]);
+    } else if (quant && (b->dtype == DTYPE_Q5_1 || b->dtype == DTYPE_IQ4_NL || b->dtype == DTYPE_IQ4_XS)) {
+        dt = mk_xtype_type(g, b->dtype, name, shape[n_dims - 1]);
+        if (split) dt2 = mk_xtype_type(g, b->dtype, name2, shape[n_dims - 1]);
     }
     int dst, dst2 = -1;
     int64_t p0 = 0, p1 = 0;
@@ -223,13 +255,14 @@ static void mk_hparams(const struct model_arch_info *a, const struct mk_geom *g,
 }
 
 int mk_tensors_plan(struct mk_plan *plan, const struct model_arch_info *a, const struct mk_geom *g,
-                    enum dtype dt, bool gguf, struct hs_err *err)
+                    enum dtype dt, bool ud_mix, bool gguf, struct hs_err *err)
 {
     struct mk_builder b;
     memset(&b, 0, sizeof(b));
     b.arch = a;
     b.g = g;
     b.dtype = dt;
+    b.ud_mix = ud_mix;
     b.gguf = gguf;
     b.stack_il = -1;
     b.err = err;

@@ -247,9 +247,10 @@ static bool check_tensor(struct binder *b, const struct tensor_spec *s, const st
     if (!di || !di->compute) {
         problem_add(&b->pr, HS_ERR_UNSUPPORTED,
                     "tensor '%s': dtype %s is not supported (f32, f16, bf16 and q8_0 are; q4_k, "
-                    "q5_k and q6_k for matrices)", name, di ? di->name : "?");
+                    "q5_k, q6_k, q5_1, iq4_nl and iq4_xs for matrices)", name, di ? di->name : "?");
         ok = false;
-    } else if ((t->dtype == DTYPE_Q4_K || t->dtype == DTYPE_Q5_K || t->dtype == DTYPE_Q6_K) &&
+    } else if ((t->dtype == DTYPE_Q4_K || t->dtype == DTYPE_Q5_K || t->dtype == DTYPE_Q6_K ||
+                t->dtype == DTYPE_Q5_1 || t->dtype == DTYPE_IQ4_NL || t->dtype == DTYPE_IQ4_XS) &&
                !spec_is_matrix(s->conv)) {
         /* K-quants reach only the matmul and row dequantizer; vectors and conv taps are
          * converted element by element to f32, which this file does for float and Q8_0 */

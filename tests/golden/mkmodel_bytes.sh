@@ -43,6 +43,11 @@ cases() {
         echo "kq-qwen35moe-$dt.gguf|--arch qwen35moe $kq --expert-ffn 256 --dtype $dt"
         echo "kq-qwen3next-$dt.gguf|--arch qwen3next $kq --gdn-k-heads 2 --gdn-v-heads 2 --dtype $dt"
     done
+    # [F12] block types and the mix: our round-to-nearest quantizers' bytes pinned
+    echo "x-qwen35-q5_1.gguf|--arch qwen35 $kq --ffn 512 --dtype q5_1"
+    echo "x-qwen35moe-iq4_nl.gguf|--arch qwen35moe --gdn-k-heads 1 --gdn-v-heads 2 --dtype iq4_nl"
+    echo "x-qwen3next-iq4_xs.gguf|--arch qwen3next $kq --gdn-k-heads 2 --gdn-v-heads 2 --dtype iq4_xs"
+    echo "x-qwen35moe-ud_q4_k_xl.gguf|--arch qwen35moe $kq --expert-ffn 256 --dtype ud_q4_k_xl"
     for f in -hf .gguf; do
         echo "tile-qwen35$f|--arch qwen35 --gdn-k-heads 1 --gdn-v-heads 3"
         echo "tile-qwen35moe$f|--arch qwen35moe --gdn-k-heads 1 --gdn-v-heads 4 --experts 5 --experts-used 3 --expert-ffn 64"

@@ -1,6 +1,6 @@
 /* test_forward.c — the forward pass's exactness (docs/DESIGN.md §4), memcmp with no tolerance:
  * for every architecture and weight format (tiny mkmodel presets: f32 / q8_0 / q4_k_m /
- * q5_k_m GGUF and bf16 HF, Hk != Hv, MoE), the logits of every position of a 100-token prompt are identical
+ * q5_k_m / q5_1 / iq4_nl / iq4_xs GGUF and bf16 HF, Hk != Hv, MoE), the logits of every position of a 100-token prompt are identical
  * whatever the chunking (1, 7, 64, whole, internal n_batch steps) and thread count (1, 2);
  * a snapshot captured in flight at a random position equals the state of a forward that
  * stopped there, and a sequence restored from a blob (or from the snapshot) continues with
@@ -64,7 +64,7 @@ static struct model *make_model(const struct spec *sp, const char *name)
     o.chat_template = tpl;
     if (sp->hk) o.gdn_k_heads = sp->hk;
     if (sp->hv) o.gdn_v_heads = sp->hv;
-    if (sp->dtype == DTYPE_Q4_K || sp->dtype == DTYPE_Q5_K) {
+    if (sp->dtype == DTYPE_Q4_K || sp->dtype == DTYPE_Q5_K || sp->dtype == DTYPE_IQ4_XS) {
         /* q4_k_m / q5_k_m: rows of whole 256-value super-blocks (Q4_K / Q6_K), except the experts'
          * down projection (K = 32: the Q8_0 fallback), so one model mixes all three */
         o.n_embd = 256;
@@ -273,6 +273,12 @@ Test(forward_exact, qwen35moe_q4_k_m_gguf) { struct spec s = { MODEL_ARCH_QWEN35
 Test(forward_exact, qwen3next_q4_k_m_gguf) { struct spec s = { MODEL_ARCH_QWEN3NEXT, DTYPE_Q4_K, true, 2, 2, 16 }; sweep(&s); }
 Test(forward_exact, qwen35_q5_k_m_gguf) { struct spec s = { MODEL_ARCH_QWEN35, DTYPE_Q5_K, true, 0, 0, 19 }; sweep(&s); }
 Test(forward_exact, qwen35moe_q5_k_m_gguf) { struct spec s = { MODEL_ARCH_QWEN35MOE, DTYPE_Q5_K, true, 0, 0, 20 }; sweep(&s); }
+/* [F12] Q5_1, IQ4_NL (qwen3next Hk != Hv: 32-value blocks reorder in Dv blocks) and IQ4_XS
+ * (IQ4_NL where a row is not whole super-blocks) */
+Test(forward_exact, qwen35_q5_1_gguf) { struct spec s = { MODEL_ARCH_QWEN35, DTYPE_Q5_1, true, 0, 0, 41 }; sweep(&s); }
+Test(forward_exact, qwen35moe_iq4_nl_gguf) { struct spec s = { MODEL_ARCH_QWEN35MOE, DTYPE_IQ4_NL, true, 0, 0, 42 }; sweep(&s); }
+Test(forward_exact, qwen3next_iq4_nl_gguf_hk1_hv2) { struct spec s = { MODEL_ARCH_QWEN3NEXT, DTYPE_IQ4_NL, true, 1, 2, 43 }; sweep(&s); }
+Test(forward_exact, qwen35moe_iq4_xs_gguf) { struct spec s = { MODEL_ARCH_QWEN35MOE, DTYPE_IQ4_XS, true, 0, 0, 44 }; sweep(&s); }
 Test(forward_exact, qwen3next_bf16_hf_hk1_hv2) { struct spec s = { MODEL_ARCH_QWEN3NEXT, DTYPE_BF16, false, 1, 2, 9 }; sweep(&s); }
 
 /* Every kernel variant that runs here (cpu_level.h) gives the same logits, bit for bit, as
@@ -294,7 +300,10 @@ ParameterizedTest(int *vi, forward_exact, variants_equal_scalar)
                                        { MODEL_ARCH_QWEN35MOE, DTYPE_BF16, false, 0, 0, 12 },
                                        { MODEL_ARCH_QWEN3NEXT, DTYPE_F32, true, 0, 0, 13 },
                                        { MODEL_ARCH_QWEN35MOE, DTYPE_Q4_K, true, 0, 0, 18 },
-                                       { MODEL_ARCH_QWEN35, DTYPE_Q5_K, true, 0, 0, 21 } };
+                                       { MODEL_ARCH_QWEN35, DTYPE_Q5_K, true, 0, 0, 21 },
+                                       { MODEL_ARCH_QWEN35, DTYPE_Q5_1, true, 0, 0, 45 },
+                                       { MODEL_ARCH_QWEN35MOE, DTYPE_IQ4_NL, true, 0, 0, 46 },
+                                       { MODEL_ARCH_QWEN3NEXT, DTYPE_IQ4_XS, true, 2, 2, 47 } };
     for (size_t k = 0; k < sizeof(sps) / sizeof(sps[0]); k++) {
         char nm[16];
         snprintf(nm, sizeof(nm), "v%zu", k);
@@ -469,6 +478,8 @@ Test(forward_exact, batch_qwen35_q8_0_gguf) { struct spec s = { MODEL_ARCH_QWEN3
 Test(forward_exact, batch_qwen35_bf16_hf) { struct spec s = { MODEL_ARCH_QWEN35, DTYPE_BF16, false, 1, 3, 32 }; batch_sweep(&s); }
 Test(forward_exact, batch_qwen35moe_q4_k_m_gguf) { struct spec s = { MODEL_ARCH_QWEN35MOE, DTYPE_Q4_K, true, 0, 0, 33 }; batch_sweep(&s); }
 Test(forward_exact, batch_qwen3next_f32_gguf) { struct spec s = { MODEL_ARCH_QWEN3NEXT, DTYPE_F32, true, 0, 0, 34 }; batch_sweep(&s); }
+Test(forward_exact, batch_qwen35moe_q5_1_gguf) { struct spec s = { MODEL_ARCH_QWEN35MOE, DTYPE_Q5_1, true, 0, 0, 48 }; batch_sweep(&s); }
+Test(forward_exact, batch_qwen35_iq4_xs_gguf) { struct spec s = { MODEL_ARCH_QWEN35, DTYPE_IQ4_XS, true, 0, 0, 49 }; batch_sweep(&s); }
 Test(forward_exact, batch_qwen35_q5_k_m_gguf) { struct spec s = { MODEL_ARCH_QWEN35, DTYPE_Q5_K, true, 0, 0, 35 }; batch_sweep(&s); }
 
 /* Bad batches fail before any state changes: one sequence twice, more tokens than a step

@@ -915,6 +915,22 @@ Test(gguf_hostile, bad_tensors)
     uint64_t ne_iq[] = { 256 };
     one_tensor(&b, "iq", 1, ne_iq, 16, 0, 256);
     expect_fail(&b, HS_ERR_UNSUPPORTED, "iq2_xxs");
+    /* [F12]: the rest of the IQ family stays refused by name; IQ4_NL / IQ4_XS are read, with
+     * their block sizes checked */
+    static const struct { uint32_t id; const char *name; } iq[] = {
+        { 17, "iq2_xs" }, { 18, "iq3_xxs" }, { 19, "iq1_s" }, { 21, "iq3_s" }, { 22, "iq2_s" }, { 29, "iq1_m" },
+    };
+    for (size_t i = 0; i < sizeof iq / sizeof iq[0]; i++) {
+        one_tensor(&b, "iq", 1, ne_iq, iq[i].id, 0, 256);
+        expect_fail(&b, HS_ERR_UNSUPPORTED, iq[i].name);
+    }
+    uint64_t ne_32[] = { 32, 2 };
+    one_tensor(&b, "x", 2, ne_32, 23, 0, 256);
+    expect_fail(&b, HS_ERR_FORMAT, "ne[0] = 32 is not a multiple of the iq4_xs block (256)");
+    one_tensor(&b, "x", 2, ne_32, 20, 0, 35); /* two IQ4_NL blocks are 36 bytes */
+    expect_fail(&b, HS_ERR_FORMAT, "past the file end");
+    one_tensor(&b, "x", 2, ne_32, 7, 0, 47); /* two Q5_1 blocks are 48 bytes */
+    expect_fail(&b, HS_ERR_FORMAT, "past the file end");
     one_tensor(&b, "w", 2, ne, 0, 16, 64);
     expect_fail(&b, HS_ERR_FORMAT, "offset 16 is not a multiple of the alignment 32");
     one_tensor(&b, "w", 2, ne, 0, 0, 31);

@@ -6,6 +6,7 @@
 
 #include "base/base.h"
 #include "format/format.h"
+#include "kernels/kernels.h"
 #include "mkmodel/mkmodel.h"
 #include "model/model.h"
 #include "sys/sys.h"
@@ -788,6 +789,115 @@ Test(mkmodel_write, q5_k_m_types_and_values)
     gguf_close(gq);
 }
 
+/* --dtype q5_1 / iq4_nl / iq4_xs ([F12]): every quantized matrix in the type (IQ4_XS rows that
+ * are not whole 256-value super-blocks IQ4_NL), the MoE router f32, output.weight and a tied
+ * token_embd Q8_0, general.file_type 9 / 25 / 30, and the blocks (read by the kernels' row
+ * dequantizer) hold the f32 file's values within their steps, relative to each 32-value
+ * group's largest magnitude: Q5_1 0.6 / 31 of the range, IQ4_NL 14.5 / 127 (the codebook's
+ * widest gap), IQ4_XS that plus the 6-bit sub-scale grid. */
+static void check_xtype(enum dtype dt, uint32_t ftype, double tol)
+{
+    char a[160], b[160];
+    struct mkmodel_opts o;
+    struct hs_err err;
+    const char *paths[2] = { tp(a, "xf32.gguf"), tp(b, "xq.gguf") };
+    const enum dtype dts[2] = { DTYPE_F32, dt };
+    for (int i = 0; i < 2; i++) {
+        opts(&o, MODEL_ARCH_QWEN35MOE, dts[i], 9, paths[i]);
+        o.n_embd = 256;
+        o.head_dim = 64;
+        o.gdn_head_dim = 64;
+        o.n_ff_exp = 128;
+        hs_err_clear(&err);
+        cr_assert_eq(mkmodel_write(&o, &err), HS_OK, "%s", err.msg);
+    }
+    struct gguf_file *gf = NULL, *gq = NULL;
+    cr_assert_eq(gguf_open(a, &gf, &err), HS_OK, "%s", err.msg);
+    cr_assert_eq(gguf_open(b, &gq, &err), HS_OK, "%s", err.msg);
+    uint32_t ft = 0;
+    cr_assert_eq(gguf_get_u32(gq, "general.file_type", &ft, &err), HS_OK);
+    cr_assert_eq(ft, ftype);
+    const struct tensor_set *ts = gguf_tensors(gq);
+    int n_type = 0;
+    for (int i = 0; i < tensor_set_count(ts); i++) {
+        const struct tensor_view *q = tensor_set_at(ts, i);
+        const struct tensor_view *f = tensor_set_find(gguf_tensors(gf), q->name);
+        cr_assert(f, "%s missing from the f32 file", q->name);
+        int64_t row = q->shape[q->n_dims - 1];
+        bool tied = !tensor_set_find(ts, "output.weight");
+        enum dtype want = dt == DTYPE_IQ4_XS && row % 256 ? DTYPE_IQ4_NL : dt;
+        if (f->n_dims < 2 || strstr(q->name, "ffn_gate_inp") || strstr(q->name, "conv1d")) want = DTYPE_F32;
+        else if (!strcmp(q->name, "output.weight") || (tied && !strcmp(q->name, "token_embd.weight"))) want = DTYPE_Q8_0;
+        cr_assert_eq(q->dtype, want, "%s: %s, expected %s", q->name, dtype_info(q->dtype)->name, dtype_info(want)->name);
+        if (q->dtype != dt && !(dt == DTYPE_IQ4_XS && q->dtype == DTYPE_IQ4_NL)) continue;
+        n_type += q->dtype == dt;
+        uint64_t n = tensor_n_elems(f);
+        int64_t rows = (int64_t)(n / (uint64_t)row);
+        float *back = malloc(sizeof(float) * (size_t)row);
+        double worst = 0;
+        for (int64_t r = 0; r < rows; r++) {
+            kern_row_to_f32(back, q->data, (enum kern_wtype)q->dtype, row, r);
+            for (int64_t g0 = 0; g0 < row; g0 += 32) {
+                float amax = 0;
+                for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(f32_at(f, r * row + g0 + j)));
+                for (int j = 0; j < 32; j++) {
+                    double e = fabs((double)back[g0 + j] - f32_at(f, r * row + g0 + j));
+                    worst = fmax(worst, e / fmax(2.0 * amax, 1e-30));
+                }
+            }
+        }
+        free(back);
+        cr_assert_lt(worst, tol, "%s %s: worst error %.4f of the range", q->name, dtype_info(q->dtype)->name, worst);
+    }
+    cr_assert_gt(n_type, 10, "only %d tensors of the type", n_type);
+    gguf_close(gf);
+    gguf_close(gq);
+}
+
+Test(mkmodel_write, q5_1_types_and_values) { check_xtype(DTYPE_Q5_1, 9, 0.6 / 31); }
+Test(mkmodel_write, iq4_nl_types_and_values) { check_xtype(DTYPE_IQ4_NL, 25, 14.6 / 127 / 2 + 0.01); }
+Test(mkmodel_write, iq4_xs_types_and_values) { check_xtype(DTYPE_IQ4_XS, 30, 0.2); }
+
+/* --dtype ud_q4_k_xl: the mixed file's per-tensor types (mkmodel.c note 3), file_type 15. */
+Test(mkmodel_write, ud_q4_k_xl_types)
+{
+    char a[160];
+    struct mkmodel_opts o;
+    struct hs_err err;
+    opts(&o, MODEL_ARCH_QWEN35MOE, DTYPE_Q8_0, 9, tp(a, "ud.gguf"));
+    o.ud_mix = true;
+    o.n_embd = 256;
+    o.head_dim = 64;
+    o.gdn_head_dim = 64;
+    o.n_ff_exp = 96; /* not whole super-blocks: gate / up rows are H = 256, down rows 96 */
+    hs_err_clear(&err);
+    cr_assert_eq(mkmodel_write(&o, &err), HS_OK, "%s", err.msg);
+    struct gguf_file *g = NULL;
+    cr_assert_eq(gguf_open(a, &g, &err), HS_OK, "%s", err.msg);
+    uint32_t ft = 0;
+    cr_assert_eq(gguf_get_u32(g, "general.file_type", &ft, &err), HS_OK);
+    cr_assert_eq(ft, 15);
+    bool tied = !tensor_set_find(gguf_tensors(g), "output.weight");
+    static const struct { const char *name; enum dtype dt; } want[] = {
+        { "blk.0.ffn_gate_exps.weight", DTYPE_Q4_K }, { "blk.1.ffn_up_exps.weight", DTYPE_Q4_K },
+        { "blk.0.ffn_down_exps.weight", DTYPE_Q5_1 }, { "blk.0.ffn_gate_inp.weight", DTYPE_F32 },
+        { "blk.0.attn_qkv.weight", DTYPE_Q8_0 },      { "blk.3.attn_q.weight", DTYPE_Q8_0 },
+        { "blk.0.ffn_down_shexp.weight", DTYPE_Q8_0 }, { "blk.0.attn_norm.weight", DTYPE_F32 },
+    };
+    for (size_t t = 0; t < HS_ARRAY_LEN(want); t++) {
+        const struct tensor_view *q = tensor_set_find(gguf_tensors(g), want[t].name);
+        cr_assert(q, "%s missing", want[t].name);
+        cr_assert_eq(q->dtype, want[t].dt, "%s: %s", want[t].name, dtype_info(q->dtype)->name);
+    }
+    const struct tensor_view *e = tensor_set_find(gguf_tensors(g), "token_embd.weight");
+    cr_assert(e);
+    cr_assert_eq(e->dtype, tied ? DTYPE_Q8_0 : DTYPE_IQ4_NL);
+    gguf_close(g);
+    struct model *m = NULL;
+    cr_assert_eq(model_load(a, &m, &err), HS_OK, "%s", err.msg);
+    model_free(m);
+}
+
 /* ---- options -------------------------------------------------------------------------------- */
 
 Test(mkmodel_write, rejects_bad_options_by_name)
@@ -811,6 +921,7 @@ Test(mkmodel_write, rejects_bad_options_by_name)
         { MODEL_ARCH_QWEN35MOE, DTYPE_Q4_K, gg, 0, 0, 0, 0, 0, 0, 8, 0, NULL, NULL, "Q5_K" },
         { MODEL_ARCH_QWEN35MOE, DTYPE_Q5_K, gg, 0, 0, 0, 0, 0, 0, 8, 0, NULL, NULL, "--dtype q5_k_m with --experts 8" },
         { MODEL_ARCH_QWEN35, DTYPE_Q5_K, out, 0, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, "--dtype q5_k_m needs a .gguf" },
+        { MODEL_ARCH_QWEN35, DTYPE_IQ4_XS, out, 0, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, "--dtype iq4_xs needs a .gguf" },
         { MODEL_ARCH_QWEN35, DTYPE_F32, gg, 0, 0, 0, 0, 0, 0, 0, 0, "7b", NULL, "--preset '7b'" },
         { MODEL_ARCH_QWEN35MOE, DTYPE_F32, gg, 0, 0, 0, 0, 0, 256, 0, 0, NULL, NULL, "--expert-ffn" },
         { MODEL_ARCH_QWEN35, DTYPE_F32, gg, 0, 0, 0, 0, 0, 0, 8, 0, NULL, NULL, "--experts" },

@@ -1,0 +1,153 @@
+/*
+ * iq4_avx512.c — AVX-512 variants of the IQ4_NL and IQ4_XS matmuls (iq4.c) and the AVX-512
+ * front door of the extra block types (kern_matmul_x_avx512, forwarding Q5_1 to
+ * q5_1_avx512.c). Bit-identical to the scalar references; reached through
+ * kern_ops_for("avx512" / "avx512vnni")->matmul_x. Compiled with the Makefile's AVX-512
+ * flags (F, BW, VL, VNNI).
+ *
+ * Design note:
+ *   1. The codebook lookup is a vpshufb by the 4-bit indices into |kv| (exact); the sign
+ *      of kv (negative exactly for indices 0..7) moves onto the activation (x in
+ *      [-127, 127]: negation cannot overflow) under a byte mask, and vpdpbusd multiplies
+ *      unsigned |kv| by the signed result into int32 lanes. IQ4_XS takes two sub-blocks
+ *      per zmm (64 values; lanes 0..7 the first, 8..15 the second), multiplies the lanes by
+ *      their sub-block's ls - 32 and adds them up per super-block. All integer and exact.
+ *   2. The float steps are the scalar's: one rounded dw * dx, one fmaf per block into lane
+ *      b % 8 (IQ4_NL, then the tree 4, 2, 1) or per super-block into the one accumulator
+ *      (IQ4_XS). IQ4_NL does 8 blocks at a time with the 8 sums in one ymm (q5_1_avx2.c's
+ *      scheme), the last nb % 8 one at a time.
+ *   3. A block is decoded once per tile of up to TOKS tokens; each token keeps its own
+ *      sums, so n_tok, r0 and r1 cannot change a bit.
+ */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#include <math.h>
+
+#include "kernels/kernels.h"
+#include "kernels/kquant_x86_int.h"
+#include "kernels/xtype_x86_int.h"
+
+#define TOKS 8
+
+/* |kv| of the codebook, for vpshufb. */
+static inline __attribute__((always_inline)) __m128i iq4_abs_table(void)
+{
+    return _mm_abs_epi8(_mm_loadu_si128((const __m128i *)kern_iq4_values));
+}
+
+void kern_matmul_iq4nl_avx512(float *y, int64_t y_ld, const void *w, const struct kern_q8_block *xq,
+                              int64_t n_tok, int64_t k, int64_t r0, int64_t r1)
+{
+    const int64_t nb = k / KERN_Q8_BLOCK, nb8 = nb - nb % KERN_Q8_LANES;
+    const __m256i table = _mm256_broadcastsi128_si256(iq4_abs_table());
+    const __m256i eight = _mm256_set1_epi8(8);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = (const uint8_t *)w + (size_t)r * (size_t)nb * KERN_IQ4NL_BYTES;
+        for (int64_t t0 = 0; t0 < n_tok; t0 += TOKS) {
+            int nt = (int)(n_tok - t0 < TOKS ? n_tok - t0 : TOKS);
+            __m256 av[TOKS];
+            for (int t = 0; t < TOKS; t++) av[t] = _mm256_setzero_ps();
+            /* groups of 8 blocks: block b0 + j in lane j = its b % 8 */
+            for (int64_t b0 = 0; b0 < nb8; b0 += KERN_Q8_LANES) {
+                const uint8_t *g = row + b0 * KERN_IQ4NL_BYTES;
+                __m256i aw[8];
+                __mmask32 neg[8];
+                for (int j = 0; j < 8; j++) {
+                    __m256i idx = xt_nibbles(g + j * KERN_IQ4NL_BYTES + 2);
+                    aw[j] = _mm256_shuffle_epi8(table, idx);
+                    neg[j] = _mm256_cmplt_epu8_mask(idx, eight);
+                }
+                __m256 dw = xt_f16x8(g, KERN_IQ4NL_BYTES);
+                for (int t = 0; t < nt; t++) {
+                    const struct kern_q8_block *xb = xq + (t0 + t) * nb + b0;
+                    __m256i p[8];
+                    for (int j = 0; j < 8; j++) {
+                        __m256i xv = _mm256_loadu_si256((const __m256i *)xb[j].q);
+                        xv = _mm256_mask_sub_epi8(xv, neg[j], _mm256_setzero_si256(), xv);
+                        p[j] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw[j], xv);
+                    }
+                    av[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, xt_xd8(xb)), _mm256_cvtepi32_ps(xt_hsum8(p)), av[t]);
+                }
+            }
+            float acc[TOKS][KERN_Q8_LANES];
+            for (int t = 0; t < nt; t++) _mm256_storeu_ps(acc[t], av[t]);
+            /* the last nb % 8 blocks, one lane each */
+            for (int64_t b = nb8; b < nb; b++) {
+                const uint8_t *blk = row + b * KERN_IQ4NL_BYTES;
+                __m256i idx = xt_nibbles(blk + 2);
+                __m256i aw = _mm256_shuffle_epi8(table, idx);
+                __mmask32 neg = _mm256_cmplt_epu8_mask(idx, eight);
+                float dw = kq_f16_at(blk);
+                for (int t = 0; t < nt; t++) {
+                    const struct kern_q8_block *xb = xq + (t0 + t) * nb + b;
+                    __m256i xv = _mm256_loadu_si256((const __m256i *)xb->q);
+                    xv = _mm256_mask_sub_epi8(xv, neg, _mm256_setzero_si256(), xv);
+                    __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, xv);
+                    __m128i v = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+                    v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4e));
+                    v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xb1));
+                    float *a = &acc[t][b % KERN_Q8_LANES];
+                    *a = fmaf(dw * xb->d, (float)_mm_cvtsi128_si32(v), *a);
+                }
+            }
+            for (int t = 0; t < nt; t++) y[(t0 + t) * y_ld + r] = xt_tree8(acc[t]);
+        }
+    }
+}
+
+void kern_matmul_iq4xs_avx512(float *y, int64_t y_ld, const void *w,
+                              const struct kern_q8k_block *xq, int64_t n_tok, int64_t k, int64_t r0,
+                              int64_t r1)
+{
+    const int64_t nb = k / KERN_QK;
+    const __m512i table = _mm512_broadcast_i32x4(iq4_abs_table());
+    const __m512i m4 = _mm512_set1_epi8(15), eight = _mm512_set1_epi8(8);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = (const uint8_t *)w + (size_t)r * (size_t)nb * KERN_IQ4XS_BYTES;
+        for (int64_t t0 = 0; t0 < n_tok; t0 += TOKS) {
+            int nt = (int)(n_tok - t0 < TOKS ? n_tok - t0 : TOKS);
+            float acc[TOKS] = { 0 };
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *blk = row + b * KERN_IQ4XS_BYTES;
+                __m512i is[TOKS];
+                for (int t = 0; t < TOKS; t++) is[t] = _mm512_setzero_si512();
+                uint16_t sh = hs_rd_u16(blk + 2);
+                for (int c = 0; c < 4; c++) { /* sub-blocks 2c and 2c + 1 */
+                    int ls0 = ((blk[4 + c] >> 0) & 15) | ((sh >> 4 * c) & 3) << 4;
+                    int ls1 = ((blk[4 + c] >> 4) & 15) | ((sh >> (4 * c + 2)) & 3) << 4;
+                    __m512i sc = _mm512_mask_blend_epi32((__mmask16)0xff00, _mm512_set1_epi32(ls0 - 32),
+                                                         _mm512_set1_epi32(ls1 - 32));
+                    /* 128-bit lanes: run 2c, run 2c, run 2c + 1, run 2c + 1; low nibbles in lanes
+                     * 0 and 2, high nibbles in 1 and 3 (value order) */
+                    __m512i raw = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(blk + 8 + 32 * c)));
+                    raw = _mm512_shuffle_i64x2(raw, raw, 0x50);
+                    __m512i idx = _mm512_mask_blend_epi64((__mmask8)0xcc, _mm512_and_si512(raw, m4),
+                                                          _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4));
+                    __m512i aw = _mm512_shuffle_epi8(table, idx);
+                    __mmask64 neg = _mm512_cmplt_epu8_mask(idx, eight);
+                    for (int t = 0; t < nt; t++) {
+                        const int8_t *xs = xq[(t0 + t) * nb + b].q + 64 * c;
+                        __m512i xv = _mm512_loadu_si512((const void *)xs);
+                        xv = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
+                        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, xv);
+                        is[t] = _mm512_add_epi32(is[t], _mm512_mullo_epi32(p, sc));
+                    }
+                }
+                float dw = kq_f16_at(blk);
+                for (int t = 0; t < nt; t++)
+                    acc[t] = fmaf(dw * xq[(t0 + t) * nb + b].d, (float)_mm512_reduce_add_epi32(is[t]), acc[t]);
+            }
+            for (int t = 0; t < nt; t++) y[(t0 + t) * y_ld + r] = acc[t];
+        }
+    }
+}
+
+void kern_matmul_x_avx512(float *y, int64_t y_ld, const void *w, int wt,
+                          const struct kern_q8_block *xq, const struct kern_q8k_block *xk,
+                          int64_t n_tok, int64_t k, int64_t r0, int64_t r1)
+{
+    if (wt == KERN_X_Q5_1) kern_matmul_q5_1_avx512(y, y_ld, w, xq, n_tok, k, r0, r1);
+    else if (wt == KERN_X_IQ4_NL) kern_matmul_iq4nl_avx512(y, y_ld, w, xq, n_tok, k, r0, r1);
+    else if (wt == KERN_X_IQ4_XS) kern_matmul_iq4xs_avx512(y, y_ld, w, xk, n_tok, k, r0, r1);
+}
+#endif
