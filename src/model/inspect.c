@@ -354,13 +354,13 @@ static void human_report(const struct model *m, const struct tok_summary *tok, s
     size_t wname = 4;
     for (int i = 0; i < n; i++) wname = HS_MAX(wname, strlen(tensor_set_at(ts, i)->name));
     strbuf_printf(out, "tensors       %d (in file order)\n", n);
-    strbuf_printf(out, "  %-*s  %-5s  %-22s  %s\n", (int)wname, "name", "dtype", "shape", "bytes");
+    strbuf_printf(out, "  %-*s  %-6s  %-22s  %s\n", (int)wname, "name", "dtype", "shape", "bytes");
     int *order = tensors_in_file_order(ts);
     for (int k = 0; k < n; k++) {
         const struct tensor_view *t = tensor_set_at(ts, order[k]);
         char shape[96];
         tensor_shape_str(t, shape, sizeof shape);
-        strbuf_printf(out, "  %-*s  %-5s  %-22s  %" PRIu64 "%s\n", (int)wname, t->name, dtype_info(t->dtype)->name,
+        strbuf_printf(out, "  %-*s  %-6s  %-22s  %" PRIu64 "%s\n", (int)wname, t->name, dtype_info(t->dtype)->name,
                       shape, t->n_bytes, model_tensor_claimed(m, order[k]) ? "" : "  (unused)");
     }
     hs_free(order);
