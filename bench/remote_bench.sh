@@ -36,7 +36,9 @@
 # unshared); H1's chain 302 MB in 3 blobs, H2's 337 MB in 4, 242 MB shared; B: remote TTFT
 # 10.9 s median (cached 9,823), warm disk 5.6 s, recompute 149.1 s: 13.7x (goal 30x), 4.8x of
 # bytes / throughput (goal 2x); first logits identical. bench/README.md says where the time
-# goes.
+# goes. After chunks were received straight into the hit (2 GETs in flight, no MGET), NREP=2
+# (load 3.5-4): remote TTFT 6.1 s median, warm disk 4.8 s, recompute 216.0 s: 35.5x, 2.39x of
+# bytes / throughput (302 MB / 118 MB/s); first logits identical.
 set -u
 build=${1:-${HEADSTART_BUILD:-build}}
 hs=$build/headstart
