@@ -22,7 +22,9 @@
 
 #define INLINE static inline __attribute__((always_inline))
 #define TOKS 4
+#ifndef PF_BYTES
 #define PF_BYTES 2048 /* software prefetch distance along the weight rows (measured) */
+#endif
 
 static void q4k_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8k_block *xq,
                      int64_t n_tok, int64_t nb, int64_t r0, int64_t r1)
