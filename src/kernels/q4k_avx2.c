@@ -63,20 +63,14 @@ static void q4k_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern
                 _mm_prefetch((const char *)blk + PF_BYTES + 64, _MM_HINT_T0);
                 _mm_prefetch((const char *)blk + PF_BYTES + 128, _MM_HINT_T0);
                 __m128i sm = kq_scales_u32(blk + 4);
-                /* scale of sub-block j as int16 in every lane of ws[j]; mins as pairs */
-                __m256i sc16 = _mm256_cvtepu8_epi16(sm);
+                /* scale of sub-block j as int16 in every lane of ws[j] (one in-lane pshufb
+                 * each from the 8 scales in both halves); mins as pairs */
+                __m256i sc2 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
                 __m128i m8 = _mm_unpackhi_epi64(sm, sm);
                 __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
                 __m256i ws[8];
-                __m128i sc_lo = _mm256_castsi256_si128(sc16);
-                ws[0] = _mm256_broadcastw_epi16(sc_lo);
-                ws[1] = _mm256_broadcastw_epi16(_mm_srli_si128(sc_lo, 2));
-                ws[2] = _mm256_broadcastw_epi16(_mm_srli_si128(sc_lo, 4));
-                ws[3] = _mm256_broadcastw_epi16(_mm_srli_si128(sc_lo, 6));
-                ws[4] = _mm256_broadcastw_epi16(_mm_srli_si128(sc_lo, 8));
-                ws[5] = _mm256_broadcastw_epi16(_mm_srli_si128(sc_lo, 10));
-                ws[6] = _mm256_broadcastw_epi16(_mm_srli_si128(sc_lo, 12));
-                ws[7] = _mm256_broadcastw_epi16(_mm_srli_si128(sc_lo, 14));
+                _Pragma("GCC unroll 8")
+                for (int j = 0; j < 8; j++) ws[j] = _mm256_shuffle_epi8(sc2, _mm256_set1_epi16((short)(0x0100 + 0x0202 * j)));
                 __m256i wq[8];
                 _Pragma("GCC unroll 8")
                 for (int j = 0; j < 4; j++) {
@@ -127,29 +121,6 @@ INLINE __m256i col_u32(const uint8_t *p, size_t rb)
     return _mm256_setr_epi32(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
 }
 
-/* The 8 x 8 dword transpose: on return v[d] lane i = dword d of the input v[i]. */
-INLINE void transpose8(__m256i v[8])
-{
-    __m256i t[8], u[8];
-    _Pragma("GCC unroll 4")
-    for (int m = 0; m < 4; m++) {
-        t[2 * m] = _mm256_unpacklo_epi32(v[2 * m], v[2 * m + 1]);     /* dwords 0,1 | 4,5 */
-        t[2 * m + 1] = _mm256_unpackhi_epi32(v[2 * m], v[2 * m + 1]); /* dwords 2,3 | 6,7 */
-    }
-    _Pragma("GCC unroll 2")
-    for (int h = 0; h < 2; h++) {                                     /* rows 4h .. 4h+3 */
-        u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h + 0], t[4 * h + 2]);
-        u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h + 0], t[4 * h + 2]);
-        u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
-        u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
-    }
-    _Pragma("GCC unroll 4")
-    for (int d = 0; d < 4; d++) {
-        v[d] = _mm256_permute2x128_si256(u[d], u[4 + d], 0x20);
-        v[4 + d] = _mm256_permute2x128_si256(u[d], u[4 + d], 0x31);
-    }
-}
-
 static void q4p_pack_group(struct q4p_blk *dst, const uint8_t *w, size_t rb, int64_t r, int64_t nb)
 {
     const __m256i m4 = _mm256_set1_epi8(15);
@@ -162,7 +133,7 @@ static void q4p_pack_group(struct q4p_blk *dst, const uint8_t *w, size_t rb, int
             __m256i v[8];
             _Pragma("GCC unroll 8")
             for (int i = 0; i < 8; i++) v[i] = _mm256_loadu_si256((const __m256i *)(blk + (size_t)i * rb + 16 + 32 * c));
-            transpose8(v);
+            kq_transpose8(v);
             _Pragma("GCC unroll 8")
             for (int u = 0; u < 8; u++) {
                 _mm256_store_si256(&d->w[2 * c][u], _mm256_and_si256(v[u], m4));
@@ -196,14 +167,6 @@ static void q4p_pack_group(struct q4p_blk *dst, const uint8_t *w, size_t rb, int
     }
 }
 
-/* The 4 bytes at p in every dword lane. */
-INLINE __m256i bcast32(const void *p)
-{
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
-
 /* Tokens t0 .. t0+NT-1 against one packed 8-row group pk[0 .. nb) (rows r .. r+7). */
 INLINE void q4p_tile(float *y, int64_t y_ld, const struct q4p_blk *pk, int64_t nb, int64_t r,
                      const struct kern_q8k_block *xq, int64_t t0, int NT)
@@ -231,7 +194,7 @@ INLINE void q4p_tile(float *y, int64_t y_ld, const struct q4p_blk *pk, int64_t n
                 __m256i wv = _mm256_load_si256(&pb->w[s][u]);
                 _Pragma("GCC unroll 8")
                 for (int t = 0; t < NT; t++)
-                    a16[t] = _mm256_add_epi16(a16[t], _mm256_maddubs_epi16(wv, bcast32(xt[t][b].q + 32 * s + 4 * u)));
+                    a16[t] = _mm256_add_epi16(a16[t], _mm256_maddubs_epi16(wv, kq_dup32(xt[t][b].q + 32 * s + 4 * u)));
             }
             __m256i sc = _mm256_load_si256(&pb->sc[s]);
             _Pragma("GCC unroll 8")
@@ -241,7 +204,7 @@ INLINE void q4p_tile(float *y, int64_t y_ld, const struct q4p_blk *pk, int64_t n
         for (int p = 0; p < 8; p++) {
             __m256i mn = _mm256_load_si256(&pb->mn[p]);
             _Pragma("GCC unroll 8")
-            for (int t = 0; t < NT; t++) ms[t] = _mm256_add_epi32(ms[t], _mm256_madd_epi16(mn, bcast32(xt[t][b].bsum + 2 * p)));
+            for (int t = 0; t < NT; t++) ms[t] = _mm256_add_epi32(ms[t], _mm256_madd_epi16(mn, kq_dup32(xt[t][b].bsum + 2 * p)));
         }
         _Pragma("GCC unroll 8")
         for (int t = 0; t < NT; t++) {
