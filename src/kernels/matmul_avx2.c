@@ -53,8 +53,10 @@
 #define F_MAXR 3
 #define Q_ROWS 2   /* batched Q8_0: 2 x 2 */
 #define Q_TOKS 2
-#define Q_ROWS1 2  /* single-token Q8_0 */
-#define Q_MAXR 2
+#ifndef Q_ROWS1
+#define Q_ROWS1 4  /* single-token Q8_0 (measured: 2 -> 4 rows, ~15%) */
+#endif
+#define Q_MAXR 4
 #ifndef QP_TOKS
 #define QP_TOKS 4        /* tokens per tile of the Q8_0 panel path (note 7; measured) */
 #endif
