@@ -63,14 +63,20 @@ static void q4k_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern
                 _mm_prefetch((const char *)blk + PF_BYTES + 64, _MM_HINT_T0);
                 _mm_prefetch((const char *)blk + PF_BYTES + 128, _MM_HINT_T0);
                 __m128i sm = kq_scales_u32(blk + 4);
-                /* scale of sub-block j as int16 in every lane of ws[j] (one in-lane pshufb
-                 * each from the 8 scales in both halves); mins as pairs */
-                __m256i sc2 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+                /* scale of sub-block j as int16 in every lane of ws[j]; mins as pairs */
+                __m256i sc16 = _mm256_cvtepu8_epi16(sm);
                 __m128i m8 = _mm_unpackhi_epi64(sm, sm);
                 __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
                 __m256i ws[8];
-                _Pragma("GCC unroll 8")
-                for (int j = 0; j < 8; j++) ws[j] = _mm256_shuffle_epi8(sc2, _mm256_set1_epi16((short)(0x0100 + 0x0202 * j)));
+                __m128i sc_lo = _mm256_castsi256_si128(sc16);
+                ws[0] = _mm256_broadcastw_epi16(sc_lo);
+                ws[1] = _mm256_broadcastw_epi16(_mm_srli_si128(sc_lo, 2));
+                ws[2] = _mm256_broadcastw_epi16(_mm_srli_si128(sc_lo, 4));
+                ws[3] = _mm256_broadcastw_epi16(_mm_srli_si128(sc_lo, 6));
+                ws[4] = _mm256_broadcastw_epi16(_mm_srli_si128(sc_lo, 8));
+                ws[5] = _mm256_broadcastw_epi16(_mm_srli_si128(sc_lo, 10));
+                ws[6] = _mm256_broadcastw_epi16(_mm_srli_si128(sc_lo, 12));
+                ws[7] = _mm256_broadcastw_epi16(_mm_srli_si128(sc_lo, 14));
                 __m256i wq[8];
                 _Pragma("GCC unroll 8")
                 for (int j = 0; j < 4; j++) {
