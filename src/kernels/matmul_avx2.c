@@ -25,9 +25,10 @@
  *   6. Tiling (several rows or tokens per register block, row panels of KERN_PANEL_BYTES so a
  *      token tile stays in L1) only reuses loads; every output keeps its own accumulators
  *      and sees k in ascending order, so results do not depend on n_tok, r0, r1 or the
- *      tile shapes. The one-token Q8_0 tiles prefetch Q_PF_BYTES ahead along each row: the
- *      hardware prefetcher alone left a decode step at 7 GB/s per thread (bench/profile.md,
- *      round 7).
+ *      tile shapes. The one- and two-token Q8_0 tiles (a decode step of one or two
+ *      sequences: the weights come from memory) prefetch Q_PF_BYTES ahead along each row:
+ *      the hardware prefetcher alone left a decode step at 7 GB/s per thread
+ *      (bench/profile.md, round 7).
  *   7. Q8_0 panels (QP_MIN_TOKS tokens or more, K <= 8192): whole groups of 8 rows are
  *      repacked once per panel so that dword lane i of a ymm holds 4 quants of row i
  *      (an 8 x 8 dword transpose per block) and the 8 scales sit in one f32 vector. One
@@ -360,7 +361,7 @@ INLINE void tile_q(float *y, int64_t y_ld, const uint8_t *w, size_t rb,
     }
     int64_t bf = nb & ~(int64_t)(KERN_Q8_LANES - 1);
     for (int64_t b = 0; b < bf; b += KERN_Q8_LANES) {
-        if (nt == 1)
+        if (nt <= 2)
 #pragma GCC unroll 8
             for (int i = 0; i < nr; i++)
 #pragma GCC unroll 5
