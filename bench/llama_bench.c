@@ -4,9 +4,16 @@
  * npm package). Load a GGUF, decode N_PROMPT synthetic token ids in one batch (prefill,
  * timed), then greedily decode N_GEN tokens one at a time (timed), and print one JSON line:
  *     {"prompt_tokens":P,"prefill_seconds":S,"prefill_tok_s":R,"decode_forwards":D,
- *      "decode_seconds":S,"decode_tok_s":R,"threads":T}
+ *      "decode_seconds":S,"decode_tok_s":R,"threads":T,"cpu_backend":"FILE","cpu_features":"..."}
  *
  *   llama_bench --lib-dir DIR MODEL.gguf --prompt-ids FILE [-n N_GEN] [--threads T]
+ *               [--cpu-lib FILE]
+ *
+ * --cpu-lib loads that one CPU backend library of DIR (e.g. libggml-cpu-haswell.so, the AVX2
+ * build: `make bench` with BENCH_ISA=avx2) instead of letting ggml pick the best one for this
+ * CPU. Either way cpu_features lists what the loaded CPU backend was compiled for (its
+ * ggml_backend_get_features: compile-time flags, so the AVX2 library says no AVX512 even on
+ * an AVX-512 CPU), which is how the caller checks it got the library it asked for.
  *
  * FILE holds whitespace-separated token ids (the same file headstart gets). Defaults to
  * the library's context options except: context = prompt + N_GEN (at least 256), one
@@ -37,13 +44,33 @@ static void quiet_log(enum ggml_log_level level, const char *text, void *user)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: llama_bench --lib-dir DIR MODEL.gguf --prompt-ids FILE [-n N] [--threads T]\n");
+    fprintf(stderr, "usage: llama_bench --lib-dir DIR MODEL.gguf --prompt-ids FILE [-n N] [--threads T] [--cpu-lib FILE]\n");
     return 2;
+}
+
+/* The features of the registered CPU backend ("AVX2 AVX512 ..." of those whose value is not
+ * "0"), into buf; "" when there is none or it reports nothing. */
+static void cpu_features(char *buf, size_t len)
+{
+    buf[0] = 0;
+    ggml_backend_reg_t reg = ggml_backend_reg_by_name("CPU");
+    if (!reg) return;
+    ggml_backend_get_features_t get = (ggml_backend_get_features_t)ggml_backend_reg_get_proc_address(reg, "ggml_backend_get_features");
+    if (!get) return;
+    size_t used = 0;
+    for (struct ggml_backend_feature *f = get(reg); f && f->name; f++) {
+        if (!strcmp(f->value, "0")) continue;
+        /* names only for flags ("1"); name=value for the rest (e.g. the SIMD width) */
+        int n = !strcmp(f->value, "1") ? snprintf(buf + used, len - used, "%s%s", used ? " " : "", f->name)
+                                       : snprintf(buf + used, len - used, "%s%s=%s", used ? " " : "", f->name, f->value);
+        if (n < 0 || (size_t)n >= len - used) break;
+        used += (size_t)n;
+    }
 }
 
 int main(int argc, char **argv)
 {
-    const char *lib_dir = NULL, *model_path = NULL, *ids_path = NULL;
+    const char *lib_dir = NULL, *model_path = NULL, *ids_path = NULL, *cpu_lib = NULL;
     int n_gen = 128, n_threads = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -52,6 +79,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--prompt-ids") && has) ids_path = argv[++i];
         else if (!strcmp(a, "-n") && has) n_gen = atoi(argv[++i]);
         else if (!strcmp(a, "--threads") && has) n_threads = atoi(argv[++i]);
+        else if (!strcmp(a, "--cpu-lib") && has) cpu_lib = argv[++i];
         else if (a[0] != '-' && !model_path) model_path = a;
         else return usage();
     }
@@ -67,7 +95,20 @@ int main(int argc, char **argv)
     if (n < 1) { fprintf(stderr, "llama_bench: no ids in %s\n", ids_path); return 1; }
 
     llama_log_set(quiet_log, NULL);
-    ggml_backend_load_all_from_path(lib_dir);
+    char cpu_path[4096] = "";
+    if (cpu_lib) {
+        /* a bare file name is taken from DIR */
+        snprintf(cpu_path, sizeof cpu_path, "%s%s%s", strchr(cpu_lib, '/') ? "" : lib_dir, strchr(cpu_lib, '/') ? "" : "/", cpu_lib);
+        if (!ggml_backend_load(cpu_path)) {
+            fprintf(stderr, "llama_bench: cannot load CPU backend %s (missing, or not supported on this CPU)\n", cpu_path);
+            return 1;
+        }
+    } else {
+        ggml_backend_load_all_from_path(lib_dir);
+    }
+    char feats[1024];
+    cpu_features(feats, sizeof feats);
+    fprintf(stderr, "llama_bench: CPU backend %s: %s\n", cpu_lib ? cpu_path : "best of the library directory", feats);
     llama_backend_init();
     struct llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;
@@ -100,8 +141,9 @@ int main(int argc, char **argv)
     }
     double t2 = now();
     printf("{\"prompt_tokens\":%d,\"prefill_seconds\":%.6f,\"prefill_tok_s\":%.3f,\"decode_forwards\":%d,"
-           "\"decode_seconds\":%.6f,\"decode_tok_s\":%.3f,\"threads\":%d}\n",
-           n, t1 - t0, n / (t1 - t0), n_dec, t2 - t1, n_dec ? n_dec / (t2 - t1) : 0.0, n_threads);
+           "\"decode_seconds\":%.6f,\"decode_tok_s\":%.3f,\"threads\":%d,\"cpu_backend\":\"%s\",\"cpu_features\":\"%s\"}\n",
+           n, t1 - t0, n / (t1 - t0), n_dec, t2 - t1, n_dec ? n_dec / (t2 - t1) : 0.0, n_threads,
+           cpu_lib ? cpu_path : "best", feats);
     rc = 0;
 done:
     llama_free(ctx);

@@ -24,6 +24,11 @@
 #                  writes them again)
 #   BENCH_OUT      [bench/results]
 #   BENCH_IDMAX    [150000]     prompt ids are uniform below this (seeded, fixed)
+#   BENCH_ISA      [native]     avx2: both engines on their AVX2 code, whatever the CPU has
+#                  ([F14]): headstart with HEADSTART_CPU=avx2 (checked: `kernels` must read
+#                  avx2), llama.cpp with its haswell CPU library (AVX2 + FMA + F16C) loaded by
+#                  name instead of the best one (checked: its reported features must have
+#                  AVX2 and no AVX512)
 #   BENCH_REPLOT=FILE.json      no runs: print the table of an earlier result and redraw its
 #                  chart (FILE.png)
 #
@@ -98,6 +103,17 @@ model_dir = env("BENCH_MODEL_DIR", "build/bench-models")
 out_dir = env("BENCH_OUT", "bench/results")
 idmax = int(env("BENCH_IDMAX", "150000"))
 refresh = env("BENCH_REFRESH", "0") == "1"
+isa = env("BENCH_ISA", "native")
+# per ISA: headstart's HEADSTART_CPU level, llama.cpp's CPU library (None: the best for the CPU)
+isa_table = {"native": (None, None), "avx2": ("avx2", "libggml-cpu-haswell.so")}
+if isa not in isa_table:
+    sys.exit(f"bench: BENCH_ISA is one of {' '.join(isa_table)}")
+hs_level, llama_cpu_lib = isa_table[isa]
+if hs_level:
+    os.environ["HEADSTART_CPU"] = hs_level   # every headstart-side process: run, capture_bench
+else:
+    os.environ.pop("HEADSTART_CPU", None)
+llama_features = None                        # what the loaded CPU library reports (llama_bench)
 known_phases = {"prefill512", "prefill4096", "decode128"}
 for p in phases:
     if p not in known_phases:
@@ -154,7 +170,7 @@ def run_json(cmd, label):
 
 def measure():
     """Run everything; write the JSON; return (result, its path)."""
-    global kernel_variant, dtypes, tmp
+    global kernel_variant, dtypes, tmp, llama_features
     mk_help = subprocess.run([hs, "mkmodel", "--help"], capture_output=True, text=True).stdout
     if "q4_k_m" in dtypes and "q4_k_m" not in mk_help:
         log("headstart mkmodel has no --dtype q4_k_m yet; leaving it out")
@@ -221,7 +237,7 @@ def measure():
             return [hs, "run", "-m", path, "--ids-file", ids_file(n_prompt), "-n", str(n_gen + 1), "--temp", "0",
                     "--threads", str(threads), "--json"]
         return [llama_bench, "--lib-dir", libdir, path, "--prompt-ids", ids_file(n_prompt), "-n", str(n_gen + 1),
-                "--threads", str(threads)]
+                "--threads", str(threads)] + (["--cpu-lib", llama_cpu_lib] if llama_cpu_lib else [])
 
     # the runs: a 512-token prompt (serves prefill512 and decode128), a 4096-token prompt
     runs = []
@@ -238,6 +254,8 @@ def measure():
         j = run_json([hs, "run", "-m", model_path(models[0], dtypes[0]), "--ids", "1 2 3", "-n", "1", "--temp", "0",
                       "--threads", str(threads), "--json"], "headstart run (variant)")[0][-1]
         kernel_variant = j.get("kernels")
+        if hs_level and kernel_variant != hs_level:
+            sys.exit(f"bench: BENCH_ISA={isa} but headstart runs the {kernel_variant!r} kernels")
     # Probed before every model/dtype group and once at the end; the denominators are the
     # best seen (the least disturbed by other work), as the engines' tok/s are best-of too.
     bw_samples, peak_samples = [], {}
@@ -273,6 +291,11 @@ def measure():
                         j = recs[-1]
                         if eng == "headstart":
                             kernel_variant = j.get("kernels", kernel_variant)
+                        else:
+                            llama_features = j.get("cpu_features", llama_features)
+                            feats = (llama_features or "").split()
+                            if isa == "avx2" and ("AVX2" not in feats or any(f.startswith("AVX512") for f in feats)):
+                                sys.exit(f"bench: BENCH_ISA=avx2 but llama.cpp's CPU backend reports {llama_features!r}")
                         pf = f"prefill{n_prompt}"
                         if pf in phases:
                             samples.setdefault((pf, eng), []).append(j["prefill_tok_s"])
@@ -341,8 +364,9 @@ def measure():
                     "load_avg_1m": {"min": min(loads), "max": max(loads), "mean": sum(loads) / len(loads),
                                     "samples": loads}},
         "headstart": {"git_commit": commit, "dirty": dirty, "kernel_variant": kernel_variant, "build": build},
-        "llama_cpp": {"library": "node-llama-cpp prebuilt libllama v0.5.0", "lib_dir": libdir},
-        "settings": {"threads": threads, "reps": reps, "stat": stat, "models": models, "dtypes": dtypes,
+        "llama_cpp": {"library": "node-llama-cpp prebuilt libllama v0.5.0", "lib_dir": libdir,
+                      "cpu_library": llama_cpu_lib or "best for this CPU", "cpu_features": llama_features},
+        "settings": {"isa": isa, "threads": threads, "reps": reps, "stat": stat, "models": models, "dtypes": dtypes,
                      "phases": phases, "prompt_ids": f"uniform below {idmax}, seed 1", "mkmodel": "qwen35 seed 1"},
         "bandwidth": {"gb_s": bw_gb_s, "best": bw_best, "samples": bw_samples},
         "matmul_peak": {k: {"gflops": max(r["gflops"] for r in v), "samples": v} for k, v in peak_samples.items()},
@@ -363,8 +387,10 @@ def report(res, jpath):
     rows, capture, la = res["rows"], res["capture"], mach["load_avg_1m"]
     ver = f"{hsi['git_commit'][:10]}{'+dirty' if hsi['dirty'] else ''}"
     hdr = f"{'model':5} {'dtype':6} {'phase':11} {'headstart':>10} {'llama.cpp':>10} {'ratio':>6} {'%roof':>6}  roofline basis"
+    lc = res.get("llama_cpp", {})
     print(f"\nheadstart vs llama.cpp, {st['threads']} threads, {st['stat']} of {st['reps']} alternating runs (tok/s); "
-          f"kernels {hsi['kernel_variant']}; commit {ver}")
+          f"kernels {hsi['kernel_variant']}; commit {ver}; ISA {st.get('isa', 'native')}")
+    print(f"llama.cpp CPU library: {lc.get('cpu_library', 'best for this CPU')} ({lc.get('cpu_features') or '?'})")
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
@@ -396,7 +422,7 @@ def report(res, jpath):
                     f"{r['headstart_tok_s']:.4f} {r['llama_tok_s']:.4f}\n")
     n = len(rows)
     title = (f"headstart vs llama.cpp: {st['threads']} threads, {st['stat']} of {st['reps']} alternating runs, "
-             f"kernels {hsi['kernel_variant']}, commit {ver}\\n"
+             f"kernels {hsi['kernel_variant']} vs llama.cpp {res.get('llama_cpp', {}).get('cpu_library', 'best')}, commit {ver}\\n"
              f"{mach['cpu_model']}, {mach['logical_cpus']} CPUs; load average {la['min']:.1f}-{la['max']:.1f}; {res['date']}")
     gp = f"""
 set terminal pngcairo noenhanced size {max(900, 120 * n + 220)},1180 font 'sans,10'

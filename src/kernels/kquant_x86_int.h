@@ -8,8 +8,8 @@
  * Invariants:
  *   1. kq_f16_at is exact and equals hs_f16_to_f32 (vcvtph2ps; a NaN comes out quiet).
  *   2. kq_scales_u32 makes the same bit moves as kern_q4k_scales (q4k.c), on 32-bit words.
- *   3. Integer helpers only (sums, broadcasts, lane moves): exact, so they cannot change a bit
- *      of any order the float steps keep.
+ *   3. Integer helpers only (sums, broadcasts, lane moves, transposes): exact, so they cannot
+ *      change a bit of any order the float steps keep.
  */
 #ifndef HS_KERNELS_KQUANT_X86_INT_H
 #define HS_KERNELS_KQUANT_X86_INT_H
@@ -47,6 +47,38 @@ static inline __attribute__((always_inline)) int32_t kq_hsum256(__m256i v)
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
     return _mm_cvtsi128_si32(s);
+}
+
+/* The 4 bytes at p in every dword lane of a ymm (the AVX2 panels' activation broadcast). */
+static inline __attribute__((always_inline)) __m256i kq_dup32(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* The 8 x 8 dword transpose of the AVX2 panels (q4k_avx2.c, q6k_avx2.c): on return v[d]
+ * lane i = dword d of the input v[i]. */
+static inline __attribute__((always_inline)) void kq_transpose8(__m256i v[8])
+{
+    __m256i t[8], u[8];
+    _Pragma("GCC unroll 4")
+    for (int m = 0; m < 4; m++) {
+        t[2 * m] = _mm256_unpacklo_epi32(v[2 * m], v[2 * m + 1]);     /* dwords 0,1 | 4,5 */
+        t[2 * m + 1] = _mm256_unpackhi_epi32(v[2 * m], v[2 * m + 1]); /* dwords 2,3 | 6,7 */
+    }
+    _Pragma("GCC unroll 2")
+    for (int h = 0; h < 2; h++) {                                     /* rows 4h .. 4h+3 */
+        u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h + 0], t[4 * h + 2]);
+        u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h + 0], t[4 * h + 2]);
+        u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+        u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+    }
+    _Pragma("GCC unroll 4")
+    for (int d = 0; d < 4; d++) {
+        v[d] = _mm256_permute2x128_si256(u[d], u[4 + d], 0x20);
+        v[4 + d] = _mm256_permute2x128_si256(u[d], u[4 + d], 0x31);
+    }
 }
 
 #ifdef __AVX512F__

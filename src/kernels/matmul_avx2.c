@@ -25,7 +25,19 @@
  *   6. Tiling (several rows or tokens per register block, row panels of KERN_PANEL_BYTES so a
  *      token tile stays in L1) only reuses loads; every output keeps its own accumulators
  *      and sees k in ascending order, so results do not depend on n_tok, r0, r1 or the
- *      tile shapes.
+ *      tile shapes. The one- and two-token Q8_0 tiles (a decode step of one or two
+ *      sequences: the weights come from memory) prefetch Q_PF_BYTES ahead along each row:
+ *      the hardware prefetcher alone left a decode step at 7 GB/s per thread
+ *      (bench/profile.md, round 7).
+ *   7. Q8_0 panels (QP_MIN_TOKS tokens or more, K <= 8192): whole groups of 8 rows are
+ *      repacked once per panel so that dword lane i of a ymm holds 4 quants of row i
+ *      (an 8 x 8 dword transpose per block) and the 8 scales sit in one f32 vector. One
+ *      step broadcasts 4 activation quants of a token to every lane: vpmaddubsw of |w| with
+ *      sign(x, w) (note 4's bound), vpmaddwd with ones, added into the token's int32 block
+ *      sums: after 8 steps lane i is row i's exact isum, with no horizontal sum. The float
+ *      steps are lane-wise and as in note 4: dw * dx rounded once, one vfmadd into the
+ *      partial sum b % 8 (eight per token, kept in memory: 16 ymm are too few), the tree
+ *      h = 4, 2, 1 at the end. Rows past the last whole group take the per-row tiles.
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -42,8 +54,22 @@
 #define F_MAXR 3
 #define Q_ROWS 2   /* batched Q8_0: 2 x 2 */
 #define Q_TOKS 2
-#define Q_ROWS1 2  /* single-token Q8_0 */
-#define Q_MAXR 2
+#ifndef Q_ROWS1
+#define Q_ROWS1 4  /* single-token Q8_0 (measured: 2 -> 4 rows, ~15%) */
+#endif
+#define Q_MAXR 4
+#ifndef QP_TOKS
+#define QP_TOKS 4        /* tokens per tile of the Q8_0 panel path (note 7; measured) */
+#endif
+#define QP_TMAX 6        /* the largest QP_TOKS the tile is written for */
+#ifndef QP_MIN_TOKS
+#define QP_MIN_TOKS 3    /* fewer tokens: the per-row tiles (packing would not pay) */
+#endif
+#define QP_NBMAX 256     /* blocks per row the panel path takes (K <= 8192) */
+#define QP_PANEL_BLKS 512 /* packed blocks per panel: 144 KiB on the stack (L2) */
+#ifndef Q_PF_BYTES
+#define Q_PF_BYTES 8192
+#endif
 
 /* ---- float weights ------------------------------------------------------------------ */
 
@@ -335,6 +361,12 @@ INLINE void tile_q(float *y, int64_t y_ld, const uint8_t *w, size_t rb,
     }
     int64_t bf = nb & ~(int64_t)(KERN_Q8_LANES - 1);
     for (int64_t b = 0; b < bf; b += KERN_Q8_LANES) {
+        if (nt <= 2)
+#pragma GCC unroll 8
+            for (int i = 0; i < nr; i++)
+#pragma GCC unroll 5
+                for (int l = 0; l < 5; l++)
+                    _mm_prefetch((const char *)row[i] + b * KERN_Q8_BLOCK_BYTES + Q_PF_BYTES + 64 * l, _MM_HINT_T0);
         __m256 dx[Q_TOKS];
 #pragma GCC unroll 8
         for (int j = 0; j < nt; j++) dx[j] = load_dx8(xq + (t + j) * nb + b, 8);
@@ -368,10 +400,10 @@ INLINE void tile_q(float *y, int64_t y_ld, const uint8_t *w, size_t rb,
         for (int i = 0; i < nr; i++) y[(t + j) * y_ld + r + i] = tree8(acc[i][j]);
 }
 
-static void matmul_q8_0(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8_block *xq,
-                        int64_t n_tok, int64_t k, int64_t r0, int64_t r1)
+/* Rows [r0, r1) by the per-row tiles above (note 4). */
+static void q8_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8_block *xq,
+                    int64_t n_tok, int64_t nb, int64_t r0, int64_t r1)
 {
-    int64_t nb = k / KERN_Q8_BLOCK;
     size_t rb = (size_t)nb * KERN_Q8_BLOCK_BYTES;
     int64_t r = r0;
 #define TILE(r, t, nr, nt) tile_q(y, y_ld, w, rb, xq, nb, r, t, nr, nt)
@@ -381,6 +413,145 @@ static void matmul_q8_0(float *y, int64_t y_ld, const uint8_t *w, const struct k
     }
     KERN_TILES_PANELS(r, r0, r1, n_tok, rb, Q_ROWS, Q_TOKS, TILE);
 #undef TILE
+}
+
+/* ---- Q8_0 panels (several tokens; note 7) ----------------------------------------------- */
+
+/* One block of an 8-row group: lane i of every vector belongs to row i. */
+struct q8p_blk {
+    __m256i wt[8]; /* wt[s] lane i = quants 4s .. 4s+3 of row i's block */
+    __m256 dw;     /* lane i = row i's block scale */
+};
+
+/* Repacks rows r .. r+7, blocks 0 .. nb-1, into dst[0 .. nb): an 8 x 8 dword transpose of
+ * the quants per block, and the eight scales. */
+static void q8p_pack_group(struct q8p_blk *dst, const uint8_t *w, size_t rb, int64_t r, int64_t nb)
+{
+    const uint8_t *base = w + (size_t)r * rb;
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = base + b * KERN_Q8_BLOCK_BYTES;
+        __m256i z[8], t[8], u[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) z[i] = _mm256_loadu_si256((const __m256i *)(blk + (size_t)i * rb + 2));
+        /* t[2m] = dwords (0,1 | 4,5) of rows 2m, 2m+1 interleaved; t[2m+1] = (2,3 | 6,7) */
+#pragma GCC unroll 4
+        for (int m = 0; m < 4; m++) {
+            t[2 * m] = _mm256_unpacklo_epi32(z[2 * m], z[2 * m + 1]);
+            t[2 * m + 1] = _mm256_unpackhi_epi32(z[2 * m], z[2 * m + 1]);
+        }
+        /* u[4h + d] = dword d (| d + 4) of rows 4h .. 4h+3 */
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h + 0], t[4 * h + 2]);
+            u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h + 0], t[4 * h + 2]);
+            u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+            u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+        }
+#pragma GCC unroll 4
+        for (int d = 0; d < 4; d++) {
+            _mm256_store_si256(&dst[b].wt[d], _mm256_permute2x128_si256(u[d], u[4 + d], 0x20));
+            _mm256_store_si256(&dst[b].wt[4 + d], _mm256_permute2x128_si256(u[d], u[4 + d], 0x31));
+        }
+        __m128i h = _mm_cvtsi32_si128(hs_rd_u16(blk));
+        h = _mm_insert_epi16(h, hs_rd_u16(blk + 1 * rb), 1);
+        h = _mm_insert_epi16(h, hs_rd_u16(blk + 2 * rb), 2);
+        h = _mm_insert_epi16(h, hs_rd_u16(blk + 3 * rb), 3);
+        h = _mm_insert_epi16(h, hs_rd_u16(blk + 4 * rb), 4);
+        h = _mm_insert_epi16(h, hs_rd_u16(blk + 5 * rb), 5);
+        h = _mm_insert_epi16(h, hs_rd_u16(blk + 6 * rb), 6);
+        h = _mm_insert_epi16(h, hs_rd_u16(blk + 7 * rb), 7);
+        _mm256_store_ps((float *)&dst[b].dw, _mm256_cvtph_ps(h));
+    }
+}
+
+/* Tokens t0 .. t0+NT-1 against one packed 8-row group pk[0 .. nb) (rows r .. r+7). Per token
+ * the eight partial sums acc[b % 8] of all 8 rows (lane i = row i) live in memory: sixteen
+ * ymm registers hold only the tile's integer sums. */
+INLINE void q8p_tile(float *y, int64_t y_ld, const struct q8p_blk *pk, int64_t nb, int64_t r,
+                     const struct kern_q8_block *xq, int64_t t0, int NT)
+{
+    __m256 acc[QP_TMAX][KERN_Q8_LANES];
+    const struct kern_q8_block *xt[QP_TMAX];
+    const __m256i ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 8
+    for (int j = 0; j < NT; j++) {
+        xt[j] = xq + (t0 + j) * nb;
+#pragma GCC unroll 8
+        for (int l = 0; l < KERN_Q8_LANES; l++) acc[j][l] = _mm256_setzero_ps();
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i is[QP_TMAX];
+#pragma GCC unroll 8
+        for (int j = 0; j < NT; j++) is[j] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int s = 0; s < 8; s++) {
+            __m256i wv = _mm256_load_si256(&pk[b].wt[s]);
+            __m256i wa = _mm256_abs_epi8(wv);
+#pragma GCC unroll 8
+            for (int j = 0; j < NT; j++) {
+                int32_t four;
+                memcpy(&four, xt[j][b].q + 4 * s, 4);
+                __m256i p = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(_mm256_set1_epi32(four), wv));
+                is[j] = _mm256_add_epi32(is[j], _mm256_madd_epi16(p, ones));
+            }
+        }
+        __m256 dw = _mm256_load_ps((const float *)&pk[b].dw);
+#pragma GCC unroll 8
+        for (int j = 0; j < NT; j++) {
+            __m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(xt[j][b].d));
+            acc[j][b % KERN_Q8_LANES] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(is[j]), acc[j][b % KERN_Q8_LANES]);
+        }
+    }
+    /* the tree h = 4, 2, 1 lane-wise (lane i = row i) */
+#pragma GCC unroll 8
+    for (int j = 0; j < NT; j++) {
+        __m256 *a = acc[j];
+        for (int h = 4; h >= 1; h /= 2)
+            for (int l = 0; l < h; l++) a[l] = _mm256_add_ps(a[l], a[l + h]);
+        _mm256_storeu_ps(y + (t0 + j) * y_ld + r, a[0]);
+    }
+}
+
+static void q8p_tiles(float *y, int64_t y_ld, const struct q8p_blk *pk, int64_t nb, int64_t r,
+                      const struct kern_q8_block *xq, int64_t t0, int nt)
+{
+    switch (nt) {
+    case 6: q8p_tile(y, y_ld, pk, nb, r, xq, t0, 6); break;
+    case 5: q8p_tile(y, y_ld, pk, nb, r, xq, t0, 5); break;
+    case 4: q8p_tile(y, y_ld, pk, nb, r, xq, t0, 4); break;
+    case 3: q8p_tile(y, y_ld, pk, nb, r, xq, t0, 3); break;
+    case 2: q8p_tile(y, y_ld, pk, nb, r, xq, t0, 2); break;
+    default: q8p_tile(y, y_ld, pk, nb, r, xq, t0, 1); break;
+    }
+}
+
+/* Rows [r0, r0 + 8 * (whole groups)) in panels of QP_PANEL_BLKS packed blocks, each packed
+ * once; every token tile then runs over all the panel's groups (its activations stay in L1).
+ * The rows past the last whole group take q8_rows. */
+static void q8p_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8_block *xq,
+                     int64_t n_tok, int64_t nb, int64_t r0, int64_t r1)
+{
+    struct q8p_blk pk[QP_PANEL_BLKS];
+    const int64_t gmax = QP_PANEL_BLKS / nb; /* >= 1: nb <= QP_NBMAX */
+    const size_t rb = (size_t)nb * KERN_Q8_BLOCK_BYTES;
+    const int64_t r1g = r0 + (r1 - r0) / 8 * 8;
+    for (int64_t p0 = r0; p0 < r1g; p0 += gmax * 8) {
+        int64_t groups = HS_MIN(gmax, (r1g - p0) / 8);
+        for (int64_t g = 0; g < groups; g++) q8p_pack_group(pk + g * nb, w, rb, p0 + 8 * g, nb);
+        for (int64_t t = 0; t < n_tok; t += QP_TOKS) {
+            int nt = (int)HS_MIN((int64_t)QP_TOKS, n_tok - t);
+            for (int64_t g = 0; g < groups; g++) q8p_tiles(y, y_ld, pk + g * nb, nb, p0 + 8 * g, xq, t, nt);
+        }
+    }
+    if (r1g < r1) q8_rows(y, y_ld, w, xq, n_tok, nb, r1g, r1);
+}
+
+static void matmul_q8_0(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8_block *xq,
+                        int64_t n_tok, int64_t k, int64_t r0, int64_t r1)
+{
+    int64_t nb = k / KERN_Q8_BLOCK;
+    if (n_tok >= QP_MIN_TOKS && nb <= QP_NBMAX && r1 - r0 >= 8) q8p_rows(y, y_ld, w, xq, n_tok, nb, r0, r1);
+    else q8_rows(y, y_ld, w, xq, n_tok, nb, r0, r1);
 }
 
 void kern_matmul_avx2(float *y, int64_t y_ld, const void *w, enum kern_wtype wt, const float *x,

@@ -9,8 +9,22 @@
  * saturation), vpmaddwd with the scale of each pair's sub-block, int32 lanes summed once per
  * block (exact, so the order is free), then the scalar's float steps: dw * dx, dmin * dx
  * rounded once each and two fmaf per block into the output's own accumulator, blocks
- * ascending. A row's block is decoded once per tile of up to TOKS tokens; each token keeps
- * its own accumulator.
+ * ascending. Both paths below keep exactly that float part (fmaf(-(dmin * dx), msum, a) is
+ * vfnmadd(dmin * dx, msum, a): negating a factor is exact, both round once), and every output
+ * keeps its own accumulator with the blocks ascending, so tile shapes, panels, n_tok, r0 and
+ * r1 cannot change a bit.
+ *   1. Per-row path (fewer than P_MIN_TOKS tokens, rows past the last whole group of 8, K past
+ *      the panel): a row's block is decoded once per tile of up to TOKS tokens.
+ *   2. Panel path (P_MIN_TOKS tokens or more: prefill, a decode step of several sequences):
+ *      whole groups of 8 rows are repacked once per panel so that dword lane i of a ymm
+ *      belongs to row i: per super-block the quants as bytes 0..15 (an 8 x 8 dword
+ *      transpose of each 32-byte chunk of qs, nibbles split), the scales and mins as int16
+ *      pairs, dw and dmin as f32. A step broadcasts 4 activation quants of a token to every
+ *      lane; vpmaddubsw gives two pair sums per lane (at most 2 * 15 * 127), and the 8 steps
+ *      of a sub-block are added in int16 (at most 30480 < 2^15: exact) before one vpmaddwd
+ *      with (sc, sc) applies the scale and widens. msum: vpmaddwd of (m_p, m_p) with the
+ *      bsum pair 2p, 2p+1. No horizontal sums; the float steps are lane-wise. The scale
+ *      words are unpacked with kq_scales_u32's bit moves on 8 rows at once.
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -22,7 +36,17 @@
 
 #define INLINE static inline __attribute__((always_inline))
 #define TOKS 4
+#ifndef P_TOKS
+#define P_TOKS 4       /* tokens per tile of the panel path (note 2; measured) */
+#endif
+#define P_TMAX 4       /* the largest P_TOKS the tile is written for */
+#ifndef P_MIN_TOKS
+#define P_MIN_TOKS 3   /* fewer tokens: the per-row path (packing would not pay) */
+#endif
+#define P_PANEL_BLKS 48 /* packed super-blocks per panel: 126 KiB on the stack (L2); K <= 12288 */
+#ifndef PF_BYTES
 #define PF_BYTES 2048 /* software prefetch distance along the weight rows (measured) */
+#endif
 
 static void q4k_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8k_block *xq,
                      int64_t n_tok, int64_t nb, int64_t r0, int64_t r1)
@@ -85,13 +109,161 @@ static void q4k_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern
     }
 }
 
+/* ---- several tokens: 8-row panels (note 2) ------------------------------------------------ */
+
+/* One super-block of an 8-row group: dword lane i of every vector belongs to row i. */
+struct q4p_blk {
+    __m256i w[8][8]; /* [s][u] lane i = quants 32s + 4u .. +3 of row i, one byte each (0..15) */
+    __m256i sc[8];   /* [s] lane i = (sc_s, sc_s) of row i as two int16 */
+    __m256i mn[8];   /* [p] lane i = (m_p, m_p) of row i as two int16, paired with bsum 2p, 2p+1 */
+    __m256 dw, dmin; /* lane i = row i's f16 scales as f32 */
+};
+
+/* The dword at p of rows 0..7 (lane i = row i). */
+INLINE __m256i col_u32(const uint8_t *p, size_t rb)
+{
+    int32_t v[8];
+    for (int i = 0; i < 8; i++) memcpy(&v[i], p + (size_t)i * rb, 4);
+    return _mm256_setr_epi32(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
+}
+
+static void q4p_pack_group(struct q4p_blk *dst, const uint8_t *w, size_t rb, int64_t r, int64_t nb)
+{
+    const __m256i m4 = _mm256_set1_epi8(15);
+    const uint8_t *base = w + (size_t)r * rb;
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = base + b * KERN_Q4K_BYTES;
+        struct q4p_blk *d = dst + b;
+        /* qs bytes 32c .. 32c+31: low nibbles are sub-block 2c, high nibbles 2c + 1 */
+        for (int c = 0; c < 4; c++) {
+            __m256i v[8];
+            _Pragma("GCC unroll 8")
+            for (int i = 0; i < 8; i++) v[i] = _mm256_loadu_si256((const __m256i *)(blk + (size_t)i * rb + 16 + 32 * c));
+            kq_transpose8(v);
+            _Pragma("GCC unroll 8")
+            for (int u = 0; u < 8; u++) {
+                _mm256_store_si256(&d->w[2 * c][u], _mm256_and_si256(v[u], m4));
+                _mm256_store_si256(&d->w[2 * c + 1][u], _mm256_and_si256(_mm256_srli_epi16(v[u], 4), m4));
+            }
+        }
+        /* kern_q4k_scales lane-wise: kq_scales_u32's bit moves on the 8 rows' words */
+        const __m256i k3f = _mm256_set1_epi32(0x3f3f3f3f), k0f = _mm256_set1_epi32(0x0f0f0f0f);
+        const __m256i k03 = _mm256_set1_epi32(0x03030303), kff = _mm256_set1_epi32(0xff);
+        __m256i u0 = col_u32(blk + 4, rb), u1 = col_u32(blk + 8, rb), u2 = col_u32(blk + 12, rb);
+        __m256i w4[4]; /* sc 0..3 | sc 4..7 | m 0..3 | m 4..7, byte j of lane i = entry j of row i */
+        w4[0] = _mm256_and_si256(u0, k3f);
+        w4[1] = _mm256_or_si256(_mm256_and_si256(u2, k0f), _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), k03), 4));
+        w4[2] = _mm256_and_si256(u1, k3f);
+        w4[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), k0f),
+                                _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), k03), 4));
+        _Pragma("GCC unroll 8")
+        for (int s = 0; s < 8; s++) {
+            __m256i sv = _mm256_and_si256(_mm256_srli_epi32(w4[s / 4], 8 * (s % 4)), kff);
+            __m256i mv = _mm256_and_si256(_mm256_srli_epi32(w4[2 + s / 4], 8 * (s % 4)), kff);
+            _mm256_store_si256(&d->sc[s], _mm256_or_si256(sv, _mm256_slli_epi32(sv, 16)));
+            _mm256_store_si256(&d->mn[s], _mm256_or_si256(mv, _mm256_slli_epi32(mv, 16)));
+        }
+        uint16_t dh[8], mh[8];
+        for (int i = 0; i < 8; i++) {
+            dh[i] = hs_rd_u16(blk + (size_t)i * rb);
+            mh[i] = hs_rd_u16(blk + (size_t)i * rb + 2);
+        }
+        d->dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
+        d->dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)mh));
+    }
+}
+
+/* Tokens t0 .. t0+NT-1 against one packed 8-row group pk[0 .. nb) (rows r .. r+7). */
+INLINE void q4p_tile(float *y, int64_t y_ld, const struct q4p_blk *pk, int64_t nb, int64_t r,
+                     const struct kern_q8k_block *xq, int64_t t0, int NT)
+{
+    __m256 acc[P_TMAX];
+    const struct kern_q8k_block *xt[P_TMAX];
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < NT; t++) {
+        acc[t] = _mm256_setzero_ps();
+        xt[t] = xq + (t0 + t) * nb;
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        const struct q4p_blk *pb = pk + b;
+        __m256i is[P_TMAX], ms[P_TMAX];
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < NT; t++) is[t] = ms[t] = _mm256_setzero_si256();
+        _Pragma("GCC unroll 8")
+        for (int s = 0; s < 8; s++) {
+            __m256i a16[P_TMAX];
+            _Pragma("GCC unroll 8")
+            for (int t = 0; t < NT; t++) a16[t] = _mm256_setzero_si256();
+            /* eight int16 pair sums of at most 2 * 15 * 127 each: |sum| <= 30480, no overflow */
+            _Pragma("GCC unroll 8")
+            for (int u = 0; u < 8; u++) {
+                __m256i wv = _mm256_load_si256(&pb->w[s][u]);
+                _Pragma("GCC unroll 8")
+                for (int t = 0; t < NT; t++)
+                    a16[t] = _mm256_add_epi16(a16[t], _mm256_maddubs_epi16(wv, kq_dup32(xt[t][b].q + 32 * s + 4 * u)));
+            }
+            __m256i sc = _mm256_load_si256(&pb->sc[s]);
+            _Pragma("GCC unroll 8")
+            for (int t = 0; t < NT; t++) is[t] = _mm256_add_epi32(is[t], _mm256_madd_epi16(a16[t], sc));
+        }
+        _Pragma("GCC unroll 8")
+        for (int p = 0; p < 8; p++) {
+            __m256i mn = _mm256_load_si256(&pb->mn[p]);
+            _Pragma("GCC unroll 8")
+            for (int t = 0; t < NT; t++) ms[t] = _mm256_add_epi32(ms[t], _mm256_madd_epi16(mn, kq_dup32(xt[t][b].bsum + 2 * p)));
+        }
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < NT; t++) {
+            __m256 dx = _mm256_set1_ps(xt[t][b].d);
+            __m256 a = _mm256_fmadd_ps(_mm256_mul_ps(pb->dw, dx), _mm256_cvtepi32_ps(is[t]), acc[t]);
+            acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(pb->dmin, dx), _mm256_cvtepi32_ps(ms[t]), a);
+        }
+    }
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < NT; t++) _mm256_storeu_ps(y + (t0 + t) * y_ld + r, acc[t]);
+}
+
+static void q4p_tiles(float *y, int64_t y_ld, const struct q4p_blk *pk, int64_t nb, int64_t r,
+                      const struct kern_q8k_block *xq, int64_t t0, int nt)
+{
+    switch (nt) {
+    case 4: q4p_tile(y, y_ld, pk, nb, r, xq, t0, 4); break;
+    case 3: q4p_tile(y, y_ld, pk, nb, r, xq, t0, 3); break;
+    case 2: q4p_tile(y, y_ld, pk, nb, r, xq, t0, 2); break;
+    default: q4p_tile(y, y_ld, pk, nb, r, xq, t0, 1); break;
+    }
+}
+
+/* Rows [r0, r1g) (whole 8-row groups) in panels of P_PANEL_BLKS packed blocks, each packed
+ * once; every token tile runs over all the panel's groups (its activations stay in L1). */
+static void q4p_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8k_block *xq,
+                     int64_t n_tok, int64_t nb, int64_t r0, int64_t r1g)
+{
+    struct q4p_blk pk[P_PANEL_BLKS];
+    const int64_t gmax = P_PANEL_BLKS / nb; /* >= 1: nb <= P_PANEL_BLKS */
+    const size_t rb = (size_t)nb * KERN_Q4K_BYTES;
+    for (int64_t p0 = r0; p0 < r1g; p0 += gmax * 8) {
+        int64_t groups = HS_MIN(gmax, (r1g - p0) / 8);
+        for (int64_t g = 0; g < groups; g++) q4p_pack_group(pk + g * nb, w, rb, p0 + 8 * g, nb);
+        for (int64_t t = 0; t < n_tok; t += P_TOKS) {
+            int nt = (int)HS_MIN((int64_t)P_TOKS, n_tok - t);
+            for (int64_t g = 0; g < groups; g++) q4p_tiles(y, y_ld, pk + g * nb, nb, p0 + 8 * g, xq, t, nt);
+        }
+    }
+}
+
 void kern_matmul_k_avx2(float *y, int64_t y_ld, const void *w, int wt,
                         const struct kern_q8k_block *xq, int64_t n_tok, int64_t k, int64_t r0,
                         int64_t r1)
 {
     if (wt == KERN_K_Q5_K) { kern_matmul_q5k_avx2(y, y_ld, w, xq, n_tok, k, r0, r1); return; }
-    if (wt == KERN_K_Q4_K) q4k_rows(y, y_ld, w, xq, n_tok, k / KERN_QK, r0, r1);
-    else kern_matmul_q6k_avx2(y, y_ld, w, xq, n_tok, k, r0, r1); /* q6k_avx2.c */
+    if (wt != KERN_K_Q4_K) { kern_matmul_q6k_avx2(y, y_ld, w, xq, n_tok, k, r0, r1); return; } /* q6k_avx2.c */
+    int64_t nb = k / KERN_QK, r1g = r0;
+    if (n_tok >= P_MIN_TOKS && nb <= P_PANEL_BLKS) {
+        r1g = r0 + (r1 - r0) / 8 * 8;
+        q4p_rows(y, y_ld, w, xq, n_tok, nb, r0, r1g);
+    }
+    q4k_rows(y, y_ld, w, xq, n_tok, nb, r1g, r1);
 }
 
 #else

@@ -344,16 +344,13 @@ static void panel_case(const struct kern_ops *ops, int wt, int64_t rows, int64_t
     free(w); free(x); free(xq); free(ya); free(yb);
 }
 
-static const struct kern_ops *panel_ops(void)
-{
-    return cpu_level_ops_or_skip("avx512");
-}
+/* The panel tests run on both panel paths: q4k_avx512.c's 16-row groups and q4k_avx2.c's
+ * 8-row groups (Q6_K: q6k_avx512.c's panels; the AVX2 per-row code). */
 
 /* Every n_tok 1..20 (the tile's token counts and remainders, and the per-row code below 4) on
- * row counts around multiples of 16 and ranges that start inside a group. */
-Test(kernels_q4k_panel, shapes_equal_scalar)
+ * row counts around multiples of 16 (and of 8) and ranges that start inside a group. */
+static void panel_shapes(const struct kern_ops *ops)
 {
-    const struct kern_ops *ops = panel_ops();
     qk_seed(101);
     static const int64_t shapes[][3] = { /* rows, r0, r1 */
         { 16, 0, 16 }, { 17, 0, 17 }, { 31, 0, 31 }, { 32, 0, 32 }, { 50, 3, 50 }, { 70, 5, 69 }, { 40, 0, 15 },
@@ -367,30 +364,33 @@ Test(kernels_q4k_panel, shapes_equal_scalar)
         }
     }
 }
+Test(kernels_q4k_panel, shapes_equal_scalar) { panel_shapes(cpu_level_ops_or_skip("avx512")); }
+Test(kernels_q4k_panel, avx2_shapes_equal_scalar) { panel_shapes(cpu_level_ops_or_skip("avx2")); }
 
 /* Random row ranges and K, including K past the panel's capacity (the per-row fallback) and
  * K where one group fills the panel. */
-Test(kernels_q4k_panel, ranges_and_long_k_equal_scalar)
+static void panel_ranges(const struct kern_ops *ops)
 {
-    const struct kern_ops *ops = panel_ops();
     qk_seed(202);
-    static const int64_t ks[] = { 256, 1024, 3584, 256 * 49, 256 * 50, 256 * 52 }; /* 49, 50: full panels */
-    for (int it = 0; it < 24; it++) {
+    /* AVX-512: 49, 50 super-blocks fill a panel; AVX2: 48 does, 49 is past it */
+    static const int64_t ks[] = { 256, 1024, 3584, 256 * 48, 256 * 49, 256 * 50, 256 * 52 };
+    for (int it = 0; it < 28; it++) {
         int wt = it % 2 ? KERN_K_Q6_K : KERN_K_Q4_K;
-        int64_t k = ks[(it / 2) % 6];
+        int64_t k = ks[(it / 2) % 7];
         int64_t rows = 16 + (int64_t)(qk_next() % (k > 4096 ? 20 : 60)), n_tok = 4 + (int64_t)(qk_next() % 9);
         int64_t r0 = (int64_t)(qk_next() % (uint64_t)(rows / 2)), r1 = r0 + 1 + (int64_t)(qk_next() % (uint64_t)(rows - r0));
         if (it % 3 == 0) { r0 = 0; r1 = rows; }
         panel_case(ops, wt, rows, k, n_tok, r0, r1, QK_RANDOM, QK_RANDOM);
     }
 }
+Test(kernels_q4k_panel, ranges_and_long_k_equal_scalar) { panel_ranges(cpu_level_ops_or_skip("avx512")); }
+Test(kernels_q4k_panel, avx2_ranges_and_long_k_equal_scalar) { panel_ranges(cpu_level_ops_or_skip("avx2")); }
 
 /* The largest values everywhere (the int16 half-sums of the Q4_K panel at their bound, Q6_K
  * scales -128 and 127 with q 63), q 0 (Q6_K's offset half-sums at 8 * 32 * 127), the
  * mixed-sign versions, and all-zero weights / activations. */
-Test(kernels_q4k_panel, extremes_equal_scalar)
+static void panel_extremes(const struct kern_ops *ops)
 {
-    const struct kern_ops *ops = panel_ops();
     qk_seed(303);
     static const enum qk_fill modes[][2] = {
         { QK_MAX, QK_MAX }, { QK_MAX, QK_MAX_ALT }, { QK_MAX, QK_RANDOM }, { QK_RANDOM, QK_MAX },
@@ -401,12 +401,13 @@ Test(kernels_q4k_panel, extremes_equal_scalar)
         for (int mi = 0; mi < 9; mi++)
             panel_case(ops, ti ? KERN_K_Q6_K : KERN_K_Q4_K, 37, 512, 6, 0, 37, modes[mi][0], modes[mi][1]);
 }
+Test(kernels_q4k_panel, extremes_equal_scalar) { panel_extremes(cpu_level_ops_or_skip("avx512")); }
+Test(kernels_q4k_panel, avx2_extremes_equal_scalar) { panel_extremes(cpu_level_ops_or_skip("avx2")); }
 
 /* A hand-checked value through the panel: 16 rows, one block of Q4_K with q 15, sc 63, m 0,
  * d = 1, and activations all -1 (quants -127, d = 1/127 rounded): isum = 256 * 15 * 63 * -127. */
-Test(kernels_q4k_panel, known_value)
+static void panel_known(const struct kern_ops *ops)
 {
-    const struct kern_ops *ops = panel_ops();
     uint8_t w[16 * KERN_Q4K_BYTES], sc[8], m[8], q[256];
     memset(sc, 63, 8);
     memset(m, 0, 8);
@@ -420,3 +421,5 @@ Test(kernels_q4k_panel, known_value)
     float want = fmaf(-(1.0f * xq[0].d), 0.0f, fmaf(1.0f * xq[0].d, (float)(256 * 15 * 63 * -127), 0.0f));
     for (int i = 0; i < 4 * 16; i++) cr_assert_eq(y[i], want, "y[%d] = %a, expected %a", i, (double)y[i], (double)want);
 }
+Test(kernels_q4k_panel, known_value) { panel_known(cpu_level_ops_or_skip("avx512")); }
+Test(kernels_q4k_panel, avx2_known_value) { panel_known(cpu_level_ops_or_skip("avx2")); }

@@ -1,4 +1,6 @@
-/* Tests of the AVX512-VNNI Q8_0 paths of matmul_avx512.c (note 7 there): the single-token
+/* Tests of the AVX512-VNNI Q8_0 paths of matmul_avx512.c (note 7 there), and of the AVX2
+ * Q8_0 paths of matmul_avx2.c (notes 4 and 7 there: the per-row tiles with prefetch, the
+ * 8-row panel path), with the same cases plus shapes around 8-row groups. The single-token
  * path (16-block groups + the per-block tail) and the panel path (16-row groups repacked,
  * 2 x 6 register tiles, leftover rows and tokens), each bit-identical to the scalar
  * reference, over row counts that give 0, 1, 2 and 3 full groups plus leftovers, token
@@ -122,6 +124,52 @@ Test(kern_q8vnni, panel_large_k_and_many_groups)
     qv_rng = 3;
     qv_case(v, 20, 8192, 3, 0, 20, &bad, &calls);   /* one group fills the panel */
     qv_case(v, 20, 8224, 3, 0, 20, &bad, &calls);   /* past V_KMAX: the per-block code */
+    qv_case(v, 300, 1024, 7, 5, 299, &bad, &calls); /* several panels */
+    qv_case(v, 48, 3584, 9, 0, 48, &bad, &calls);
+    cr_assert_eq(bad, 0, "%d of %d calls differ from scalar", bad, calls);
+}
+
+/* ---- AVX2: per-row tiles below QP_MIN_TOKS (3) tokens, 8-row panels from there ------------ */
+
+Test(kern_q8avx2, few_tokens_rows_and_tails)
+{
+    const struct kern_ops *v = cpu_level_ops_or_skip("avx2");
+    static const int64_t ks[] = {32, 256, 480, 544, 1024, 3584, 8192, 8224};
+    int bad = 0, calls = 0;
+    qv_rng = 11;
+    for (size_t i = 0; i < sizeof(ks) / sizeof(ks[0]); i++)
+        for (int64_t t = 1; t <= 3; t++) {
+            qv_case(v, 5, ks[i], t, 0, 5, &bad, &calls);
+            qv_case(v, 40, ks[i], t, 3, 37, &bad, &calls);
+        }
+    cr_assert_eq(bad, 0, "%d of %d few-token calls differ from scalar", bad, calls);
+}
+
+Test(kern_q8avx2, panel_rows_tokens_and_ranges)
+{
+    const struct kern_ops *v = cpu_level_ops_or_skip("avx2");
+    static const int64_t rows[] = {7, 8, 9, 15, 16, 17, 33, 64};
+    static const int64_t toks[] = {3, 4, 5, 6, 7, 8, 9, 13, 19};
+    static const int64_t ks[] = {32, 96, 288, 1056};
+    int bad = 0, calls = 0;
+    qv_rng = 12;
+    for (size_t ri = 0; ri < sizeof(rows) / sizeof(rows[0]); ri++)
+        for (size_t ti = 0; ti < sizeof(toks) / sizeof(toks[0]); ti++)
+            for (size_t ki = 0; ki < sizeof(ks) / sizeof(ks[0]); ki++) {
+                int64_t n = rows[ri];
+                qv_case(v, n, ks[ki], toks[ti], 0, n, &bad, &calls);
+                if (n > 12) qv_case(v, n, ks[ki], toks[ti], 3, n - 1, &bad, &calls);
+            }
+    cr_assert_eq(bad, 0, "%d of %d panel calls differ from scalar", bad, calls);
+}
+
+Test(kern_q8avx2, panel_large_k_and_many_groups)
+{
+    const struct kern_ops *v = cpu_level_ops_or_skip("avx2");
+    int bad = 0, calls = 0;
+    qv_rng = 13;
+    qv_case(v, 20, 8192, 5, 0, 20, &bad, &calls);   /* two groups, two panels (one group each) */
+    qv_case(v, 20, 8224, 5, 0, 20, &bad, &calls);   /* past the panel's K: the per-row tiles */
     qv_case(v, 300, 1024, 7, 5, 299, &bad, &calls); /* several panels */
     qv_case(v, 48, 3584, 9, 0, 48, &bad, &calls);
     cr_assert_eq(bad, 0, "%d of %d calls differ from scalar", bad, calls);
