@@ -79,6 +79,23 @@ struct ls_ctx {
     uint64_t unshared;
 };
 
+/* The fields every listed entry has, disk or remote, opening its object. */
+static void ls_entry_json(struct jsonw *w, const char *key, const char *parent, uint64_t fp_v, int64_t start,
+                          int64_t pos, enum bank_snap_kind kind, uint64_t bytes)
+{
+    char fp[17];
+    snprintf(fp, sizeof fp, "%016" PRIx64, fp_v);
+    jsonw_obj_begin(w);
+    jsonw_key(w, "key"); jsonw_str(w, key);
+    jsonw_key(w, "parent"); jsonw_str(w, parent);
+    jsonw_key(w, "fingerprint"); jsonw_str(w, fp);
+    jsonw_key(w, "start"); jsonw_int(w, start);
+    jsonw_key(w, "tokens"); jsonw_int(w, pos);
+    jsonw_key(w, "kind"); jsonw_str(w, bank_snap_kind_name(kind));
+    jsonw_key(w, "head"); jsonw_bool(w, kind == BANK_SNAP_HEAD);
+    jsonw_key(w, "bytes"); jsonw_uint(w, bytes);
+}
+
 static bool ls_sum(void *ctx, const struct bank_disk_entry *e)
 {
     ((struct ls_ctx *)ctx)->unshared += e->chain_bytes;
@@ -90,17 +107,7 @@ static bool ls_line(void *ctx, const struct bank_disk_entry *e)
     struct ls_ctx *c = ctx;
     if (c->json) {
         struct jsonw *w = c->w;
-        char fp[17];
-        snprintf(fp, sizeof fp, "%016" PRIx64, e->fp);
-        jsonw_obj_begin(w);
-        jsonw_key(w, "key"); jsonw_str(w, e->key);
-        jsonw_key(w, "parent"); jsonw_str(w, e->parent);
-        jsonw_key(w, "fingerprint"); jsonw_str(w, fp);
-        jsonw_key(w, "start"); jsonw_int(w, e->start);
-        jsonw_key(w, "tokens"); jsonw_int(w, e->pos);
-        jsonw_key(w, "kind"); jsonw_str(w, bank_snap_kind_name(e->kind));
-        jsonw_key(w, "head"); jsonw_bool(w, e->kind == BANK_SNAP_HEAD);
-        jsonw_key(w, "bytes"); jsonw_uint(w, e->bytes);
+        ls_entry_json(w, e->key, e->parent, e->fp, e->start, e->pos, e->kind, e->bytes);
         jsonw_key(w, "chain_bytes"); jsonw_uint(w, e->chain_bytes);
         jsonw_key(w, "chain_blobs"); jsonw_int(w, e->chain_blobs);
         jsonw_key(w, "children"); jsonw_int(w, e->children);
@@ -358,17 +365,7 @@ static bool rls_line(void *ctx, const struct bank_remote_entry *e)
     struct rls_ctx *c = ctx;
     if (c->json) {
         struct jsonw *w = c->w;
-        char fp[17];
-        snprintf(fp, sizeof fp, "%016" PRIx64, e->fp);
-        jsonw_obj_begin(w);
-        jsonw_key(w, "key"); jsonw_str(w, e->key);
-        jsonw_key(w, "parent"); jsonw_str(w, e->parent);
-        jsonw_key(w, "fingerprint"); jsonw_str(w, fp);
-        jsonw_key(w, "start"); jsonw_int(w, e->start);
-        jsonw_key(w, "tokens"); jsonw_int(w, e->pos);
-        jsonw_key(w, "kind"); jsonw_str(w, bank_snap_kind_name(e->kind));
-        jsonw_key(w, "head"); jsonw_bool(w, e->kind == BANK_SNAP_HEAD);
-        jsonw_key(w, "bytes"); jsonw_uint(w, e->bytes);
+        ls_entry_json(w, e->key, e->parent, e->fp, e->start, e->pos, e->kind, e->bytes);
         jsonw_key(w, "chunks"); jsonw_uint(w, e->chunks);
         jsonw_key(w, "chain_bytes"); jsonw_uint(w, e->chain_bytes);
         jsonw_key(w, "chain_blobs"); jsonw_int(w, e->chain_blobs);
