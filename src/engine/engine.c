@@ -406,6 +406,11 @@ int engine_new(const struct model *m, const struct engine_opts *o, struct engine
         return hs_err_set(err, HS_ERR_INVALID, "engine: n_threads %d out of range [1, 1024]", o->n_threads);
     if (o->n_batch < 1 || o->n_batch > (1 << 20))
         return hs_err_set(err, HS_ERR_INVALID, "engine: n_batch %lld out of range [1, 1048576]", (long long)o->n_batch);
+    if (model_hparams(m)->hc_n > 0)
+        return hs_err_set(err, HS_ERR_UNSUPPORTED,
+                          "%s: %s: the forward pass of this architecture (hyper-connections, the n-gram "
+                          "embedding, QSA attention) is not implemented yet; `headstart inspect` reads it",
+                          model_path(m), model_arch_name(model_hparams(m)->arch));
     struct engine *e = hs_calloc(1, sizeof(*e));
     e->m = m;
     e->n_threads = o->n_threads;

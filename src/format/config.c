@@ -35,6 +35,7 @@
 #include "sys/sys.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -333,6 +334,44 @@ static int cfg_read_moe(struct cfg_ctx *c, struct hf_config *cfg)
     return HS_OK;
 }
 
+/* Qwen3.8-Flash-Next's hyper-connections, QSA indexer and hashed n-gram embedding (PLE);
+ * all absent in the other architectures (left 0, ple_layer -1). One PLE layer at most:
+ * ple_layer_ids is 1-based, as the HF config spells it. */
+static int cfg_read_qwen4exp(struct cfg_ctx *c, struct hf_config *cfg)
+{
+    static const struct { const char *key; size_t off; } dims[] = {
+        { "hc_count", offsetof(struct hf_config, hc_count) },
+        { "hc_lowrank", offsetof(struct hf_config, hc_lowrank) },
+        { "indexer_n_heads", offsetof(struct hf_config, indexer_n_heads) },
+        { "indexer_kv_heads", offsetof(struct hf_config, indexer_kv_heads) },
+        { "indexer_head_dim", offsetof(struct hf_config, indexer_head_dim) },
+        { "indexer_budget", offsetof(struct hf_config, indexer_budget) },
+        { "indexer_compress_ratio", offsetof(struct hf_config, indexer_compress_ratio) },
+        { "ple_embed_dim", offsetof(struct hf_config, ple_embed_dim) },
+        { "ple_conv_kernel_size", offsetof(struct hf_config, ple_conv_kernel_size) },
+        { "ngram_size", offsetof(struct hf_config, ngram_size) },
+        { "heads_per_ngram", offsetof(struct hf_config, heads_per_ngram) },
+    };
+    for (size_t i = 0; i < HS_ARRAY_LEN(dims); i++) {
+        int rc = cfg_dim(c, dims[i].key, false, 0, true, (int64_t *)((char *)cfg + dims[i].off));
+        if (rc != HS_OK) return rc;
+    }
+    cfg->ple_layer = -1;
+    json_t *pl = cfg_get(c->tc, "ple_layer_ids");
+    if (!pl) return HS_OK;
+    if (!json_is_array(pl)) return cfg_type_err(c, c->tc_at, "ple_layer_ids", "an array of layer numbers", pl);
+    if (json_array_size(pl) > 1)
+        return hs_err_set(c->err, HS_ERR_UNSUPPORTED, "%s: %sple_layer_ids lists %zu layers (one is supported)",
+                          c->file, c->tc_at, json_array_size(pl));
+    if (json_array_size(pl) == 0) return HS_OK;
+    json_t *x = json_array_get(pl, 0);
+    if (!json_is_integer(x) || json_integer_value(x) < 1 || json_integer_value(x) > cfg->num_hidden_layers)
+        return hs_err_set(c->err, HS_ERR_FORMAT, "%s: %sple_layer_ids[0] is not a layer number in [1, %" PRId64 "]",
+                          c->file, c->tc_at, cfg->num_hidden_layers);
+    cfg->ple_layer = (int64_t)json_integer_value(x) - 1;
+    return HS_OK;
+}
+
 /* A token id field (int, or for eos a list of ints), text_config first then root. */
 static int cfg_read_tokens(struct cfg_ctx *c, struct hf_config *cfg)
 {
@@ -415,6 +454,7 @@ int hf_config_parse(const char *json, size_t len, const char *name, struct hf_co
     if (rc == HS_OK) rc = cfg_read_layers(&c, cfg);
     if (rc == HS_OK) rc = cfg_read_gdn(&c, cfg);
     if (rc == HS_OK) rc = cfg_read_moe(&c, cfg);
+    if (rc == HS_OK) rc = cfg_read_qwen4exp(&c, cfg);
     if (rc == HS_OK) rc = cfg_read_misc(&c, cfg);
 done:
     json_decref(root);

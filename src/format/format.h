@@ -257,6 +257,12 @@ struct hf_config {
     /* MTP */
     int64_t mtp_num_hidden_layers;    /* default 0 */
     bool mtp_use_dedicated_embeddings;
+    /* Qwen3.8-Flash-Next (qwen4_exp): 0 when absent */
+    int64_t hc_count, hc_lowrank;           /* hyper-connection streams, low rank */
+    int64_t indexer_n_heads, indexer_kv_heads, indexer_head_dim;
+    int64_t indexer_budget, indexer_compress_ratio; /* QSA token budget, block size */
+    int64_t ple_layer;                      /* 0-based (ple_layer_ids is 1-based); -1 when absent */
+    int64_t ple_embed_dim, ple_conv_kernel_size, ngram_size, heads_per_ngram;
     /* misc */
     bool tie_word_embeddings;         /* text_config first, then root; default false */
     int64_t eos_token_ids[8];

@@ -25,8 +25,9 @@
  *      no duplicate keys.
  *   2. "__metadata__", when present, is an object of string values.
  *   3. A tensor entry has exactly the keys dtype, shape, data_offsets. dtype is a known
- *      safetensors name; only F32, F16 and BF16 are accepted (other known names are
- *      HS_ERR_UNSUPPORTED). shape has at most TENSOR_MAX_DIMS positive integers (zero
+ *      safetensors name; F32, F16 and BF16 are accepted, and I64 (Flash-Next keeps its
+ *      n-gram hash constants in I64 buffers; the model reads them, never computes with
+ *      them); other known names are HS_ERR_UNSUPPORTED. shape has at most TENSOR_MAX_DIMS positive integers (zero
  *      dims: a scalar). 0 <= begin <= end <= data size, and end - begin equals the shape's
  *      element count times the element size, computed without overflow.
  *   4. Tensors of one file do not overlap.
@@ -59,7 +60,7 @@ static const struct st_dtype {
     int dtype;
 } st_dtypes[] = {
     { "F32", DTYPE_F32 }, { "F16", DTYPE_F16 }, { "BF16", DTYPE_BF16 },
-    { "F64", -1 }, { "I64", -1 }, { "U64", -1 }, { "I32", -1 }, { "U32", -1 },
+    { "F64", -1 }, { "I64", DTYPE_I64 }, { "U64", -1 }, { "I32", -1 }, { "U32", -1 },
     { "I16", -1 }, { "U16", -1 }, { "I8", -1 }, { "U8", -1 }, { "BOOL", -1 },
     { "F8_E4M3", -1 }, { "F8_E5M2", -1 }, { "F8_E8M0", -1 }, { "F6_E2M3", -1 },
     { "F6_E3M2", -1 }, { "F4", -1 }, { "C64", -1 },
@@ -199,7 +200,7 @@ static int st_tensor_add(struct tensor_set *ts, int fi, const char *name, const 
                           path, NM(name), end, data_len);
 
     if (sd->dtype < 0)
-        return hs_err_set(err, HS_ERR_UNSUPPORTED, "%s: tensor '%.*s': dtype %s is not supported (only F32, F16, BF16)",
+        return hs_err_set(err, HS_ERR_UNSUPPORTED, "%s: tensor '%.*s': dtype %s is not supported (only F32, F16, BF16, I64)",
                           path, NM(name), sd->name);
     uint64_t want = dtype_info((enum dtype)sd->dtype)->block_bytes;
     for (size_t i = 0; i < n_dims; i++)

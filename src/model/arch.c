@@ -36,6 +36,7 @@ static const struct arch_desc *const registry[MODEL_ARCH_COUNT] = {
     [MODEL_ARCH_QWEN35] = &arch_qwen35,
     [MODEL_ARCH_QWEN35MOE] = &arch_qwen35moe,
     [MODEL_ARCH_QWEN3NEXT] = &arch_qwen3next,
+    [MODEL_ARCH_QWEN4EXP] = &arch_qwen4exp,
 };
 
 const struct arch_desc *arch_get(enum model_arch a)
@@ -77,6 +78,7 @@ bool model_arch_info(enum model_arch a, struct model_arch_info *out)
         .moe = d->moe,
         .norm_topk_always = d->norm_topk_always,
         .gguf_v_tiled = d->gguf_v_tiled,
+        .flash_next = d->flash_next,
         .mrope = d->mrope,
         .tied = d->tied,
         .real_vocab = d->real_vocab,
@@ -113,6 +115,10 @@ static const char *const dim_names[DIM_COUNT] = {
     [DIM_QKV] = "2*Hk*Dk+Hv*Dv", [DIM_QKVZ] = "2*Hk*Dk+2*Hv*Dv", [DIM_VD] = "Hv*Dv",
     [DIM_HV] = "Hv", [DIM_2HV] = "2*Hv", [DIM_DV] = "Dv", [DIM_K] = "K", [DIM_I] = "I",
     [DIM_E] = "E", [DIM_IE] = "Ie", [DIM_2IE] = "2*Ie", [DIM_IS] = "Is",
+    [DIM_NH] = "n_hc*H", [DIM_HCN] = "n_hc", [DIM_HCR] = "hc_rank", [DIM_IQ] = "idx_heads*idx_dim",
+    [DIM_IQK] = "(idx_heads+1)*idx_dim", [DIM_ID] = "idx_dim", [DIM_PLED] = "ple_heads*ple_row",
+    [DIM_PLER] = "ple_row", [DIM_PLEK] = "ple_kernel", [DIM_PLEN] = "ple_rows",
+    [DIM_PLES] = "ple_rows/shards",
 };
 
 const char *arch_dim_name(enum arch_dim d)
@@ -144,6 +150,17 @@ int64_t arch_dim_value(enum arch_dim d, const struct model_hparams *hp)
     case DIM_IE: return hp->n_ff_exp;
     case DIM_2IE: return 2 * hp->n_ff_exp;
     case DIM_IS: return hp->n_ff_shexp;
+    case DIM_NH: return hp->hc_n * hp->n_embd;
+    case DIM_HCN: return hp->hc_n;
+    case DIM_HCR: return hp->hc_rank;
+    case DIM_IQ: return hp->idx_heads * hp->idx_dim;
+    case DIM_IQK: return (hp->idx_heads + 1) * hp->idx_dim;
+    case DIM_ID: return hp->idx_dim;
+    case DIM_PLED: return hp->ple_heads * hp->ple_row;
+    case DIM_PLER: return hp->ple_row;
+    case DIM_PLEK: return hp->ple_kernel;
+    case DIM_PLEN: return hp->ple_rows;
+    case DIM_PLES: return hp->ple_shards > 0 ? hp->ple_rows / hp->ple_shards : hp->ple_rows;
     case DIM_COUNT: break;
     }
     return -1;
@@ -159,18 +176,29 @@ int64_t arch_dim_value(enum arch_dim d, const struct model_hparams *hp)
 
 static const struct slot_info slots[SLOT_COUNT] = {
     [SLOT_NONE] = { "none", true, false, W, 0 },
-    TOP(SLOT_TOKEN_EMBD, token_embd, W), TAIL(SLOT_OUTPUT_NORM, output_norm, F),
+    TOP(SLOT_TOKEN_EMBD, token_embd, W), TOP(SLOT_PLE_TABLE, ple_table, W),
+    TAIL(SLOT_OUTPUT_NORM, output_norm, F), TAIL(SLOT_HC_HEAD_NORM, hc_head.norm, F),
+    TAIL(SLOT_HC_HEAD_DOWN, hc_head.down, W), TAIL(SLOT_HC_HEAD_UP, hc_head.up, W),
     TAIL(SLOT_OUTPUT, output, W),
     TOP(SLOT_MTP_FC, mtp_fc, W), TOP(SLOT_MTP_ENORM, mtp_enorm, F),
     TOP(SLOT_MTP_HNORM, mtp_hnorm, F), TOP(SLOT_MTP_NORM, mtp_norm, F),
     TOP(SLOT_MTP_EMBD, mtp_embd, W), TOP(SLOT_MTP_HEAD, mtp_head, W),
     LAY(SLOT_ATTN_NORM, attn_norm, F),
+    LAY(SLOT_PLE_KEY, ple_key, W), LAY(SLOT_PLE_VALUE, ple_value, W),
+    LAY(SLOT_PLE_NORM_KEY, ple_norm_key, F), LAY(SLOT_PLE_NORM_QUERY, ple_norm_query, F),
+    LAY(SLOT_PLE_NORM_CONV, ple_norm_conv, F), LAY(SLOT_PLE_CONV, ple_conv, F),
+    LAY(SLOT_HC_ATTN_NORM, hc_attn.norm, F), LAY(SLOT_HC_ATTN_DOWN, hc_attn.down, W),
+    LAY(SLOT_HC_ATTN_UP, hc_attn.up, W), LAY(SLOT_HC_ATTN_INJECT, hc_attn.inject, W),
     LAY(SLOT_WQ, wq, W), LAY(SLOT_WK, wk, W), LAY(SLOT_WV, wv, W), LAY(SLOT_WO, wo, W),
     LAY(SLOT_Q_NORM, q_norm, F), LAY(SLOT_K_NORM, k_norm, F),
+    LAY(SLOT_IDX_Q, idx_q, W), LAY(SLOT_IDX_K, idx_k, W), LAY(SLOT_IDX_Q_NORM, idx_q_norm, F),
+    LAY(SLOT_IDX_K_NORM, idx_k_norm, F),
     LAY(SLOT_WQKV, wqkv, W), LAY(SLOT_WZ, wz, W), LAY(SLOT_WB, wb, W), LAY(SLOT_WA, wa, W),
     LAY(SLOT_CONV, conv, F), LAY(SLOT_DT_BIAS, dt_bias, F), LAY(SLOT_SSM_A, ssm_a, F),
     LAY(SLOT_SSM_NORM, ssm_norm, F), LAY(SLOT_WOUT, wout, W),
     LAY(SLOT_POST_ATTN_NORM, post_attn_norm, F),
+    LAY(SLOT_HC_FFN_NORM, hc_ffn.norm, F), LAY(SLOT_HC_FFN_DOWN, hc_ffn.down, W),
+    LAY(SLOT_HC_FFN_UP, hc_ffn.up, W), LAY(SLOT_HC_FFN_INJECT, hc_ffn.inject, W),
     LAY(SLOT_FFN_GATE, ffn_gate, W), LAY(SLOT_FFN_UP, ffn_up, W), LAY(SLOT_FFN_DOWN, ffn_down, W),
     LAY(SLOT_ROUTER, router, W), LAY(SLOT_EXP_GATE, exp_gate, W), LAY(SLOT_EXP_UP, exp_up, W),
     LAY(SLOT_EXP_DOWN, exp_down, W),
@@ -191,9 +219,10 @@ const struct slot_info *arch_slot(enum model_slot s)
 
 /* ---- layer scopes and the checkpoint walk -------------------------------------------- */
 
-bool arch_scope_in_layer(enum spec_scope scope, enum layer_kind lkind, bool moe)
+bool arch_scope_in_layer(enum spec_scope scope, enum layer_kind lkind, bool moe, bool ple)
 {
     switch (scope) {
+    case SCOPE_PLE: return ple;
     case SCOPE_LAYER: return true;
     case SCOPE_ATTN: return lkind == LAYER_KIND_ATTN;
     case SCOPE_GDN: return lkind == LAYER_KIND_GDN;
@@ -219,7 +248,8 @@ static bool walk_applies(const struct walk *w, const struct tensor_spec *s, bool
 {
     if (!(hf ? s->hf : s->gguf)) return false;
     if (w->il < 0) return s->scope == SCOPE_TOP;
-    return arch_scope_in_layer(s->scope, w->hp->layer_kind[w->il], w->hp->layer_moe[w->il]);
+    return arch_scope_in_layer(s->scope, w->hp->layer_kind[w->il], w->hp->layer_moe[w->il],
+                               w->hp->ple_layer == w->il);
 }
 
 /* The first row of the unit, in the given format, whose (first) slot is slot. */

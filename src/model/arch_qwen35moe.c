@@ -15,7 +15,7 @@ static const struct tensor_spec experts_hf_specs[] = {
       SPEC_CONV_EXPERTS, SLOT_EXP_DOWN, SLOT_NONE, 0 },
 };
 
-static const struct spec_table experts_hf = SPEC_TABLE(experts_hf_specs);
+const struct spec_table arch_specs_experts_hf = SPEC_TABLE(experts_hf_specs);
 
 static const char *const hf_model_types[] = { "qwen3_5_moe", "qwen3_5_moe_text", NULL };
 static const char *const hf_architectures[] = {
@@ -25,7 +25,7 @@ static const char *const hf_architectures[] = {
 static const struct spec_table *const tables[] = {
     &arch_specs_top, &arch_specs_mtp, &arch_specs_layer_norms, &arch_specs_attn,
     &arch_specs_gdn_split, &arch_specs_gdn_tail, &arch_specs_ffn_dense,
-    &arch_specs_moe_common, &experts_hf, &arch_specs_moe_gguf,
+    &arch_specs_moe_common, &arch_specs_experts_hf, &arch_specs_moe_gguf,
 };
 
 const struct arch_desc arch_qwen35moe = {

@@ -210,6 +210,14 @@ static void json_report(const struct model *m, const struct tok_summary *tok, st
     jsonw_key(&w, "norm_topk_prob"); jsonw_bool(&w, hp->norm_topk_prob);
     HI("n_mtp", hp->n_mtp);
     jsonw_key(&w, "tied_embeddings"); jsonw_bool(&w, hp->tied_embeddings);
+    if (hp->hc_n > 0) {
+        HI("hc_streams", hp->hc_n); HI("hc_rank", hp->hc_rank);
+        HI("indexer_heads", hp->idx_heads); HI("indexer_head_dim", hp->idx_dim);
+        HI("qsa_block", hp->qsa_block); HI("qsa_top_blocks", hp->qsa_top_blocks);
+        HI("ple_layer", hp->ple_layer); HI("ple_ngram", hp->ple_ngram); HI("ple_heads", hp->ple_heads);
+        HI("ple_row", hp->ple_row); HI("ple_kernel", hp->ple_kernel); HI("ple_rows", hp->ple_rows);
+        HI("ple_shards", hp->ple_shards); HI("ple_eos", hp->ple_eos);
+    }
 #undef HI
     jsonw_obj_end(&w);
 
@@ -322,6 +330,15 @@ static void human_report(const struct model *m, const struct tok_summary *tok, s
                       ", shared ffn %" PRId64 ", renormalise top-k %s\n",
                       hp->n_expert, hp->n_expert_used, hp->n_ff_exp, hp->n_ff_shexp,
                       hp->norm_topk_prob ? "yes" : "no");
+    if (hp->hc_n > 0) {
+        strbuf_printf(out, "  hyper-conn  %" PRId64 " residual streams, mixer rank %" PRId64 "\n", hp->hc_n, hp->hc_rank);
+        strbuf_printf(out, "  qsa         indexer heads %" PRId64 " x %" PRId64 ", blocks of %" PRId64 " tokens, top %" PRId64
+                      " blocks per query\n", hp->idx_heads, hp->idx_dim, hp->qsa_block, hp->qsa_top_blocks);
+        strbuf_printf(out, "  n-gram emb  layer %" PRId64 ", orders 2..%" PRId64 ", %" PRId64 " heads x %" PRId64
+                      ", table %" PRId64 " rows in %" PRId64 " shard%s, conv %" PRId64 " taps, reset token %" PRId64 "\n",
+                      hp->ple_layer, hp->ple_ngram, hp->ple_heads, hp->ple_row, hp->ple_rows, hp->ple_shards,
+                      hp->ple_shards == 1 ? "" : "s", hp->ple_kernel, hp->ple_eos);
+    }
     strbuf_printf(out, "  head        %s, MTP blocks %" PRId64 "\n",
                   hp->tied_embeddings ? "tied to the embedding" : "own lm_head", hp->n_mtp);
     strbuf_puts(out, "layers        ");

@@ -161,6 +161,7 @@ struct unit {
     void *base;                 /* struct model_top * or struct model_layer * */
     enum layer_kind lkind;
     bool moe;
+    bool ple;                   /* the hashed n-gram embedding enters this layer */
     char prefix[96];            /* prepended to this unit's names in the file's format */
     uint64_t bound, tried;      /* slot masks */
 };
@@ -175,7 +176,7 @@ static bool spec_applies(const struct tensor_spec *s, const struct unit *u, bool
     case UNIT_MTP_TOP: return s->scope == SCOPE_MTP;
     case UNIT_LAYER: break;
     }
-    return arch_scope_in_layer(s->scope, u->lkind, u->moe);
+    return arch_scope_in_layer(s->scope, u->lkind, u->moe, u->ple);
 }
 
 /* The file name of a spec in a unit; expert index e for per-expert patterns. */
@@ -185,6 +186,7 @@ static void spec_name(const struct binder *b, const struct unit *u, const struct
     const char *pat = b->hf ? s->hf : s->gguf;
     char tail[128];  /* patterns are short; with the prefix the name fits NAME_MAX_LEN */
     if (s->conv == SPEC_CONV_EXPERT_LIST) snprintf(tail, sizeof tail, pat, e);
+    else if (s->conv == SPEC_CONV_SHARDS) snprintf(tail, sizeof tail, pat, (int)b->m->hp.ple_layer, e);
     else snprintf(tail, sizeof tail, "%s", pat);
     const char *prefix = (b->hf && (s->flags & SPEC_ROOT)) ? "" : u->prefix;
     snprintf(out, len, "%s%s", prefix, tail);
@@ -436,10 +438,50 @@ static bool convert(struct binder *b, const struct unit *u, const struct tensor_
         bind_expert_stack(b, u, s->slot2, t, half, (uint64_t)t->shape[1], (uint64_t)half);
         return true;
     }
+    case SPEC_CONV_SPLIT_ROWS: {
+        const int64_t n = hp->idx_heads * hp->idx_dim;
+        weight_set(slot_weight(u, s->slot), t->dtype, n, cols, t->data);
+        weight_set(slot_weight(u, s->slot2), t->dtype, rows - n, cols, (const uint8_t *)t->data + (uint64_t)n * rb);
+        return true;
+    }
     case SPEC_CONV_EXPERT_LIST:
-        break; /* bound by bind_expert_list */
+    case SPEC_CONV_SHARDS:
+        break; /* bound by bind_expert_list / bind_shards */
     }
     return false;
+}
+
+/* The n-gram table as one tensor per shard (hp.ple_shards of them, counted at load): every
+ * shard checked and named on its own, all of one dtype; zero-copy, one matrix per shard. */
+static void bind_shards(struct binder *b, struct unit *u, const struct tensor_spec *s)
+{
+    const int64_t n = b->m->hp.ple_shards;
+    const void **mats = owned_alloc(b->m, sizeof *mats * (size_t)HS_MAX(n, 1));
+    char name[NAME_MAX_LEN];
+    bool ok = n > 0;
+    enum dtype dt = DTYPE_F32;
+    for (int64_t i = 0; i < n; i++) {
+        spec_name(b, u, s, (int)i, name, sizeof name);
+        const struct tensor_view *t = tensor_set_find(b->m->ts, name);
+        if (!t) { problem_add(&b->pr, HS_ERR_FORMAT, "missing tensor '%s'", name); ok = false; continue; }
+        claim(b, u, t);
+        if (!check_tensor(b, s, t, name)) { ok = false; continue; }
+        if (i > 0 && t->dtype != dt) {
+            problem_add(&b->pr, HS_ERR_FORMAT, "tensor '%s': dtype %s, but shard 0 is %s", name,
+                        dtype_info(t->dtype)->name, dtype_info(dt)->name);
+            ok = false;
+            continue;
+        }
+        dt = t->dtype;
+        mats[i] = t->data;
+    }
+    u->tried |= bit(s->slot);
+    if (!ok) return;
+    struct model_weight *w = slot_weight(u, s->slot);
+    weight_set(w, dt, b->m->hp.ple_rows / n, b->m->hp.ple_row, mats[0]);
+    w->n_mat = n;
+    w->mats = mats;
+    u->bound |= bit(s->slot);
 }
 
 /* One tensor per expert: every expert checked and named on its own. */
@@ -487,6 +529,7 @@ static void bind_spec(struct binder *b, struct unit *u, const struct tensor_spec
     const struct tensor_view *t = tensor_set_find(b->m->ts, name);
     if (!t) return;
     if (s->conv == SPEC_CONV_EXPERT_LIST) { bind_expert_list(b, u, s); return; }
+    if (s->conv == SPEC_CONV_SHARDS) { bind_shards(b, u, s); return; }
     claim(b, u, t);
     u->tried |= mask;
     if (!check_tensor(b, s, t, name)) return;
@@ -572,7 +615,7 @@ static int bind_all(struct model *m, bool hf_tied, struct hs_err *err)
     m->layers = hs_calloc((size_t)hp->n_layer, sizeof *m->layers);
     for (int il = 0; il < hp->n_layer; il++) {
         struct unit u = { .kind = UNIT_LAYER, .base = &m->layers[il],
-                          .lkind = hp->layer_kind[il], .moe = hp->layer_moe[il] };
+                          .lkind = hp->layer_kind[il], .moe = hp->layer_moe[il], .ple = hp->ple_layer == il };
         m->layers[il].kind = u.lkind;
         if (b.hf) snprintf(u.prefix, sizeof u.prefix, "%slayers.%d.", m->hf_prefix, il);
         else snprintf(u.prefix, sizeof u.prefix, "blk.%d.", il);
@@ -736,6 +779,117 @@ static void layers_from_interval(struct model_hparams *hp)
         hp->layer_kind[il] = (il + 1) % hp->full_attn_interval == 0 ? LAYER_KIND_ATTN : LAYER_KIND_GDN;
 }
 
+/* ---- qwen4exp: hyper-connections, the QSA indexer, the hashed n-gram embedding ------- */
+
+/* The qwen4exp hyperparameters checked together (llama.cpp refuses the same files): at
+ * least two streams, a rank, an indexer whose head holds the rotary dims, one PLE layer that
+ * is a GDN layer, N in 2..8, moduli and offsets inside the table, and hash multipliers
+ * small enough that c * m stays below 2^63 for every token id c (so the 64-bit products
+ * are the exact ones the reference computes). */
+static int qwen4exp_validate(const char *file, const struct model_hparams *hp, struct hs_err *err)
+{
+    if (hp->hc_n < 2 || hp->hc_n > 64 || hp->hc_rank < 1 || hp->hc_rank > DIM_LIMIT)
+        return hs_err_set(err, HS_ERR_FORMAT, "%s: hyper-connections: %" PRId64 " streams of rank %" PRId64
+                          " (must be 2..64 streams, rank >= 1)", file, hp->hc_n, hp->hc_rank);
+    if (hp->idx_heads < 1 || hp->idx_heads > 4096 || hp->idx_dim < 1 || hp->idx_dim > 65536 || hp->idx_dim < hp->n_rot)
+        return hs_err_set(err, HS_ERR_FORMAT, "%s: QSA indexer: %" PRId64 " heads of %" PRId64
+                          " dims (must be >= 1 heads of at least the %" PRId64 " rotary dims)",
+                          file, hp->idx_heads, hp->idx_dim, hp->n_rot);
+    if (hp->qsa_block < 1 || hp->qsa_block > 4096 || hp->qsa_top_blocks < 1)
+        return hs_err_set(err, HS_ERR_FORMAT, "%s: QSA blocks of %" PRId64 " tokens, %" PRId64
+                          " kept per query (both must be >= 1)", file, hp->qsa_block, hp->qsa_top_blocks);
+    if (hp->ple_layer < 0 || hp->ple_layer >= hp->n_layer || hp->layer_kind[hp->ple_layer] != LAYER_KIND_GDN)
+        return hs_err_set(err, HS_ERR_UNSUPPORTED, "%s: the n-gram embedding must enter one Gated DeltaNet layer "
+                          "(layer %" PRId64 ")", file, hp->ple_layer);
+    if (hp->ple_ngram < 2 || hp->ple_ngram > MODEL_PLE_MAX_NGRAM || hp->ple_heads < 1 ||
+        hp->ple_heads > MODEL_PLE_MAX_HEADS || hp->ple_heads % (hp->ple_ngram - 1))
+        return hs_err_set(err, HS_ERR_FORMAT, "%s: n-gram embedding: size %" PRId64 ", %" PRId64
+                          " heads (size 2..%d, heads a multiple of size - 1, at most %d)", file, hp->ple_ngram,
+                          hp->ple_heads, MODEL_PLE_MAX_NGRAM, MODEL_PLE_MAX_HEADS);
+    if (hp->ple_row < 1 || hp->ple_row > DIM_LIMIT || hp->ple_kernel < 1 || hp->ple_kernel > 64 ||
+        hp->ple_rows < 1 || hp->ple_shards < 1 || hp->ple_rows % hp->ple_shards)
+        return hs_err_set(err, HS_ERR_FORMAT, "%s: n-gram table: %" PRId64 " rows of %" PRId64 " in %" PRId64
+                          " shards, conv of %" PRId64 " taps", file, hp->ple_rows, hp->ple_row, hp->ple_shards,
+                          hp->ple_kernel);
+    if (hp->ple_eos < 0 || hp->ple_eos >= hp->n_vocab)
+        return hs_err_set(err, HS_ERR_FORMAT, "%s: n-gram reset token %" PRId64 " is outside the vocabulary", file,
+                          hp->ple_eos);
+    const uint64_t mult_max = (UINT64_C(1) << 63) / (uint64_t)hp->n_vocab;
+    for (int64_t j = 0; j < hp->ple_ngram; j++)
+        if (hp->ple_mult[j] == 0 || hp->ple_mult[j] >= mult_max)
+            return hs_err_set(err, HS_ERR_FORMAT, "%s: n-gram hash multiplier %" PRId64 " is %" PRIu64
+                              " (must be 1..%" PRIu64 ")", file, j, hp->ple_mult[j], mult_max - 1);
+    for (int64_t h = 0; h < hp->ple_heads; h++)
+        if (hp->ple_mod[h] == 0 || hp->ple_off[h] > (uint64_t)hp->ple_rows ||
+            hp->ple_mod[h] > (uint64_t)hp->ple_rows - hp->ple_off[h])
+            return hs_err_set(err, HS_ERR_FORMAT, "%s: n-gram head %" PRId64 ": rows %" PRIu64 " .. %" PRIu64
+                              " + %" PRIu64 " outside the table's %" PRId64, file, h, hp->ple_off[h], hp->ple_off[h],
+                              hp->ple_mod[h], hp->ple_rows);
+    return HS_OK;
+}
+
+/* An I64 buffer of the checkpoint (the PLE constants) into out[n]. */
+static int hf_i64_buffer(const struct model *m, const char *file, const char *tail, int64_t n, uint64_t *out,
+                         struct hs_err *err)
+{
+    char name[NAME_MAX_LEN];
+    snprintf(name, sizeof name, "%slayers.%" PRId64 ".ple.ple_embedding.%s", m->hf_prefix, m->hp.ple_layer, tail);
+    const struct tensor_view *t = tensor_set_find(m->ts, name);
+    if (!t) return hs_err_set(err, HS_ERR_FORMAT, "%s: missing tensor '%s'", file, name);
+    if (t->dtype != DTYPE_I64 || t->n_dims != 1 || t->shape[0] != n)
+        return hs_err_set(err, HS_ERR_FORMAT, "%s: tensor '%s' must be I64 [%" PRId64 "]", file, name, n);
+    for (int64_t i = 0; i < n; i++) memcpy(&out[i], (const uint8_t *)t->data + 8 * i, 8);
+    return HS_OK;
+}
+
+/* After the checkpoint is open (the constants and the table's shards are tensors). */
+static int qwen4exp_from_hf(struct model *m, const struct hf_config *c, const char *file, struct hs_err *err)
+{
+    struct model_hparams *hp = &m->hp;
+    hp->hc_n = c->hc_count;
+    hp->hc_rank = c->hc_lowrank;
+    hp->idx_heads = c->indexer_n_heads;
+    hp->idx_dim = c->indexer_head_dim;
+    hp->qsa_block = c->indexer_compress_ratio;
+    hp->qsa_top_blocks = c->indexer_compress_ratio > 0 ? c->indexer_budget / c->indexer_compress_ratio : 0;
+    if (c->indexer_kv_heads > 1)
+        return hs_err_set(err, HS_ERR_UNSUPPORTED, "%s: indexer_kv_heads %" PRId64 " (one indexer key head is supported)",
+                          file, c->indexer_kv_heads);
+    hp->ple_layer = c->ple_layer;
+    hp->ple_ngram = c->ngram_size;
+    hp->ple_heads = c->ngram_size > 1 ? (c->ngram_size - 1) * c->heads_per_ngram : 0;
+    hp->ple_row = hp->ple_heads > 0 && c->ple_embed_dim % hp->ple_heads == 0 ? c->ple_embed_dim / hp->ple_heads : 0;
+    hp->ple_kernel = c->ple_conv_kernel_size;
+    hp->ple_eos = c->n_eos_token_ids > 0 ? c->eos_token_ids[0] : -1;
+    hp->n_mtp = 0; /* mtp.* is not bound (arch_qwen4exp.c) */
+    if (hp->ple_layer < 0 || hp->ple_ngram < 2 || hp->ple_ngram > MODEL_PLE_MAX_NGRAM || hp->ple_heads < 1 ||
+        hp->ple_heads > MODEL_PLE_MAX_HEADS)
+        return hs_err_set(err, HS_ERR_FORMAT, "%s: ple_layer_ids, ngram_size (2..%d) and heads_per_ngram must "
+                          "describe one n-gram embedding of at most %d heads", file, MODEL_PLE_MAX_NGRAM,
+                          MODEL_PLE_MAX_HEADS);
+    int rc = hf_i64_buffer(m, file, "layer_multipliers", hp->ple_ngram, hp->ple_mult, err);
+    if (!rc) rc = hf_i64_buffer(m, file, "ngram_heads_offsets", hp->ple_heads, hp->ple_off, err);
+    if (!rc) rc = hf_i64_buffer(m, file, "ngram_heads_vocab_sizes", hp->ple_heads, hp->ple_mod, err);
+    if (rc) return rc;
+    /* the table: shards 0, 1, ... of equal rows */
+    char name[NAME_MAX_LEN];
+    hp->ple_shards = 0;
+    hp->ple_rows = 0;
+    for (;;) {
+        snprintf(name, sizeof name, "%slayers.%" PRId64 ".ple.ple_embedding.ngram_embedding.shard_%" PRId64 ".weight",
+                 m->hf_prefix, hp->ple_layer, hp->ple_shards);
+        const struct tensor_view *t = tensor_set_find(m->ts, name);
+        if (!t) break;
+        if (t->n_dims != 2)
+            return hs_err_set(err, HS_ERR_FORMAT, "%s: tensor '%s' is not 2-D", file, name);
+        hp->ple_rows += t->shape[0];
+        hp->ple_shards++;
+    }
+    if (hp->ple_shards == 0)
+        return hs_err_set(err, HS_ERR_FORMAT, "%s: missing tensor '%s' (the n-gram table)", file, name);
+    return qwen4exp_validate(file, hp, err);
+}
+
 static int hparams_from_hf(struct model *m, const struct hf_config *c, const char *file, struct hs_err *err)
 {
     struct model_hparams *hp = &m->hp;
@@ -755,6 +909,7 @@ static int hparams_from_hf(struct model *m, const struct hf_config *c, const cha
         return hs_err_set(err, HS_ERR_UNSUPPORTED, "%s: output_gate_type '%s' is not supported (silu, sigmoid)",
                           file, c->output_gate_type);
     hp->arch = a->arch;
+    hp->ple_layer = -1;
     hp->n_vocab = c->vocab_size;
     hp->n_embd = c->hidden_size;
     hp->n_layer = c->num_hidden_layers;
@@ -872,6 +1027,68 @@ static int gg_layer_int(const struct gguf_file *g, const struct hp_ctx *c, const
     return HS_OK;
 }
 
+/* A u64 array "<arch>.<key>" of at least n entries into out. */
+static int gg_u64_array(const struct gguf_file *g, const struct hp_ctx *c, const char *key, int64_t n,
+                        uint64_t *out, struct hs_err *err)
+{
+    char full[128];
+    snprintf(full, sizeof full, "%s.%s", c->arch, key);
+    if (!gguf_find(g, full)) return hs_err_set(err, HS_ERR_FORMAT, "%s: missing key '%s'", c->file, full);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v;
+        uint64_t len;
+        int rc = gguf_get_i64_at(g, full, (uint64_t)i, &v, &len, err);
+        if (rc) return rc;
+        if (len < (uint64_t)n)
+            return hs_err_set(err, HS_ERR_FORMAT, "%s: %s has %" PRIu64 " entries (%" PRId64 " needed)", c->file, full,
+                              len, n);
+        out[i] = (uint64_t)v;
+    }
+    return HS_OK;
+}
+
+static int qwen4exp_from_gguf(struct model *m, const struct hp_ctx *c, struct hs_err *err)
+{
+    const struct gguf_file *g = m->gguf;
+    struct model_hparams *hp = &m->hp;
+    int64_t top_k = 0, per_head = 0, ple_layer = -1;
+    int rc;
+    if ((rc = gg_int(g, c, "hyper_connection.count", true, 0, &hp->hc_n, err))) return rc;
+    if ((rc = gg_int(g, c, "hyper_connection.low_rank", true, 0, &hp->hc_rank, err))) return rc;
+    if ((rc = gg_int(g, c, "attention.indexer.head_count", true, 0, &hp->idx_heads, err))) return rc;
+    if ((rc = gg_int(g, c, "attention.indexer.key_length", true, 0, &hp->idx_dim, err))) return rc;
+    if ((rc = gg_int(g, c, "attention.indexer.top_k", true, 0, &top_k, err))) return rc;
+    if ((rc = gg_layer_int(g, c, hp, "attention.compress_ratios", true, 0, PICK_ATTN, &hp->qsa_block, err))) return rc;
+    hp->qsa_top_blocks = hp->qsa_block > 0 ? top_k / hp->qsa_block : 0;
+    char key[128];
+    snprintf(key, sizeof key, "%s.ple.layers", c->arch);
+    uint64_t n = 0;
+    if (!gguf_find(g, key)) return hs_err_set(err, HS_ERR_FORMAT, "%s: missing key '%s'", c->file, key);
+    if ((rc = gguf_get_i64_at(g, key, 0, &ple_layer, &n, err))) return rc;
+    if (n != 1)
+        return hs_err_set(err, HS_ERR_UNSUPPORTED, "%s: %s lists %" PRIu64 " layers (one is supported)", c->file, key, n);
+    hp->ple_layer = ple_layer;
+    if ((rc = gg_int(g, c, "ple.ngram_size", true, 0, &hp->ple_ngram, err))) return rc;
+    if ((rc = gg_int(g, c, "ple.heads_per_ngram", true, 0, &per_head, err))) return rc;
+    if ((rc = gg_int(g, c, "ple.conv_kernel", true, 0, &hp->ple_kernel, err))) return rc;
+    if ((rc = gg_int(g, c, "embedding_length_per_layer_input", true, 0, &hp->ple_row, err))) return rc;
+    if ((rc = gg_int(g, c, "ple.eos_token_id", true, 0, &hp->ple_eos, err))) return rc;
+    if (hp->ple_ngram < 2 || hp->ple_ngram > MODEL_PLE_MAX_NGRAM || per_head < 1 ||
+        (hp->ple_ngram - 1) * per_head > MODEL_PLE_MAX_HEADS)
+        return hs_err_set(err, HS_ERR_FORMAT, "%s: %s.ple.ngram_size %" PRId64 " (2..%d) and heads_per_ngram %" PRId64
+                          " give more than %d heads", c->file, c->arch, hp->ple_ngram, MODEL_PLE_MAX_NGRAM, per_head,
+                          MODEL_PLE_MAX_HEADS);
+    hp->ple_heads = (hp->ple_ngram - 1) * per_head;
+    if ((rc = gg_u64_array(g, c, "ple.layer_multipliers", hp->ple_ngram, hp->ple_mult, err))) return rc;
+    if ((rc = gg_u64_array(g, c, "ple.head_offsets", hp->ple_heads, hp->ple_off, err))) return rc;
+    if ((rc = gg_u64_array(g, c, "ple.head_vocab_sizes", hp->ple_heads, hp->ple_mod, err))) return rc;
+    const struct tensor_view *t = tensor_set_find(m->ts, "per_layer_token_embd.weight");
+    hp->ple_rows = t && t->n_dims == 2 ? t->shape[0] : 0;
+    hp->ple_shards = 1;
+    hp->gdn_gate = GDN_GATE_SIGMOID; /* llama.cpp's qwen4exp graph: a sigmoid output gate */
+    return HS_OK;
+}
+
 static int hparams_from_gguf(struct model *m, const struct hp_ctx *c, struct hs_err *err)
 {
     const struct gguf_file *g = m->gguf;
@@ -880,6 +1097,7 @@ static int hparams_from_gguf(struct model *m, const struct hp_ctx *c, struct hs_
     int64_t block_count = 0, n_mtp = 0, inner = 0, val_len = 0;
     int rc;
     hp->arch = a->arch;
+    hp->ple_layer = -1;
     if ((rc = gg_int(g, c, "block_count", true, 0, &block_count, err))) return rc;
     if ((rc = gg_int(g, c, "nextn_predict_layers", false, 0, &n_mtp, err))) return rc;
     if (n_mtp < 0 || n_mtp >= block_count)
@@ -961,6 +1179,10 @@ static int hparams_from_gguf(struct model *m, const struct hp_ctx *c, struct hs_
     /* The vocabulary is the embedding's row count (padded past the token list). */
     const struct tensor_view *e = tensor_set_find(m->ts, "token_embd.weight");
     if (e && e->n_dims == 2) hp->n_vocab = e->shape[0];
+    if (a->flash_next) {
+        if ((rc = qwen4exp_from_gguf(m, c, err))) return rc;
+        return qwen4exp_validate(c->file, hp, err);
+    }
     return HS_OK;
 }
 
@@ -1013,7 +1235,7 @@ static int load_hf(struct model *m, bool *tied, struct hs_err *err)
     if (!m->arch) {
         rc = hs_err_set(err, HS_ERR_UNSUPPORTED,
                         "%s: architecture '%s' (model_type '%s') is not supported "
-                        "(Qwen3.5 qwen3_5, Qwen3.5-MoE qwen3_5_moe, Qwen3-Next qwen3_next)",
+                        "(Qwen3.5 qwen3_5, Qwen3.5-MoE qwen3_5_moe, Qwen3-Next qwen3_next, Qwen3.8-Flash-Next qwen4_exp)",
                         cfg_path, cfg->architecture, cfg->model_type[0] ? cfg->model_type : cfg->root_model_type);
         goto out;
     }
@@ -1022,6 +1244,7 @@ static int load_hf(struct model *m, bool *tied, struct hs_err *err)
     m->ts = m->st;
     if ((rc = hf_pick_prefix(m, err))) goto out;
     m->hp.n_mtp = hf_count_mtp(m, cfg);
+    if (m->arch->flash_next && (rc = qwen4exp_from_hf(m, cfg, cfg_path, err))) goto out;
     *tied = cfg->tie_word_embeddings;
     struct hp_ctx hc = { cfg_path, MODEL_SOURCE_HF, m->arch->name };
     rc = hparams_validate(&hc, m->arch, &m->hp, err);
@@ -1047,7 +1270,7 @@ static int load_gguf(struct model *m, struct hs_err *err)
     m->arch = arch_by_name(arch);
     if (!m->arch) {
         rc = hs_err_set(err, HS_ERR_UNSUPPORTED,
-                        "%s: general.architecture '%s' is not supported (qwen35, qwen35moe, qwen3next)",
+                        "%s: general.architecture '%s' is not supported (qwen35, qwen35moe, qwen3next, qwen4exp)",
                         m->path, arch);
         hs_free(arch);
         return rc;
@@ -1116,6 +1339,11 @@ const struct model_layer *model_layer(const struct model *m, int il)
 const struct model_weight *model_token_embd(const struct model *m) { return &m->top.token_embd; }
 const struct model_weight *model_lm_head(const struct model *m) { return &m->top.output; }
 const float *model_output_norm(const struct model *m) { return m->top.output_norm; }
+const struct model_hc *model_head_mixer(const struct model *m) { return m->hp.hc_n > 0 ? &m->top.hc_head : NULL; }
+const struct model_weight *model_ple_table(const struct model *m)
+{
+    return m->hp.ple_layer >= 0 ? &m->top.ple_table : NULL;
+}
 enum model_source model_source(const struct model *m) { return m->source; }
 const char *model_path(const struct model *m) { return m->path; }
 const struct tensor_set *model_tensors(const struct model *m) { return m->ts; }

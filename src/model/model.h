@@ -45,8 +45,12 @@
 #include <stdint.h>
 
 #define MODEL_MAX_LAYERS 256
+#define MODEL_PLE_MAX_NGRAM 8   /* n-gram orders 2..N of the hashed embedding, N <= 8 */
+#define MODEL_PLE_MAX_HEADS 64  /* hashed heads in all, (N - 1) * heads per order */
 
-enum model_arch { MODEL_ARCH_QWEN35 = 0, MODEL_ARCH_QWEN35MOE, MODEL_ARCH_QWEN3NEXT, MODEL_ARCH_COUNT };
+enum model_arch {
+    MODEL_ARCH_QWEN35 = 0, MODEL_ARCH_QWEN35MOE, MODEL_ARCH_QWEN3NEXT, MODEL_ARCH_QWEN4EXP, MODEL_ARCH_COUNT
+};
 enum layer_kind { LAYER_KIND_GDN = 0, LAYER_KIND_ATTN };
 enum model_source { MODEL_SOURCE_HF = 0, MODEL_SOURCE_GGUF };
 enum gdn_gate_act { GDN_GATE_SILU = 0, GDN_GATE_SIGMOID };
@@ -78,6 +82,24 @@ struct model_hparams {
     /* MTP */
     int64_t n_mtp;          /* MTP blocks present in the file (0 if none bound) */
     bool tied_embeddings;   /* lm_head is token_embd */
+    /* Qwen3.8-Flash-Next (qwen4exp); all 0 (ple_layer -1) in the other architectures */
+    int64_t hc_n;           /* hyper-connection residual streams (0: a plain residual) */
+    int64_t hc_rank;        /* low rank of the hyper-connection mixers */
+    int64_t idx_heads;      /* QSA indexer query heads (0: dense attention) */
+    int64_t idx_dim;        /* indexer head dim (its first n_rot dims are rotated) */
+    int64_t qsa_block;      /* tokens per pooled key block (indexer_compress_ratio) */
+    int64_t qsa_top_blocks; /* blocks a query keeps (indexer_budget / qsa_block) */
+    int64_t ple_layer;      /* the layer the hashed n-gram embedding enters, or -1 */
+    int64_t ple_ngram;      /* N: orders 2..N are hashed */
+    int64_t ple_heads;      /* hashed heads in all, (N - 1) * heads per order */
+    int64_t ple_row;        /* table row width; ple_heads * ple_row = the gathered width */
+    int64_t ple_kernel;     /* dilated conv taps (dilation N) */
+    int64_t ple_rows;       /* table rows */
+    int64_t ple_shards;     /* tensors the table comes in (HF shards; 1 in GGUF) */
+    int64_t ple_eos;        /* the token that resets the n-gram context */
+    uint64_t ple_mult[MODEL_PLE_MAX_NGRAM];  /* hash multiplier of context slot j */
+    uint64_t ple_mod[MODEL_PLE_MAX_HEADS];   /* per head: prime modulus */
+    uint64_t ple_off[MODEL_PLE_MAX_HEADS];   /* per head: first table row */
     /* per layer */
     enum layer_kind layer_kind[MODEL_MAX_LAYERS];
     bool layer_moe[MODEL_MAX_LAYERS];
@@ -94,8 +116,27 @@ struct model_weight {
     uint64_t row_bytes;        /* bytes per row */
 };
 
+/* A hyper-connection mixer (qwen4exp): reads the hc_n residual streams, writes the block
+ * input and (except the head's) the per-stream injection weights. */
+struct model_hc {
+    const float *norm;             /* (hc_n * H) folded zero-centred, one H slice per stream */
+    struct model_weight down;      /* (rank, hc_n * H) */
+    struct model_weight up;        /* (hc_n * H, rank) */
+    struct model_weight inject;    /* (hc_n, hc_n * H); absent in the head mixer */
+};
+
 struct model_layer {
     enum layer_kind kind;
+    struct model_hc hc_attn, hc_ffn; /* qwen4exp: no attn_norm / post_attn_norm */
+    /* hashed n-gram embedding (qwen4exp, layer ple_layer only) */
+    struct model_weight ple_key;   /* (hc_n * H, ple_heads * ple_row) */
+    struct model_weight ple_value; /* (H, ple_heads * ple_row) */
+    const float *ple_norm_key, *ple_norm_query, *ple_norm_conv; /* (hc_n * H) folded */
+    const float *ple_conv;         /* (hc_n * H, ple_kernel) f32 */
+    /* QSA indexer (qwen4exp attention layers) */
+    struct model_weight idx_q;     /* (idx_heads * idx_dim, H) */
+    struct model_weight idx_k;     /* (idx_dim, H) */
+    const float *idx_q_norm, *idx_k_norm; /* (idx_dim) folded */
     const float *attn_norm;        /* (H) folded zero-centred norm, f32 */
     const float *post_attn_norm;   /* (H) */
     /* attention (kind == LAYER_KIND_ATTN) */
@@ -156,6 +197,7 @@ struct model_arch_info {
     bool moe;                       /* every layer's FFN is routed experts */
     bool norm_topk_always;          /* top-k always renormalised: no norm_topk_prob key */
     bool gguf_v_tiled;              /* GGUF value heads tiled (the converter re-orders) */
+    bool flash_next;                /* Qwen3.8-Flash-Next's parts (mkmodel cannot write them yet) */
     bool mrope;                     /* rope_parameters with M-RoPE sections */
     bool tied;                      /* tie_word_embeddings of the real checkpoints */
     int64_t real_vocab;             /* embedding rows of the real checkpoints */
@@ -182,6 +224,10 @@ enum spec_conv {
     SPEC_CONV_EXPERTS,     /* [E, r, c] -> E zero-copy matrices */
     SPEC_CONV_GATE_UP,     /* [E, 2I, c] -> gate + up, zero-copy */
     SPEC_CONV_EXPERT_LIST, /* one tensor per expert ("%d") -> E zero-copy matrices */
+    SPEC_CONV_SPLIT_ROWS,  /* rows [0, n) -> slot, the rest -> slot2, zero-copy (the indexer's
+                              fused q|k projection: n = idx_heads * idx_dim) */
+    SPEC_CONV_SHARDS,      /* one tensor per shard ("%d"), rows concatenated in shard order ->
+                              one weight of n_mat shards (the n-gram table) */
 };
 
 /* One tensor of an architecture's HF checkpoint and its GGUF spelling, from the spec
@@ -223,10 +269,14 @@ const struct model_hparams *model_hparams(const struct model *m);
 const struct model_layer *model_layer(const struct model *m, int il);
 const struct model_weight *model_token_embd(const struct model *m); /* (V, H) */
 const struct model_weight *model_lm_head(const struct model *m);    /* (V, H); token_embd if tied */
-const float *model_output_norm(const struct model *m);               /* (H) folded */
+const float *model_output_norm(const struct model *m);               /* (H) folded; NULL with a head mixer */
+const struct model_hc *model_head_mixer(const struct model *m);      /* qwen4exp's, else NULL */
+/* The n-gram table (ple_rows, ple_row), NULL without one: n_mat shards of rows / n_mat rows
+ * each (an HF checkpoint's shards, zero-copy), or one matrix (GGUF). */
+const struct model_weight *model_ple_table(const struct model *m);
 enum model_source model_source(const struct model *m);
 const char *model_path(const struct model *m);
-const char *model_arch_name(enum model_arch a); /* "qwen35", "qwen35moe", "qwen3next" */
+const char *model_arch_name(enum model_arch a); /* "qwen35", "qwen35moe", "qwen3next", "qwen4exp" */
 int model_arch_from_name(const char *name);      /* -1 when unknown */
 /* The tensors as found in the file(s) (for inspect). */
 const struct tensor_set *model_tensors(const struct model *m);

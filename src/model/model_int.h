@@ -47,6 +47,18 @@ enum arch_dim {
     DIM_IE,     /* expert FFN width */
     DIM_2IE,    /* 2*Ie */
     DIM_IS,     /* shared expert width */
+    /* qwen4exp */
+    DIM_NH,     /* hc_n*H: the streams side by side */
+    DIM_HCN,    /* hc_n */
+    DIM_HCR,    /* hyper-connection rank */
+    DIM_IQ,     /* idx_heads*idx_dim */
+    DIM_IQK,    /* (idx_heads+1)*idx_dim: HF's fused indexer projection */
+    DIM_ID,     /* idx_dim */
+    DIM_PLED,   /* ple_heads*ple_row: the gathered n-gram embedding */
+    DIM_PLER,   /* ple_row */
+    DIM_PLEK,   /* ple_kernel */
+    DIM_PLEN,   /* ple_rows: n-gram table rows */
+    DIM_PLES,   /* rows of one table shard (HF) */
     DIM_COUNT
 };
 
@@ -59,6 +71,7 @@ enum spec_scope {
     SCOPE_GDN,      /* Gated DeltaNet layers */
     SCOPE_DENSE,    /* layers with a dense SwiGLU FFN */
     SCOPE_MOE,      /* layers with a routed-expert FFN */
+    SCOPE_PLE,      /* the layer the hashed n-gram embedding enters (qwen4exp) */
 };
 
 enum spec_flag {
@@ -76,14 +89,19 @@ enum spec_flag {
 enum model_slot {
     SLOT_NONE = 0,
     /* top */
-    SLOT_TOKEN_EMBD, SLOT_OUTPUT_NORM, SLOT_OUTPUT,
+    SLOT_TOKEN_EMBD, SLOT_PLE_TABLE, SLOT_OUTPUT_NORM, SLOT_HC_HEAD_NORM, SLOT_HC_HEAD_DOWN,
+    SLOT_HC_HEAD_UP, SLOT_OUTPUT,
     SLOT_MTP_FC, SLOT_MTP_ENORM, SLOT_MTP_HNORM, SLOT_MTP_NORM, SLOT_MTP_EMBD, SLOT_MTP_HEAD,
     /* layer */
     SLOT_ATTN_NORM,
+    SLOT_PLE_KEY, SLOT_PLE_VALUE, SLOT_PLE_NORM_KEY, SLOT_PLE_NORM_QUERY, SLOT_PLE_NORM_CONV, SLOT_PLE_CONV,
+    SLOT_HC_ATTN_NORM, SLOT_HC_ATTN_DOWN, SLOT_HC_ATTN_UP, SLOT_HC_ATTN_INJECT,
     SLOT_WQ, SLOT_WK, SLOT_WV, SLOT_WO, SLOT_Q_NORM, SLOT_K_NORM,
+    SLOT_IDX_Q, SLOT_IDX_K, SLOT_IDX_Q_NORM, SLOT_IDX_K_NORM,
     SLOT_WQKV, SLOT_WZ, SLOT_WB, SLOT_WA, SLOT_CONV, SLOT_DT_BIAS, SLOT_SSM_A, SLOT_SSM_NORM,
     SLOT_WOUT,
     SLOT_POST_ATTN_NORM,
+    SLOT_HC_FFN_NORM, SLOT_HC_FFN_DOWN, SLOT_HC_FFN_UP, SLOT_HC_FFN_INJECT,
     SLOT_FFN_GATE, SLOT_FFN_UP, SLOT_FFN_DOWN,
     SLOT_ROUTER, SLOT_EXP_GATE, SLOT_EXP_UP, SLOT_EXP_DOWN,
     SLOT_SH_GATE, SLOT_SH_UP, SLOT_SH_DOWN, SLOT_SH_GATE_INP,
@@ -126,6 +144,8 @@ struct arch_desc {
     bool moe;                 /* routed experts (required); false: dense FFN only */
     bool norm_topk_always;    /* top-k weights always renormalised (no config field) */
     bool gguf_v_tiled;        /* GGUF value heads already tiled (llama.cpp qwen35*) */
+    bool flash_next;          /* hyper-connections, the n-gram embedding and the QSA indexer
+                                 (their hyperparameters are read; load.c) */
     /* what a writer needs (model_arch_info; struct model_arch_info says what each is) */
     const char *hf_prefix;
     bool hf_text_config;      /* HF config nests the text model in text_config; its
@@ -157,8 +177,9 @@ const struct slot_info *arch_slot(enum model_slot s);
 int64_t arch_dim_value(enum arch_dim d, const struct model_hparams *hp);
 const char *arch_dim_name(enum arch_dim d);
 /* Whether a row of `scope` applies to a decoder layer of kind lkind (moe: its FFN is
- * routed experts); the top scopes apply to no layer. */
-bool arch_scope_in_layer(enum spec_scope scope, enum layer_kind lkind, bool moe);
+ * routed experts; ple: the hashed n-gram embedding enters it); the top scopes apply to no
+ * layer. */
+bool arch_scope_in_layer(enum spec_scope scope, enum layer_kind lkind, bool moe, bool ple);
 
 /* Tables shared by the family (arch.c) and across archs (arch_qwen35.c, arch_qwen35moe.c). */
 extern const struct spec_table arch_specs_top, arch_specs_mtp, arch_specs_layer_norms,
@@ -166,7 +187,9 @@ extern const struct spec_table arch_specs_top, arch_specs_mtp, arch_specs_layer_
 extern const struct spec_table arch_specs_gdn_split;   /* Qwen3.5 split GDN projections */
 extern const struct spec_table arch_specs_moe_gguf;    /* GGUF expert stacks */
 
-extern const struct arch_desc arch_qwen35, arch_qwen35moe, arch_qwen3next;
+extern const struct spec_table arch_specs_experts_hf;  /* HF fused expert stacks */
+
+extern const struct arch_desc arch_qwen35, arch_qwen35moe, arch_qwen3next, arch_qwen4exp;
 
 /* ---- the loaded model ------------------------------------------------------------- */
 
@@ -182,6 +205,9 @@ struct model_top {
     const float *mtp_norm;           /* (H) folded */
     struct model_weight mtp_embd;    /* optional dedicated embedding (GGUF nextn) */
     struct model_weight mtp_head;    /* optional dedicated head (GGUF nextn) */
+    /* qwen4exp */
+    struct model_hc hc_head;         /* the head mixer (no inject): replaces output_norm */
+    struct model_weight ple_table;   /* (ple_rows, ple_row), shards as n_mat */
 };
 
 struct model {
