@@ -50,11 +50,14 @@
  *   16      8               pos: positions held (tokens consumed)
  *   24      4               n_attn: attention layers
  *   28      4               n_gdn: GDN layers
- *   32      8               kv_row_floats: nkv * hd
+ *   32      8               kv_row_floats: nkv * hd (+ idx_d for Flash-Next: the indexer's
+ *                           raw key ends each K row, a block's pooled key the V row of its
+ *                           last position)
  *   40      8               snapshot bytes (engine_snapshot_bytes)
  *   48      8               payload bytes P = n_attn * 2 * pos * kv_row_floats * 4 + snapshot
  *   56      P               for each attention layer in layer order: K rows [0, pos), then
  *                           V rows [0, pos) (f32); then the GDN state in the snapshot layout
+ *                           (Flash-Next: then the n-gram conv history and last token ids)
  *   56 + P  8               engine_hash of bytes [0, 56 + P)
  *
  * Invariants:
@@ -194,6 +197,45 @@ static int geom_init(const struct model *m, struct engine_geom *g, struct hs_err
     g->conv_floats = (uint64_t)(g->kconv - 1) * (uint64_t)g->C;
     g->rec_floats = (uint64_t)g->hv * (uint64_t)g->dk * (uint64_t)g->dv;
     g->kv_row_floats = (uint64_t)g->nkv * (uint64_t)g->hd;
+    g->ple_layer = -1;
+    if (hp->hc_n > 0) {
+        /* Flash-Next (the loader validated these): the indexer's raw key rides at the end of
+         * each K row, a complete block's pooled key at the end of the V row of its last
+         * position (forward.c), so the bank and the blobs carry them as KV rows */
+        g->hc_n = hp->hc_n; g->hc_r = hp->hc_rank; g->W = hp->hc_n * g->H;
+        g->idx_h = hp->idx_heads; g->idx_d = hp->idx_dim;
+        g->qsa_blk = hp->qsa_block; g->qsa_top = hp->qsa_top_blocks;
+        g->kv_row_floats += (uint64_t)g->idx_d;
+        g->ple_layer = hp->ple_layer; g->ple_n = hp->ple_ngram; g->ple_heads = hp->ple_heads;
+        g->ple_row = hp->ple_row; g->ple_dim = hp->ple_heads * hp->ple_row; g->ple_k = hp->ple_kernel;
+        g->ple_hist = (g->ple_k - 1) * g->ple_n;
+        g->ple_off = (uint64_t)g->n_gdn * (g->conv_floats + g->rec_floats);
+        g->ple_floats = (uint64_t)g->ple_hist * (uint64_t)g->W + (uint64_t)(g->ple_n - 1);
+    }
+    return HS_OK;
+}
+
+/* A hyper-connection mixer: norm [W], down (r, W), up (W, r), inject (n, W) unless the head's. */
+static int check_hc(const struct model_hc *hc, const struct engine_geom *g, const char *what, int il, bool inject,
+                    struct hs_err *err)
+{
+    int rc;
+    if ((rc = check_vec(hc->norm, what, il, err)) || (rc = check_weight(&hc->down, what, il, g->hc_r, g->W, 1, err)) ||
+        (rc = check_weight(&hc->up, what, il, g->W, g->hc_r, 1, err)))
+        return rc;
+    return inject ? check_weight(&hc->inject, what, il, g->hc_n, g->W, 1, err) : HS_OK;
+}
+
+/* The n-gram table: its rows are looked up one at a time (kern_row_to_f32). */
+static int check_table(const struct model_weight *t, const struct engine_geom *g, int64_t rows, struct hs_err *err)
+{
+    if (!t->data || t->n_mat < 1 || t->cols != g->ple_row || t->rows * t->n_mat != rows)
+        return hs_err_set(err, HS_ERR_FORMAT, "n-gram table: [%lld x %lld rows, %lld], expected %lld rows of %lld",
+                          (long long)t->n_mat, (long long)t->rows, (long long)t->cols, (long long)rows,
+                          (long long)g->ple_row);
+    if (!wtype_ok(t->dtype) || kern_row_bytes((enum kern_wtype)t->dtype, g->ple_row) != t->row_bytes)
+        return hs_err_set(err, HS_ERR_UNSUPPORTED, "n-gram table: dtype %s rows of %lld values cannot be read",
+                          dtype_info(t->dtype) ? dtype_info(t->dtype)->name : "?", (long long)g->ple_row);
     return HS_OK;
 }
 
@@ -204,11 +246,37 @@ static int model_check(const struct model *m, const struct engine_geom *g, struc
     const struct model_weight *emb = model_token_embd(m), *lm = model_lm_head(m);
     if ((rc = check_weight(emb, "token_embd", -1, g->V, g->H, 1, err))) return rc;
     if ((rc = check_weight(lm, "lm_head", -1, g->V, g->H, 1, err))) return rc;
-    if ((rc = check_vec(model_output_norm(m), "output_norm", -1, err))) return rc;
+    if (g->hc_n > 0) {
+        if ((rc = check_hc(model_head_mixer(m), g, "output_hc", -1, false, err)) ||
+            (rc = check_table(model_ple_table(m), g, hp->ple_rows, err)))
+            return rc;
+    } else if ((rc = check_vec(model_output_norm(m), "output_norm", -1, err))) {
+        return rc;
+    }
     for (int il = 0; il < g->n_layer && !rc; il++) {
         const struct model_layer *L = model_layer(m, il);
-        if ((rc = check_vec(L->attn_norm, "attn_norm", il, err)) || (rc = check_vec(L->post_attn_norm, "post_attn_norm", il, err)))
+        if (g->hc_n > 0) {
+            if ((rc = check_hc(&L->hc_attn, g, "hc_attn", il, true, err)) ||
+                (rc = check_hc(&L->hc_ffn, g, "hc_ffn", il, true, err)))
+                return rc;
+            if (il == g->ple_layer &&
+                ((rc = check_weight(&L->ple_key, "ple_key", il, g->W, g->ple_dim, 1, err)) ||
+                 (rc = check_weight(&L->ple_value, "ple_value", il, g->H, g->ple_dim, 1, err)) ||
+                 (rc = check_vec(L->ple_norm_key, "ple_norm_key", il, err)) ||
+                 (rc = check_vec(L->ple_norm_query, "ple_norm_query", il, err)) ||
+                 (rc = check_vec(L->ple_norm_conv, "ple_norm_conv", il, err)) ||
+                 (rc = check_vec(L->ple_conv, "ple_conv1d", il, err))))
+                return rc;
+            if (L->kind == LAYER_KIND_ATTN &&
+                ((rc = check_weight(&L->idx_q, "indexer.q_proj", il, g->idx_h * g->idx_d, g->H, 1, err)) ||
+                 (rc = check_weight(&L->idx_k, "indexer.k_proj", il, g->idx_d, g->H, 1, err)) ||
+                 (rc = check_vec(L->idx_q_norm, "indexer.q_norm", il, err)) ||
+                 (rc = check_vec(L->idx_k_norm, "indexer.k_norm", il, err))))
+                return rc;
+        } else if ((rc = check_vec(L->attn_norm, "attn_norm", il, err)) ||
+                   (rc = check_vec(L->post_attn_norm, "post_attn_norm", il, err))) {
             return rc;
+        }
         if (L->kind == LAYER_KIND_ATTN) {
             if ((rc = check_weight(&L->wq, "attn_q", il, 2 * g->nh * g->hd, g->H, 1, err)) ||
                 (rc = check_weight(&L->wk, "attn_k", il, g->nkv * g->hd, g->H, 1, err)) ||
@@ -277,11 +345,14 @@ static uint64_t fingerprint_numerics(const struct engine *e)
     h = hash_str(h, e->variant);
     int64_t dims[] = { hp->arch, g->H, g->V, g->nh, g->nkv, g->hd, g->n_rot, g->nff, g->hk, g->hv,
                        g->dk, g->dv, g->kconv, g->ne, g->ne_used, g->nff_exp, g->nff_sh, g->n_layer,
-                       hp->norm_topk_prob, hp->gdn_gate };
+                       hp->norm_topk_prob, hp->gdn_gate, g->hc_n, g->hc_r, g->idx_h, g->idx_d, g->qsa_blk,
+                       g->qsa_top, g->ple_layer, g->ple_n, g->ple_heads, g->ple_row, g->ple_k, hp->ple_eos };
     for (size_t i = 0; i < HS_ARRAY_LEN(dims); i++) h = hash_u64(h, (uint64_t)dims[i]);
     h = engine_hash(h, &g->eps, sizeof(g->eps));
     h = engine_hash(h, &g->theta, sizeof(g->theta));
     for (int il = 0; il < g->n_layer; il++) h = hash_u64(h, (uint64_t)hp->layer_kind[il] * 2 + hp->layer_moe[il]);
+    for (int64_t j = 0; g->ple_layer >= 0 && j < g->ple_n; j++) h = hash_u64(h, hp->ple_mult[j]);
+    for (int64_t j = 0; g->ple_layer >= 0 && j < g->ple_heads; j++) h = hash_u64(h, hp->ple_mod[j] * 31 + hp->ple_off[j]);
     return h;
 }
 
@@ -333,7 +404,20 @@ static void scratch_alloc(struct engine *e)
     int64_t T = e->n_batch;
     int64_t ffmax = HS_MAX(HS_MAX(g->nff, g->nff_exp), g->nff_sh);
     int64_t kmax = HS_MAX(HS_MAX(g->H, ffmax), HS_MAX(g->nh * g->hd, g->hv * g->dv));
-    s->x = falloc(T * g->H); s->xn = falloc(T * g->H); s->out = falloc(T * g->H);
+    kmax = HS_MAX(kmax, HS_MAX(g->W, HS_MAX(g->hc_r, g->ple_dim)));
+    s->x = falloc(T * HS_MAX(g->H, g->W)); s->xn = falloc(T * g->H); s->out = falloc(T * g->H);
+    if (g->hc_n > 0) {
+        s->xh = falloc(T * g->W); s->hca = falloc(T * g->hc_r); s->hcg = falloc(T * g->W);
+        s->hcw = falloc(T * g->hc_n);
+        s->pe = falloc(T * g->ple_dim); s->pk = falloc(T * g->W); s->pv = falloc(T * g->H); s->pu = falloc(T * g->W);
+        s->iq = falloc(T * g->idx_h * g->idx_d);
+        s->sel_cap = g->qsa_top * g->qsa_blk + g->qsa_blk;
+        s->sel = hs_calloc((size_t)(T * s->sel_cap), sizeof(int32_t));
+        s->n_sel = hs_calloc((size_t)T, sizeof(int64_t));
+        s->kg = falloc(e->n_threads * s->sel_cap * (int64_t)g->kv_row_floats);
+        s->prope = falloc(e->n_threads * HS_MAX(g->n_rot, 1));
+        s->vg = falloc(e->n_threads * s->sel_cap * (int64_t)g->kv_row_floats);
+    }
     s->hrow = falloc(T * g->H);
     if (g->n_attn) {
         s->qg = falloc(T * 2 * g->nh * g->hd); s->q = falloc(T * g->nh * g->hd);
@@ -374,15 +458,24 @@ void engine_attn_reserve(struct engine *e, int64_t n_pos)
     hs_free(e->s.attn_scores);
     e->s.attn_scores = hs_calloc((size_t)(cap * KERN_ATTN_TOKS * KERN_ATTN_HEADS * e->n_threads), sizeof(float));
     e->s.attn_cap = cap;
+    if (e->g.qsa_blk > 0) { /* a score slot per block a query can see */
+        hs_free(e->s.bpair);
+        e->s.bpair_cap = cap / e->g.qsa_blk + 1;
+        e->s.bpair = hs_calloc((size_t)(e->s.bpair_cap * e->n_threads), sizeof(struct qsa_pair));
+    }
 }
 
 static void scratch_free(struct engine_scratch *s)
 {
     float *fs[] = { s->x, s->xn, s->out, s->qg, s->q, s->k, s->v, s->att, s->rope, s->qkv,
                     s->z, s->b, s->a, s->conv, s->y, s->ffa, s->ffb, s->router, s->probs, s->ew,
-                    s->eh, s->eo, s->shg, s->macc, s->hrow, s->attn_scores };
+                    s->eh, s->eo, s->shg, s->macc, s->hrow, s->attn_scores, s->xh, s->hca, s->hcg,
+                    s->hcw, s->pe, s->pk, s->pv, s->pu, s->iq, s->kg, s->vg, s->prope };
     for (size_t i = 0; i < HS_ARRAY_LEN(fs); i++) hs_free(fs[i]);
     hs_free(s->eid);
+    hs_free(s->sel);
+    hs_free(s->n_sel);
+    hs_free(s->bpair);
     hs_free(s->xq_a);
     hs_free(s->xq_b);
     hs_free(s->xk_a);
@@ -406,11 +499,6 @@ int engine_new(const struct model *m, const struct engine_opts *o, struct engine
         return hs_err_set(err, HS_ERR_INVALID, "engine: n_threads %d out of range [1, 1024]", o->n_threads);
     if (o->n_batch < 1 || o->n_batch > (1 << 20))
         return hs_err_set(err, HS_ERR_INVALID, "engine: n_batch %lld out of range [1, 1048576]", (long long)o->n_batch);
-    if (model_hparams(m)->hc_n > 0)
-        return hs_err_set(err, HS_ERR_UNSUPPORTED,
-                          "%s: %s: the forward pass of this architecture (hyper-connections, the n-gram "
-                          "embedding, QSA attention) is not implemented yet; `headstart inspect` reads it",
-                          model_path(m), model_arch_name(model_hparams(m)->arch));
     struct engine *e = hs_calloc(1, sizeof(*e));
     e->m = m;
     e->n_threads = o->n_threads;
@@ -474,7 +562,7 @@ uint64_t engine_fingerprint(const struct engine *e) { return e->fingerprint; }
 
 uint64_t engine_snapshot_bytes(const struct engine *e)
 {
-    return (uint64_t)e->g.n_gdn * (e->g.conv_floats + e->g.rec_floats) * sizeof(float);
+    return ((uint64_t)e->g.n_gdn * (e->g.conv_floats + e->g.rec_floats) + e->g.ple_floats) * sizeof(float);
 }
 
 uint64_t engine_gdn_offset(const struct engine *e, int gi)

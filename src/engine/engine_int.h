@@ -35,8 +35,19 @@ struct engine_geom {
     int gdn_index[MODEL_MAX_LAYERS];       /* layer -> index among GDN layers, or -1 */
     uint64_t conv_floats;                  /* (kconv - 1) * C per GDN layer */
     uint64_t rec_floats;                   /* hv * dk * dv per GDN layer */
-    uint64_t kv_row_floats;                /* nkv * hd: one K (or V) row of one layer */
+    uint64_t kv_row_floats;                /* nkv * hd (+ idx_d with an indexer): one K (or V)
+                                              row of one layer */
     float eps, theta;
+    /* Qwen3.8-Flash-Next (qwen4exp; all 0 elsewhere, forward.c "Flash-Next") */
+    int64_t hc_n, hc_r, W;                 /* residual streams, mixer rank, W = hc_n * H */
+    int64_t idx_h, idx_d, qsa_blk, qsa_top;/* indexer heads / dim; block size, blocks kept */
+    int64_t ple_layer, ple_n, ple_heads, ple_row, ple_dim, ple_k, ple_hist;
+                                           /* n-gram layer (-1), N, heads, row, heads * row,
+                                              conv taps, (taps - 1) * N history rows */
+    uint64_t ple_off;                      /* floats: the n-gram state in the snapshot layout,
+                                              after the GDN layers: history [ple_hist, W],
+                                              then the last N - 1 token ids (int32 bits) */
+    uint64_t ple_floats;                   /* its size */
 };
 
 /* One forward step over several sequences (forward.c): a segment is one sequence's tokens,
@@ -61,6 +72,12 @@ struct fwd_step {
     int64_t n_blk, T;
 };
 
+/* A QSA block's score, ranked by score (descending), then block index (ascending). */
+struct qsa_pair {
+    float score;
+    int32_t block;
+};
+
 /* Forward scratch, sized once for n_batch tokens (invariant 1 of engine.h). */
 struct engine_scratch {
     float *x, *xn, *out;                   /* residual, normed input, projection out: [T, H] */
@@ -73,6 +90,21 @@ struct engine_scratch {
     float *shg;                            /* [T] shared-expert gate logits */
     float *macc;                           /* [H] one token's MoE sum */
     float *hrow;                           /* [T, H] final-normed rows for the lm_head */
+    /* Flash-Next: x above is [T, W] (the streams side by side) */
+    float *xh;                             /* [T, W] the streams, normed per stream */
+    float *hca;                            /* [T, hc_r] mixer low-rank read */
+    float *hcg;                            /* [T, W] mixer gates */
+    float *hcw;                            /* [T, hc_n] injection weights */
+    float *pe, *pk, *pv, *pu;              /* n-gram: gathered [T, ple_dim], key [T, W],
+                                              value [T, H], gated value then its norm [T, W] */
+    float *iq;                             /* [T, idx_h * idx_d] indexer queries */
+    int32_t *sel;                          /* [T, sel_cap] positions a sparse query attends */
+    int64_t *n_sel;                        /* [T] how many (0: dense) */
+    int64_t sel_cap;                       /* qsa_top * qsa_blk + qsa_blk */
+    float *kg, *vg;                        /* per thread [sel_cap, kv_row_floats] gathered rows */
+    float *prope;                          /* per thread [n_rot] a pooled key's rope table */
+    struct qsa_pair *bpair;                /* per thread [bpair_cap] block scores to rank */
+    int64_t bpair_cap;
     struct kern_q8_block *xq_a, *xq_b;     /* quantized activations, [T, max K / 32] */
     struct kern_q8k_block *xk_a, *xk_b;    /* the same for K-quant weights, [T, max K / 256] */
     uint16_t *xb_a, *xb_b;                 /* bf16-rounded activations for bf16 weights, [T, max K] */

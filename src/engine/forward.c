@@ -21,6 +21,21 @@
  *   residual add; xn = rmsnorm(x, post_attn_norm); dense SwiGLU or MoE; residual add.
  * Then, for the requested rows only: final norm and the lm_head.
  *
+ * Flash-Next (qwen4exp, docs/MODELS.md §10): the residual x is hc_n streams of H per token;
+ * the norms give way to hyper-connection mixers (hc_mix: the block's input; hc_combine: each
+ * stream += its weight * the block's output); the n-gram layer first adds its hashed
+ * embedding (ple_apply: integer hash, table rows, a per-stream gate, a dilated conv whose
+ * history and the last N - 1 token ids live after the GDN layers in the snapshot layout, so
+ * captures and restores carry them); attention layers run the QSA indexer: queries normed
+ * and rotated per token, the raw key stored at the end of the K row, a complete block's
+ * pooled key (mean of its raw keys, normed, rotated at the block's first position) at the
+ * end of the V row of its last position, and a query with more complete blocks than it
+ * keeps attends to its best blocks (score = sum over heads of relu(q . key) / sqrt(d), ties
+ * to the lower block) plus its open block, gathered into a thread's buffer (qsa_attend);
+ * the others attend densely as before. The selection is a pure function of the cached rows
+ * and the query, computed in one fixed order, so it is chunk- and batch-invariant too; the
+ * head mixer replaces the final norm.
+ *
  * Several sequences: the matmuls, norms, gates and MoE run over all T tokens at once (per token
  * or batch-invariant, so a token's result does not depend on its neighbours); the KV append,
  * the attention (blocks never span two segments, and are cut from each segment's start), the
@@ -50,6 +65,7 @@
 #include "engine/engine_int.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- threaded helpers ------------------------------------------------------------------ */
@@ -308,6 +324,15 @@ static void attn_prep_fn(void *ctx, int64_t t0, int64_t t1, int ti)
             kern_rope_apply(q, g->hd, g->n_rot, cs, 0, g->nh);
             kern_rope_apply(k, g->hd, g->n_rot, cs, 0, g->nkv);
         }
+        if (g->idx_h > 0) {
+            /* indexer queries: zero-centred norm per head, RoPE on their first n_rot dims;
+             * the V row's tail is where a complete block's pooled key goes (qsa_pool_fn) */
+            float *iq = sc->iq + t * g->idx_h * g->idx_d;
+            for (int64_t h = 0; h < g->idx_h; h++)
+                rmsnorm_v(e->ops, iq + h * g->idx_d, iq + h * g->idx_d, j->L->idx_q_norm, g->idx_d, g->eps);
+            if (g->n_rot > 0) kern_rope_apply(iq, g->idx_d, g->n_rot, sc->rope + t * g->n_rot, 0, g->idx_h);
+            memset(v + g->nkv * g->hd, 0, (size_t)g->idx_d * sizeof(float));
+        }
         const struct fwd_seg *sg = &j->st->seg[j->st->tok_seg[t]];
         int64_t p = sg->p0 + (t - sg->t0);
         memcpy(sg->s->kc[j->ai] + p * kvw, k, (size_t)kvw * sizeof(float));
@@ -323,6 +348,107 @@ static int64_t attn_heads_per_call(const struct engine_geom *g)
     int64_t group = g->nh / g->nkv, n = KERN_ATTN_HEADS;
     while (group % n) n--;
     return n;
+}
+
+/* ---- Flash-Next: QSA (the indexer's block selection) ---------------------------------- */
+
+/* A complete block's pooled key, once its last position is in the cache: the mean of its
+ * raw keys (summed in position order, then divided), the zero-centred norm, RoPE at the
+ * block's first position; kept at the end of that last position's V row. Per token; the
+ * block's other raw keys were appended by attn_prep_fn before this pass runs. */
+static void qsa_pool_fn(void *ctx, int64_t t0, int64_t t1, int ti)
+{
+    const struct attn_job *j = ctx;
+    const struct engine_geom *g = &j->e->g;
+    const int64_t kvw = (int64_t)g->kv_row_floats, ko = g->nkv * g->hd;
+    float *cs = j->e->s.prope + (int64_t)ti * HS_MAX(g->n_rot, 1);
+    for (int64_t t = t0; t < t1; t++) {
+        const struct fwd_seg *sg = &j->st->seg[j->st->tok_seg[t]];
+        int64_t p = sg->p0 + (t - sg->t0);
+        if ((p + 1) % g->qsa_blk) continue;
+        const float *kc = sg->s->kc[j->ai];
+        float *pk = sg->s->vc[j->ai] + p * kvw + ko;
+        int64_t first = p + 1 - g->qsa_blk;
+        for (int64_t d = 0; d < g->idx_d; d++) {
+            float acc = kc[first * kvw + ko + d];
+            for (int64_t i = 1; i < g->qsa_blk; i++) acc += kc[(first + i) * kvw + ko + d];
+            pk[d] = acc / (float)g->qsa_blk;
+        }
+        rmsnorm_v(j->e->ops, pk, pk, j->L->idx_k_norm, g->idx_d, g->eps);
+        if (g->n_rot > 0) {
+            kern_rope_table(cs, g->n_rot, g->theta, first);
+            kern_rope_apply(pk, g->idx_d, g->n_rot, cs, 0, 1);
+        }
+    }
+}
+
+static int qsa_rank(const void *a, const void *b)
+{
+    const struct qsa_pair *x = a, *y = b;
+    if (x->score != y->score) return x->score > y->score ? -1 : 1;
+    return (x->block > y->block) - (x->block < y->block);
+}
+
+static int qsa_by_block(const void *a, const void *b)
+{
+    const struct qsa_pair *x = a, *y = b;
+    return (x->block > y->block) - (x->block < y->block);
+}
+
+/* Per token: with more complete blocks visible than it keeps (B = (p + 1) / blk > top), the
+ * positions it attends: its top blocks by score, score = sum over indexer heads of
+ * max(0, q_h . key_b) / sqrt(idx_d) (heads in order, kern_dot's order), ties to the lower
+ * block, taken in block order, then its open block's positions up to p. n_sel 0: dense. */
+static void qsa_select_fn(void *ctx, int64_t t0, int64_t t1, int ti)
+{
+    const struct attn_job *j = ctx;
+    struct engine *e = j->e;
+    const struct engine_geom *g = &e->g;
+    struct engine_scratch *sc = &e->s;
+    const int64_t kvw = (int64_t)g->kv_row_floats, ko = g->nkv * g->hd;
+    const float div = sqrtf((float)g->idx_d);
+    struct qsa_pair *pr = sc->bpair + (int64_t)ti * sc->bpair_cap;
+    for (int64_t t = t0; t < t1; t++) {
+        const struct fwd_seg *sg = &j->st->seg[j->st->tok_seg[t]];
+        int64_t p = sg->p0 + (t - sg->t0), nb = (p + 1) / g->qsa_blk;
+        sc->n_sel[t] = 0;
+        if (nb <= g->qsa_top) continue;
+        const float *iq = sc->iq + t * g->idx_h * g->idx_d, *vc = sg->s->vc[j->ai];
+        for (int64_t b = 0; b < nb; b++) {
+            const float *key = vc + ((b + 1) * g->qsa_blk - 1) * kvw + ko;
+            float acc = 0.0f;
+            for (int64_t h = 0; h < g->idx_h; h++) acc += HS_MAX(0.0f, e->ops->dot(iq + h * g->idx_d, key, g->idx_d));
+            pr[b] = (struct qsa_pair){ acc / div, (int32_t)b };
+        }
+        qsort(pr, (size_t)nb, sizeof *pr, qsa_rank);
+        qsort(pr, (size_t)g->qsa_top, sizeof *pr, qsa_by_block);
+        int32_t *sel = sc->sel + t * sc->sel_cap;
+        int64_t n = 0;
+        for (int64_t k = 0; k < g->qsa_top; k++)
+            for (int64_t i = 0; i < g->qsa_blk; i++) sel[n++] = (int32_t)(pr[k].block * g->qsa_blk + i);
+        for (int64_t q = nb * g->qsa_blk; q <= p; q++) sel[n++] = (int32_t)q;
+        sc->n_sel[t] = n;
+    }
+}
+
+/* Attention of one sparse query over its selected rows, gathered in order into the
+ * thread's buffers: the result of attention over exactly those keys. */
+static void qsa_attend(const struct attn_job *j, const struct fwd_seg *sg, int64_t t, int ti, float *scores,
+                       int64_t h0, int64_t h1)
+{
+    struct engine *e = j->e;
+    const struct engine_geom *g = &e->g;
+    struct engine_scratch *sc = &e->s;
+    const int64_t kvw = (int64_t)g->kv_row_floats, qw = g->nh * g->hd, n = sc->n_sel[t];
+    float *kg = sc->kg + (int64_t)ti * sc->sel_cap * kvw, *vg = sc->vg + (int64_t)ti * sc->sel_cap * kvw;
+    const int32_t *sel = sc->sel + t * sc->sel_cap;
+    const float *kc = sg->s->kc[j->ai], *vc = sg->s->vc[j->ai];
+    for (int64_t i = 0; i < n; i++) {
+        memcpy(kg + i * kvw, kc + (int64_t)sel[i] * kvw, (size_t)(g->nkv * g->hd) * sizeof(float));
+        memcpy(vg + i * kvw, vc + (int64_t)sel[i] * kvw, (size_t)(g->nkv * g->hd) * sizeof(float));
+    }
+    e->ops->attn_tokens(sc->att + t * qw, qw, sc->q + t * qw, qw, kg, vg, kvw, n, 1, g->hd, g->nh, g->nkv,
+                        1.0f / sqrtf((float)g->hd), scores, h0, h1);
 }
 
 /* Per (block of up to KERN_ATTN_TOKS tokens, run of query heads of one kv head): attention
@@ -341,9 +467,14 @@ static void attn_fn(void *ctx, int64_t i0, int64_t i1, int ti)
         const struct fwd_block *b = &j->st->blk[i / runs];
         const struct fwd_seg *sg = &j->st->seg[b->seg];
         int64_t t0 = b->t0, h0 = (i % runs) * hc, nt = b->nt;
-        e->ops->attn_tokens(sc->att + t0 * qw, qw, sc->q + t0 * qw, qw, sg->s->kc[j->ai], sg->s->vc[j->ai],
-                            (int64_t)g->kv_row_floats, sg->p0 + (t0 - sg->t0) + 1, nt, g->hd, g->nh, g->nkv, scale,
-                            scores, h0, h0 + hc);
+        /* QSA: positions ascend in a block, so its dense queries come first */
+        int64_t nd = 0;
+        while (nd < nt && !(g->idx_h > 0 && sc->n_sel[t0 + nd] > 0)) nd++;
+        if (nd > 0)
+            e->ops->attn_tokens(sc->att + t0 * qw, qw, sc->q + t0 * qw, qw, sg->s->kc[j->ai], sg->s->vc[j->ai],
+                                (int64_t)g->kv_row_floats, sg->p0 + (t0 - sg->t0) + 1, nd, g->hd, g->nh, g->nkv,
+                                scale, scores, h0, h0 + hc);
+        for (int64_t t = t0 + nd; t < t0 + nt; t++) qsa_attend(j, sg, t, ti, scores, h0, h0 + hc);
         for (int64_t t = t0; t < t0 + nt; t++) {
             float *out = sc->att + t * qw;
             for (int64_t h = h0; h < h0 + hc; h++)
@@ -358,12 +489,24 @@ static void layer_attn(struct engine *e, const struct fwd_step *st, const struct
     const int64_t T = st->T;
     const struct engine_geom *g = &e->g;
     struct engine_scratch *sc = &e->s;
-    struct act xq = quant(e, sc->xq_a, sc->xk_a, sc->xn, T, g->H, act_need(&L->wq) | act_need(&L->wk) | act_need(&L->wv));
-    struct mm_part qkv[3] = { part(sc->qg, L->wq.rows, &L->wq, L->wq.data), part(sc->k, L->wk.rows, &L->wk, L->wk.data),
-                              part(sc->v, L->wv.rows, &L->wv, L->wv.data) };
+    const int64_t kvw = (int64_t)g->kv_row_floats;
+    int need = act_need(&L->wq) | act_need(&L->wk) | act_need(&L->wv);
+    if (g->idx_h > 0) need |= act_need(&L->idx_q) | act_need(&L->idx_k);
+    struct act xq = quant(e, sc->xq_a, sc->xk_a, sc->xn, T, g->H, need);
+    struct mm_part qkv[3] = { part(sc->qg, L->wq.rows, &L->wq, L->wq.data), part(sc->k, kvw, &L->wk, L->wk.data),
+                              part(sc->v, kvw, &L->wv, L->wv.data) };
     mm_n(e, sc->xn, xq, T, g->H, 3, qkv);
+    if (g->idx_h > 0) { /* the indexer's raw key lands at the end of the K row (engine.c geom_init) */
+        struct mm_part ix[2] = { part(sc->iq, g->idx_h * g->idx_d, &L->idx_q, L->idx_q.data),
+                                 part(sc->k + g->nkv * g->hd, kvw, &L->idx_k, L->idx_k.data) };
+        mm_n(e, sc->xn, xq, T, g->H, 2, ix);
+    }
     struct attn_job j = { e, st, L, ai };
     sys_pool_run(e->pool, T, attn_prep_fn, &j);
+    if (g->idx_h > 0) {
+        sys_pool_run(e->pool, T, qsa_pool_fn, &j);
+        sys_pool_run(e->pool, T, qsa_select_fn, &j);
+    }
     /* later tokens see more keys: blocks are handed out first come, first served (every
      * block's result is the same whichever thread runs it) */
     sys_pool_run_chunks(e->pool, st->n_blk * (g->nh / attn_heads_per_call(g)), 1, attn_fn, &j);
@@ -491,7 +634,6 @@ static void ffn_dense(struct engine *e, const struct model_layer *L, int64_t T)
     swiglu_par(e, sc->ffa, sc->ffb, T * g->nff);
     struct act hq = quant(e, sc->xq_b, sc->xk_b, sc->ffa, T, g->nff, act_need(&L->ffn_down));
     mm(e, sc->out, g->H, &L->ffn_down, L->ffn_down.data, sc->ffa, hq, T);
-    kern_add(sc->x, sc->out, T * g->H);
 }
 
 static void ffn_moe(struct engine *e, const struct model_layer *L, int64_t T)
@@ -534,8 +676,266 @@ static void ffn_moe(struct engine *e, const struct model_layer *L, int64_t T)
             kern_axpy(acc, sc->ew[k], sc->eo, g->H);
         }
         if (shared) kern_axpy(acc, kern_sigmoid(sc->shg[t]), sc->out + t * g->H, g->H);
-        kern_add(sc->x + t * g->H, acc, g->H);
+        memcpy(sc->out + t * g->H, acc, (size_t)g->H * sizeof(float)); /* the token's FFN output */
     }
+}
+
+/* ---- Flash-Next: hyper-connections ------------------------------------------------------- */
+
+/* The residual is hc_n streams of H side by side ([T, W]). A mixer reads them: each stream
+ * normed with its slice of the gain (xh), a = silu(down xh / n), gates = sigmoid(up a), the
+ * block input m = (sum over streams of gate * xh, in stream order) / n; with inject, the
+ * write weights w = 2 sigmoid(inject xh / n). Per token (or per token and stream) and
+ * batch-invariant matmuls, like everything else here. */
+struct hc_job {
+    struct engine *e;
+    const struct model_hc *hc;
+    const float *X;
+    float *m;
+    bool inject;
+};
+
+static void hc_norm_fn(void *ctx, int64_t r0, int64_t r1, int ti)
+{
+    const struct hc_job *j = ctx;
+    const struct engine_geom *g = &j->e->g;
+    (void)ti;
+    for (int64_t r = r0; r < r1; r++)
+        rmsnorm_v(j->e->ops, j->e->s.xh + r * g->H, j->X + r * g->H, j->hc->norm + (r % g->hc_n) * g->H, g->H, g->eps);
+}
+
+static void hc_gate_fn(void *ctx, int64_t t0, int64_t t1, int ti)
+{
+    const struct hc_job *j = ctx;
+    const struct engine_geom *g = &j->e->g;
+    struct engine_scratch *sc = &j->e->s;
+    const float n = (float)g->hc_n;
+    (void)ti;
+    for (int64_t t = t0; t < t1; t++) {
+        float *a = sc->hca + t * g->hc_r;
+        for (int64_t i = 0; i < g->hc_r; i++) a[i] = kern_silu(a[i] / n);
+        if (!j->inject) continue;
+        float *w = sc->hcw + t * g->hc_n;
+        for (int64_t s = 0; s < g->hc_n; s++) w[s] = 2.0f * kern_sigmoid(w[s] / n);
+    }
+}
+
+static void hc_mix_fn(void *ctx, int64_t t0, int64_t t1, int ti)
+{
+    const struct hc_job *j = ctx;
+    const struct engine_geom *g = &j->e->g;
+    struct engine_scratch *sc = &j->e->s;
+    (void)ti;
+    for (int64_t t = t0; t < t1; t++) {
+        const float *gt = sc->hcg + t * g->W, *xt = sc->xh + t * g->W;
+        float *m = j->m + t * g->H;
+        for (int64_t i = 0; i < g->H; i++) {
+            float acc = kern_sigmoid(gt[i]) * xt[i];
+            for (int64_t s = 1; s < g->hc_n; s++) acc += kern_sigmoid(gt[s * g->H + i]) * xt[s * g->H + i];
+            m[i] = acc / (float)g->hc_n;
+        }
+    }
+}
+
+/* m [T, H] from the streams X [T, W] through mixer hc; with inject, sc->hcw [T, hc_n]. */
+static void hc_mix(struct engine *e, const struct model_hc *hc, const float *X, int64_t T, float *m, bool inject)
+{
+    const struct engine_geom *g = &e->g;
+    struct engine_scratch *sc = &e->s;
+    struct hc_job j = { e, hc, X, m, inject };
+    sys_pool_run(e->pool, T * g->hc_n, hc_norm_fn, &j);
+    int need = act_need(&hc->down) | (inject ? act_need(&hc->inject) : 0);
+    struct act xq = quant(e, sc->xq_a, sc->xk_a, sc->xh, T, g->W, need);
+    struct mm_part rd[2] = { part(sc->hca, g->hc_r, &hc->down, hc->down.data),
+                             part(sc->hcw, g->hc_n, &hc->inject, hc->inject.data) };
+    mm_n(e, sc->xh, xq, T, g->W, inject ? 2 : 1, rd);
+    sys_pool_run(e->pool, T, hc_gate_fn, &j);
+    struct act aq = quant(e, sc->xq_b, sc->xk_b, sc->hca, T, g->hc_r, act_need(&hc->up));
+    mm(e, sc->hcg, g->W, &hc->up, hc->up.data, sc->hca, aq, T);
+    sys_pool_run(e->pool, T, hc_mix_fn, &j);
+}
+
+static void hc_combine_fn(void *ctx, int64_t t0, int64_t t1, int ti)
+{
+    const struct hc_job *j = ctx;
+    const struct engine_geom *g = &j->e->g;
+    struct engine_scratch *sc = &j->e->s;
+    (void)ti;
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t s = 0; s < g->hc_n; s++) {
+            float *x = sc->x + t * g->W + s * g->H, w = sc->hcw[t * g->hc_n + s];
+            const float *y = sc->out + t * g->H;
+            for (int64_t i = 0; i < g->H; i++) x[i] = x[i] + w * y[i];
+        }
+}
+
+/* Stream s += w_s * the block's output (sc->out), per token. */
+static void hc_combine(struct engine *e, int64_t T)
+{
+    struct hc_job j = { e, NULL, NULL, NULL, true };
+    sys_pool_run(e->pool, T, hc_combine_fn, &j);
+}
+
+/* ---- Flash-Next: the hashed n-gram embedding --------------------------------------------- */
+
+/* The n-gram state of a sequence (engine_int.h: after the GDN layers): history rows, then
+ * the last N - 1 token ids, most recent first. */
+static float *ple_hist(const struct engine *e, void *state) { return (float *)state + e->g.ple_off; }
+
+static int32_t ple_prev(const struct engine *e, const float *state, int64_t k)
+{
+    int32_t v;
+    memcpy(&v, state + e->g.ple_off + (uint64_t)e->g.ple_hist * (uint64_t)e->g.W + (uint64_t)k, sizeof v);
+    return v;
+}
+
+/* The token at position q of segment sg (q < p0: from the sequence's saved ids). */
+static int64_t ple_token(const struct engine *e, const struct fwd_seg *sg, int64_t q)
+{
+    return q >= sg->p0 ? sg->tokens[q - sg->p0] : ple_prev(e, sg->s->gdn, sg->p0 - 1 - q);
+}
+
+struct ple_job {
+    struct engine *e;
+    const struct fwd_step *st;
+    const struct model_layer *L;
+};
+
+/* Per token: the context ids (the token, then up to N - 1 predecessors; from the first
+ * missing or reset one on, the reset id), the hash of each order o = 2..N (xor of id *
+ * multiplier over its o ids, 64-bit), and each head's table row (hash mod its modulus plus
+ * its offset), gathered into pe. Integer arithmetic: exact. */
+static void ple_gather_fn(void *ctx, int64_t t0, int64_t t1, int ti)
+{
+    const struct ple_job *j = ctx;
+    const struct engine *e = j->e;
+    const struct engine_geom *g = &e->g;
+    const struct model_hparams *hp = model_hparams(e->m);
+    const struct model_weight *tb = model_ple_table(e->m);
+    const int64_t per = g->ple_heads / (g->ple_n - 1);
+    (void)ti;
+    for (int64_t t = t0; t < t1; t++) {
+        const struct fwd_seg *sg = &j->st->seg[j->st->tok_seg[t]];
+        int64_t p = sg->p0 + (t - sg->t0);
+        uint64_t c[MODEL_PLE_MAX_NGRAM];
+        c[0] = (uint64_t)sg->tokens[t - sg->t0];
+        bool cut = false;
+        for (int64_t k = 1; k < g->ple_n; k++) {
+            int64_t id = cut || p - k < 0 ? hp->ple_eos : ple_token(e, sg, p - k);
+            cut = cut || p - k < 0 || id == hp->ple_eos;
+            c[k] = (uint64_t)(cut ? hp->ple_eos : id);
+        }
+        uint64_t mu = c[0] * hp->ple_mult[0];
+        for (int64_t o = 2; o <= g->ple_n; o++) {
+            mu ^= c[o - 1] * hp->ple_mult[o - 1];
+            for (int64_t k = 0; k < per; k++) {
+                int64_t h = (o - 2) * per + k;
+                int64_t row = (int64_t)(mu % hp->ple_mod[h] + hp->ple_off[h]);
+                const void *mat = tb->n_mat > 1 ? tb->mats[row / tb->rows] : tb->data;
+                kern_row_to_f32(e->s.pe + t * g->ple_dim + h * g->ple_row, mat, (enum kern_wtype)tb->dtype, g->ple_row,
+                                tb->n_mat > 1 ? row % tb->rows : row);
+            }
+        }
+    }
+}
+
+/* Per token and stream s: key k_s normed (gain ple_norm_key), the stream itself normed (gain
+ * ple_norm_query), their dot / sqrt(H) = d, gate = sigmoid(sign(d) sqrt(max(|d|, 1e-6)))
+ * (d = 0: 0.5), u_s = gate * value (pu), and u_s normed with ple_norm_conv (into pk). */
+static void ple_gate_fn(void *ctx, int64_t t0, int64_t t1, int ti)
+{
+    const struct ple_job *j = ctx;
+    const struct engine *e = j->e;
+    const struct engine_geom *g = &e->g;
+    const struct engine_scratch *sc = &e->s;
+    const float rh = sqrtf((float)g->H);
+    (void)ti;
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t s = 0; s < g->hc_n; s++) {
+            float *k = sc->pk + t * g->W + s * g->H, *q = sc->xh + t * g->W + s * g->H;
+            float *u = sc->pu + t * g->W + s * g->H;
+            const float *v = sc->pv + t * g->H;
+            rmsnorm_v(e->ops, k, k, j->L->ple_norm_key + s * g->H, g->H, g->eps);
+            rmsnorm_v(e->ops, q, sc->x + t * g->W + s * g->H, j->L->ple_norm_query + s * g->H, g->H, g->eps);
+            float d = e->ops->dot(k, q, g->H) / rh;
+            float z = d > 0.0f ? sqrtf(HS_MAX(d, 1e-6f)) : d < 0.0f ? -sqrtf(HS_MAX(-d, 1e-6f)) : 0.0f;
+            float gate = kern_sigmoid(z);
+            for (int64_t i = 0; i < g->H; i++) u[i] = gate * v[i];
+            rmsnorm_v(e->ops, k, u, j->L->ple_norm_conv + s * g->H, g->H, g->eps);
+        }
+}
+
+/* Channels [c0, c1) of every sequence, token by token: the dilated causal conv over the
+ * normed values (tap k reads the value N * (taps - 1 - k) positions back; the history holds
+ * the last (taps - 1) * N, zeros before position 0), SiLU, and the residual gets u + conv.
+ * A capture after a token copies the history's channel range. */
+static void ple_conv_fn(void *ctx, int64_t c0, int64_t c1, int ti)
+{
+    const struct ple_job *j = ctx;
+    const struct engine *e = j->e;
+    const struct engine_geom *g = &e->g;
+    const struct engine_scratch *sc = &e->s;
+    const int64_t W = g->W, nh = g->ple_hist, K = g->ple_k;
+    (void)ti;
+    for (int si = 0; si < j->st->n_seg; si++) {
+        const struct fwd_seg *sg = &j->st->seg[si];
+        float *hist = ple_hist(e, sg->s->gdn);
+        for (int64_t t = sg->t0; t < sg->t0 + sg->T; t++) {
+            const float *cur = sc->pk + t * W, *u = sc->pu + t * W;
+            float *x = sc->x + t * W;
+            for (int64_t c = c0; c < c1; c++) {
+                const float *w = j->L->ple_conv + c * K;
+                float acc = K > 1 ? w[0] * hist[c] : w[0] * cur[c];
+                for (int64_t k = 1; k < K - 1; k++) acc += w[k] * hist[k * g->ple_n * W + c];
+                if (K > 1) acc += w[K - 1] * cur[c];
+                x[c] = (x[c] + u[c]) + kern_silu(acc);
+                for (int64_t r = 0; r + 1 < nh; r++) hist[r * W + c] = hist[(r + 1) * W + c];
+                if (nh > 0) hist[(nh - 1) * W + c] = cur[c];
+            }
+            int64_t pos = sg->p0 + (t - sg->t0) + 1;
+            for (int cc = 0; cc < sg->n_caps; cc++)
+                if (sg->caps[cc].pos == pos)
+                    for (int64_t r = 0; r < nh; r++)
+                        memcpy(ple_hist(e, sg->caps[cc].buf) + r * W + c0, hist + r * W + c0,
+                               (size_t)(c1 - c0) * sizeof(float));
+        }
+    }
+}
+
+/* The last N - 1 token ids before position pos, most recent first, into the n-gram ids of
+ * a snapshot-layout buffer (a capture's or the sequence's own); ids before position 0 are 0
+ * and never read. All are read before any is written. */
+static void ple_ids_at(const struct engine *e, const struct fwd_seg *sg, int64_t pos, void *dst)
+{
+    const struct engine_geom *g = &e->g;
+    int32_t v[MODEL_PLE_MAX_NGRAM];
+    for (int64_t k = 0; k + 1 < g->ple_n; k++) v[k] = pos - 1 - k >= 0 ? (int32_t)ple_token(e, sg, pos - 1 - k) : 0;
+    memcpy(ple_hist(e, dst) + (uint64_t)g->ple_hist * (uint64_t)g->W, v, (size_t)(g->ple_n - 1) * sizeof(int32_t));
+}
+
+/* The n-gram embedding's layer: X += u + conv(norm(u)), before the layer's mixer. */
+static void ple_apply(struct engine *e, const struct fwd_step *st, const struct model_layer *L)
+{
+    const struct engine_geom *g = &e->g;
+    struct engine_scratch *sc = &e->s;
+    const int64_t T = st->T;
+    struct ple_job j = { e, st, L };
+    sys_pool_run(e->pool, T, ple_gather_fn, &j);
+    int need = act_need(&L->ple_key) | act_need(&L->ple_value);
+    struct act pq = quant(e, sc->xq_a, sc->xk_a, sc->pe, T, g->ple_dim, need);
+    struct mm_part kv[2] = { part(sc->pk, g->W, &L->ple_key, L->ple_key.data),
+                             part(sc->pv, g->H, &L->ple_value, L->ple_value.data) };
+    mm_n(e, sc->pe, pq, T, g->ple_dim, 2, kv);
+    sys_pool_run(e->pool, T, ple_gate_fn, &j);
+    sys_pool_run(e->pool, g->W, ple_conv_fn, &j);
+    /* ids: the captures' first (they read the ids from before this step), then the sequence's */
+    for (int si = 0; si < st->n_seg; si++) {
+        const struct fwd_seg *sg = &st->seg[si];
+        for (int c = 0; c < sg->n_caps; c++)
+            if (sg->caps[c].pos > sg->p0 && sg->caps[c].pos <= sg->p0 + sg->T)
+                ple_ids_at(e, sg, sg->caps[c].pos, sg->caps[c].buf);
+    }
+    for (int si = 0; si < st->n_seg; si++) ple_ids_at(e, &st->seg[si], st->seg[si].p0 + st->seg[si].T, st->seg[si].s->gdn);
 }
 
 /* ---- the pass -------------------------------------------------------------------------- */
@@ -594,10 +994,13 @@ static void forward_step(struct engine *e, const struct fwd_step *st)
     struct engine_scratch *sc = &e->s;
     const struct model_weight *emb = model_token_embd(e->m);
     const int64_t T = st->T;
+    const int64_t xw = g->hc_n > 0 ? g->W : g->H; /* the residual's width per token */
     for (int si = 0; si < st->n_seg; si++) {
         const struct fwd_seg *sg = &st->seg[si];
         for (int64_t t = 0; t < sg->T; t++) {
-            kern_row_to_f32(sc->x + (sg->t0 + t) * g->H, emb->data, (enum kern_wtype)emb->dtype, g->H, sg->tokens[t]);
+            float *xt = sc->x + (sg->t0 + t) * xw;
+            kern_row_to_f32(xt, emb->data, (enum kern_wtype)emb->dtype, g->H, sg->tokens[t]);
+            for (int64_t k = 1; k < g->hc_n; k++) memcpy(xt + k * g->H, xt, (size_t)g->H * sizeof(float));
             if (g->n_attn > 0 && g->n_rot > 0)
                 kern_rope_table(sc->rope + (sg->t0 + t) * g->n_rot, g->n_rot, g->theta, sg->p0 + t);
         }
@@ -605,13 +1008,25 @@ static void forward_step(struct engine *e, const struct fwd_step *st)
     const struct model_hparams *hp = model_hparams(e->m);
     for (int il = 0; il < g->n_layer; il++) {
         const struct model_layer *L = model_layer(e->m, il);
-        rmsnorm_rows(e, sc->xn, sc->x, L->attn_norm, T, g->H, g->eps);
+        if (g->hc_n > 0) { /* Flash-Next: mixers in place of the norms, weighted writes */
+            if (il == g->ple_layer) ple_apply(e, st, L);
+            hc_mix(e, &L->hc_attn, sc->x, T, sc->xn, true);
+        } else {
+            rmsnorm_rows(e, sc->xn, sc->x, L->attn_norm, T, g->H, g->eps);
+        }
         if (L->kind == LAYER_KIND_ATTN) layer_attn(e, st, L, g->attn_index[il]);
         else layer_gdn(e, st, L, g->gdn_index[il]);
-        kern_add(sc->x, sc->out, T * g->H);
-        rmsnorm_rows(e, sc->xn, sc->x, L->post_attn_norm, T, g->H, g->eps);
+        if (g->hc_n > 0) {
+            hc_combine(e, T);
+            hc_mix(e, &L->hc_ffn, sc->x, T, sc->xn, true);
+        } else {
+            kern_add(sc->x, sc->out, T * g->H);
+            rmsnorm_rows(e, sc->xn, sc->x, L->post_attn_norm, T, g->H, g->eps);
+        }
         if (hp->layer_moe[il]) ffn_moe(e, L, T);
         else ffn_dense(e, L, T);
+        if (g->hc_n > 0) hc_combine(e, T);
+        else kern_add(sc->x, sc->out, T * g->H);
     }
     for (int si = 0; si < st->n_seg; si++) {
         const struct fwd_seg *sg = &st->seg[si];
@@ -627,9 +1042,15 @@ static void forward_step(struct engine *e, const struct fwd_step *st)
 static void lm_rows(struct engine *e, const int64_t *idx, int n, float *logits)
 {
     if (n == 0) return;
-    for (int r = 0; r < n; r++)
-        kern_rmsnorm(e->s.hrow + (int64_t)r * e->g.H, e->s.x + idx[r] * e->g.H, model_output_norm(e->m), e->g.H,
-                     e->g.eps);
+    if (e->g.hc_n > 0) { /* the head mixer: the rows' streams gathered, mixed without inject */
+        for (int r = 0; r < n; r++)
+            memcpy(e->s.pu + (int64_t)r * e->g.W, e->s.x + idx[r] * e->g.W, (size_t)e->g.W * sizeof(float));
+        hc_mix(e, model_head_mixer(e->m), e->s.pu, n, e->s.hrow, false);
+    } else {
+        for (int r = 0; r < n; r++)
+            kern_rmsnorm(e->s.hrow + (int64_t)r * e->g.H, e->s.x + idx[r] * e->g.H, model_output_norm(e->m),
+                         e->g.H, e->g.eps);
+    }
     const struct model_weight *lm = model_lm_head(e->m);
     struct act hq = quant(e, e->s.xq_a, e->s.xk_a, e->s.hrow, n, e->g.H, act_need(lm));
     mm(e, logits, e->g.V, lm, lm->data, e->s.hrow, hq, n);

@@ -2,7 +2,8 @@
  * seq.c — sequences: one conversation's state at a position. KV cache (f32, per attention
  * layer, [kv_cap, nkv * hd], grown in ENGINE_KV_BLOCK-position blocks up to n_ctx) and the
  * GDN state of every GDN layer in one buffer laid out as a snapshot (conv [K-1, C], then
- * recurrent [Hv, Dk, Dv], per GDN layer in layer order), so a capture is one memcpy per
+ * recurrent [Hv, Dk, Dv], per GDN layer in layer order; Flash-Next's n-gram state after
+ * them), so a capture is one memcpy per
  * layer and a snapshot restore one memcpy.
  *
  * Invariants:

@@ -452,7 +452,7 @@ int mkmodel_write(const struct mkmodel_opts *o, struct hs_err *err)
     struct model_arch_info ai;
     if (model_arch_info(o->arch, &ai) && ai.flash_next)
         return hs_err_set(err, HS_ERR_UNSUPPORTED, "--arch qwen4exp: mkmodel does not write Qwen3.8-Flash-Next "
-                          "files yet (headstart loads and inspects them)");
+                          "files yet (headstart loads and runs them)");
     if ((unsigned)o->dtype >= DTYPE_COUNT || !dtype_info(o->dtype)->compute || o->dtype == DTYPE_Q6_K ||
         (o->ud_mix && o->dtype != DTYPE_Q8_0))
         return hs_err_set(err, HS_ERR_INVALID, "--dtype must be f32, f16, bf16, q8_0, q4_k_m, q5_k_m, "
