@@ -36,6 +36,7 @@ struct q4_opts {
     int ple_layer;              /* written as ple_layer_ids / ple.layers */
     uint64_t mult0;             /* first multiplier (0: mults[0]) */
     const char *omit;           /* a file tensor (or GGUF key) left out */
+    const char *zero;           /* a file tensor written as zeros */
 };
 
 struct writer {
@@ -44,7 +45,7 @@ struct writer {
     struct gguf_writer *gg;
     void *bufs[1024];
     int n_bufs;
-    const char *omit;
+    const char *omit, *zero;
 };
 
 static uint32_t name_hash(const char *s)
@@ -77,6 +78,7 @@ static void put(struct writer *w, const char *name, int n_dims, const int64_t *s
     if (w->omit && strcmp(w->omit, name) == 0) return;
     int64_t n = 1;
     for (int d = 0; d < n_dims; d++) n *= shape[d];
+    if (w->zero && strcmp(w->zero, name) == 0) memset((float *)v, 0, (size_t)n * sizeof(float));
     if (w->gguf) gguf_writer_add_tensor(w->gg, name, DTYPE_F32, n_dims, shape, v, (uint64_t)n * 4);
     else st_writer_add(w->st, name, DTYPE_F32, n_dims, shape, v, (uint64_t)n * 4);
 }
@@ -280,7 +282,7 @@ static void gguf_keys(struct gguf_writer *g, const struct q4_opts *o)
 /* Writes the model under dir (HF) or dir/m.gguf and returns the path to load. */
 static char *write_model(const char *dir, const struct q4_opts *o)
 {
-    struct writer w = { .gguf = o->gguf, .omit = o->omit };
+    struct writer w = { .gguf = o->gguf, .omit = o->omit, .zero = o->zero };
     if (o->gguf) { w.gg = gguf_writer_new(); gguf_keys(w.gg, o); }
     else w.st = st_writer_new();
     tensor(&w, P "embed_tokens.weight", "token_embd.weight", 2, S(V, H), 0, NULL, XF_NONE);

@@ -34,18 +34,24 @@ static void teardown(void)
     cr_assert_eq(system(cmd), 0);
 }
 
-static struct model *load(bool gguf)
+static struct model *load_opts(const struct q4_opts *op, const char *sub)
 {
     char dir[128];
-    snprintf(dir, sizeof dir, "%s/%s", tmpdir, gguf ? "gguf" : "hf");
+    snprintf(dir, sizeof dir, "%s/%s", tmpdir, sub);
     mkdir(dir, 0755);
-    struct q4_opts o = { .gguf = gguf, .ple_layer = 1 };
+    struct q4_opts o = *op;
     char *path = write_model(dir, &o);
     struct model *m = NULL;
     struct hs_err err = { 0 };
     cr_assert_eq(model_load(path, &m, &err), HS_OK, "%s", err.msg);
     free(path);
     return m;
+}
+
+static struct model *load(bool gguf)
+{
+    struct q4_opts o = { .gguf = gguf, .ple_layer = 1 };
+    return load_opts(&o, gguf ? "gguf" : "hf");
 }
 
 static struct engine *engine(const struct model *m, int threads)
@@ -253,6 +259,41 @@ Test(q4exp_forward, restores_inside_and_at_block_edges)
     }
     free(ref);
     free(got);
+    engine_free(e);
+    model_free(m);
+}
+
+/* Every block scores exactly 0 when the indexer's key projection is zero (the pooled keys
+ * are zero vectors): a total tie, which the rule breaks towards the lower blocks. The
+ * selection of each sparse query of the step is in the engine's scratch after a forward. */
+Test(q4exp_forward, ties_go_to_the_lower_blocks)
+{
+    int32_t ids[N_TOK];
+    prompt(ids);
+    struct q4_opts o = { .gguf = true, .ple_layer = 1, .zero = "blk.3.indexer.k_proj.weight" };
+    struct model *m = load_opts(&o, "tie");
+    struct engine *e = engine(m, 2);
+    struct seq *s = seq_new(e, 256);
+    struct hs_err err = { 0 };
+    cr_assert_eq(engine_forward(e, s, ids, N_TOK, NULL, 0, NULL, 0, NULL, &err), HS_OK, "%s", err.msg);
+    const int64_t blk = e->g.qsa_blk, top = e->g.qsa_top;
+    int checked = 0;
+    for (int64_t p = 0; p < N_TOK; p++) {
+        int64_t nb = (p + 1) / blk;
+        if (nb <= top) {
+            cr_assert_eq(e->s.n_sel[p], 0, "position %lld is dense", (long long)p);
+            continue;
+        }
+        const int32_t *sel = e->s.sel + p * e->s.sel_cap;
+        cr_assert_eq(e->s.n_sel[p], top * blk + (p + 1 - nb * blk), "position %lld", (long long)p);
+        for (int64_t i = 0; i < top * blk; i++)
+            cr_assert_eq(sel[i], i, "position %lld: selected position %lld is %d, not the lowest blocks'",
+                         (long long)p, (long long)i, sel[i]);
+        for (int64_t q = nb * blk; q <= p; q++) cr_assert_eq(sel[top * blk + q - nb * blk], q, "open block");
+        checked++;
+    }
+    cr_assert_gt(checked, 40);
+    seq_free(s);
     engine_free(e);
     model_free(m);
 }
