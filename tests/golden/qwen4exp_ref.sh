@@ -44,12 +44,13 @@ llama_ids
 mk=tools/ref/qwen4exp_mk.py
 ref=tools/ref/forward_qwen4exp.py
 
-# the vocabulary (tokenizer.* keys, 704 tokens, <|endoftext|> = eos) of headstart's tiny model
+# the vocabulary (tokenizer.* keys; 704 tokens, <|endoftext|> = eos = 656) of headstart's tiny model
 if ! "$hs" mkmodel --arch qwen35 --seed 1 --dtype f32 --out "$tmp/tok.gguf" >"$tmp/log" 2>&1 ||
    ! "$hs" mkmodel --arch qwen35 --seed 1 --dtype f32 --out "$tmp/tok.hf" >>"$tmp/log" 2>&1; then
     fail "mkmodel (tokenizer source)"; cat "$tmp/log"; finish
 fi
 eos=$($py -c 'import json, sys; print(json.load(open(sys.argv[1]))["text_config"]["eos_token_id"])' "$tmp/tok.hf/config.json")
+nv=$($py -c 'import json, sys; print(json.load(open(sys.argv[1]))["text_config"]["vocab_size"])' "$tmp/tok.hf/config.json")
 
 make_model() { # NAME ARGS...: $tmp/NAME.hf and $tmp/NAME.gguf
     name=$1; shift
@@ -109,8 +110,8 @@ report() { # LABEL VERDICT
 
 ids64=$ids
 ids64e=$($py -c 'import sys; l = sys.argv[1].split(","); l[10] = l[30] = l[31] = sys.argv[2]; print(",".join(l))' "$ids" "$eos")
-ids2050=$($py -c 'import random; r = random.Random(3); print(",".join(str(r.randrange(704)) for _ in range(2050)))')
-ids200=$($py -c 'import random; r = random.Random(9); print(",".join(str(r.randrange(704)) for _ in range(200)))')
+ids2050=$($py -c 'import random, sys; r = random.Random(3); print(",".join(str(r.randrange(int(sys.argv[1]))) for _ in range(2050)))' "$nv")
+ids200=$($py -c 'import random, sys; r = random.Random(9); print(",".join(str(r.randrange(int(sys.argv[1]))) for _ in range(200)))' "$nv")
 tol=1e-4
 
 # 1. dense regime

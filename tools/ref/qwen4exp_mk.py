@@ -41,9 +41,18 @@
 #  - The HF PLE table is written as `split_ngram_parts` shards
 #    (`...ngram_embedding.shard_{i}.weight`), as the released checkpoint stores it (spec §11).
 #  - layer_types uses "full_attention" / "linear_attention" (the released config, spec §1.1,
-#    and what llama.cpp's converter tests for); the transformers configuration class read
-#    for this note calls the attention layers "deepseek_sparse_attention" / "hybrid_indexed"
-#    when it has to derive them.
+#    and what llama.cpp's converter tests for when it writes attention.compress_ratios); the
+#    transformers configuration class read for this note calls the attention layers
+#    "deepseek_sparse_attention" / "hybrid_indexed" when it derives them, and its
+#    validate_architecture() accepts only those two and "linear_attention" — not in the spec.
+#  - llama.cpp constraints a tiny geometry must meet (not in the spec): the M-RoPE sections
+#    (11+11+10 = 32, IMROPE) must fit every roped head, so head_dim and indexer_head_dim are
+#    >= 32 (ggml's rope asserts sect_dims <= ne0, and the indexer keys/queries are roped);
+#    the PLE width (heads x row) equals hidden; the GDN k and v head sizes are equal.
+#  - Checked (tests/golden/qwen4exp_ref.sh): llama.cpp on the GGUF and the numpy reference on
+#    the HF directory agree to 5e-7 .. 3e-6 of the largest |logit| on five geometries (f32
+#    KV cache; 3e-5 with llama.cpp's default f16 cache), so this file's GGUF means the same
+#    model as its HF directory.
 import argparse, json, math, os, shutil, struct, sys
 import numpy as np
 
