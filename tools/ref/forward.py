@@ -8,10 +8,16 @@
 #   /usr/bin/python3 tools/ref/forward.py MODEL_DIR ID,ID,... OUT.f32
 #
 # Writes the logits of every position as raw little-endian f32, n_tokens x n_vocab.
+# A qwen4_exp (Qwen3.8-Flash-Next) directory is handed to tools/ref/forward_qwen4exp.py
+# (same arguments, plus its --qsa-top-k / --tie-rule / --dump-selection options).
 import json, struct, sys, numpy as np
 d, toks, out = sys.argv[1], [int(x) for x in sys.argv[2].split(',')], sys.argv[3]
 cfg = json.load(open(d + '/config.json'))
 tc = cfg.get('text_config', cfg)
+if any(c.get('model_type', '').startswith('qwen4_exp') for c in (cfg, tc)):  # Flash-Next: own file, same args
+    import os
+    os.execv(sys.executable, [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                           'forward_qwen4exp.py')] + sys.argv[1:])
 raw = open(d + '/model.safetensors', 'rb').read()
 n = struct.unpack('<Q', raw[:8])[0]
 hdr = json.loads(raw[8:8+n]); base = 8 + n
