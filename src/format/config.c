@@ -23,7 +23,8 @@
  *   2. Every field present has its JSON type (integer fields take integers only, no
  *      1.0); null counts as absent for optional fields. Sizes lie in [1, INT32_MAX].
  *   3. Layer kinds come from layer_types when present (length == num_hidden_layers,
- *      entries "linear_attention" / "full_attention"), else, when full_attention_interval
+ *      entries "linear_attention" / "full_attention", Flash-Next's attention layers also as
+ *      "deepseek_sparse_attention" / "hybrid_indexed"), else, when full_attention_interval
  *      is present, layer i is full attention iff (i + 1) % full_attention_interval == 0;
  *      with neither, every layer_is_full is false and the model decides.
  *   4. 1 <= num_hidden_layers <= HF_CONFIG_MAX_LAYERS; num_attention_heads is a multiple
@@ -261,7 +262,12 @@ static int cfg_read_layers(struct cfg_ctx *c, struct hf_config *cfg)
                           c->file, c->tc_at, json_array_size(lt), n);
     for (int64_t i = 0; i < n; i++) {
         const char *s = json_string_value(json_array_get(lt, (size_t)i));
-        if (s && strcmp(s, "full_attention") == 0) cfg->layer_is_full[i] = true;
+        /* transformers' Qwen4Exp config class spells its attention layers (indexer, QSA)
+         * deepseek_sparse_attention, and hybrid_indexed where the n-gram embedding also
+         * enters; the released config and llama.cpp's converter say full_attention */
+        if (s && (strcmp(s, "full_attention") == 0 || strcmp(s, "deepseek_sparse_attention") == 0 ||
+                  strcmp(s, "hybrid_indexed") == 0))
+            cfg->layer_is_full[i] = true;
         else if (s && strcmp(s, "linear_attention") == 0) cfg->layer_is_full[i] = false;
         else
             return hs_err_set(c->err, HS_ERR_FORMAT, "%s: %slayer_types[%" PRId64 "] is %s%.64s%s, not \"linear_attention\" or \"full_attention\"",

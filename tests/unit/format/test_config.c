@@ -264,6 +264,12 @@ Test(cfg_parse, interval_and_layer_types)
     cr_assert(c.has_layer_types);
     cr_assert(c.layer_is_full[0] && !c.layer_is_full[1] && c.layer_is_full[2]);
     cr_assert_eq(c.full_attention_interval, 3);
+    /* Flash-Next's other spellings of an attention layer */
+    const char *q = "{\"vocab_size\":10,\"hidden_size\":8,\"num_hidden_layers\":3,\"num_attention_heads\":2,"
+                    "\"layer_types\":[\"linear_attention\",\"deepseek_sparse_attention\",\"hybrid_indexed\"],"
+                    "\"linear_num_key_heads\":1,\"linear_num_value_heads\":1,\"linear_key_head_dim\":4,\"linear_value_head_dim\":4}";
+    cr_assert_eq(cfg_parse(q, &c, &e), HS_OK, "%s", e.msg);
+    cr_assert(!c.layer_is_full[0] && c.layer_is_full[1] && c.layer_is_full[2]);
     /* all full attention: the linear geometry is not needed */
     const char *f = "{\"vocab_size\":10,\"hidden_size\":8,\"num_hidden_layers\":2,\"num_attention_heads\":2,"
                     "\"full_attention_interval\":1}";
