@@ -18,10 +18,17 @@
  *      scheme), the last nb % 8 one at a time.
  *   3. A block is decoded once per tile of up to TOKS tokens; each token keeps its own
  *      sums, so n_tok, r0 and r1 cannot change a bit.
+ *   4. Prefill (n_tok >= XT_Q8V_PANEL_TOKS, K <= XT_Q8V_KMAX): an IQ4_NL block is a Q8_0 block
+ *      in disguise — its int8 values kv[nibble] and its f16 scale give the same integer dot
+ *      and the same dw * dx, fmaf into lane b % 8 and tree as Q8_0's reference. So rows are
+ *      decoded (vpshufb by the signed codebook) into Q8_0 rows on the stack, a chunk at a
+ *      time, and go through matmul_avx512.c's Q8_0 panel path: same bits, the panel's speed,
+ *      the decode paid once per chunk for all the tokens.
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #include "kernels/kernels.h"
 #include "kernels/kquant_x86_int.h"
@@ -35,9 +42,45 @@ static inline __attribute__((always_inline)) __m128i iq4_abs_table(void)
     return _mm_abs_epi8(_mm_loadu_si128((const __m128i *)kern_iq4_values));
 }
 
+/* Rows [r, r + n) of IQ4_NL as Q8_0 rows into dst (design note 4). */
+static void iq4nl_to_q8_0(uint8_t *dst, const uint8_t *w, int64_t nb, int64_t r, int64_t n)
+{
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kern_iq4_values));
+    for (int64_t i = 0; i < n; i++) {
+        const uint8_t *src = w + (size_t)(r + i) * (size_t)nb * KERN_IQ4NL_BYTES;
+        uint8_t *out = dst + (size_t)i * (size_t)nb * KERN_Q8_BLOCK_BYTES;
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = src + b * KERN_IQ4NL_BYTES;
+            uint8_t *q = out + b * KERN_Q8_BLOCK_BYTES;
+            memcpy(q, blk, 2); /* the f16 scale */
+            _mm256_storeu_si256((__m256i *)(q + 2), _mm256_shuffle_epi8(table, xt_nibbles(blk + 2)));
+        }
+    }
+}
+
+/* Rows decoded per chunk: as many as the stack buffer holds for this K, whole groups of 16
+ * (the panel path's row group) when it holds at least 16. */
+#define IQ4_DEC_BYTES (16 * (XT_Q8V_KMAX / KERN_Q8_BLOCK) * KERN_Q8_BLOCK_BYTES)
+
+static void iq4nl_panels(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8_block *xq, int64_t n_tok,
+                         int64_t k, int64_t r0, int64_t r1)
+{
+    uint8_t dec[IQ4_DEC_BYTES];
+    const int64_t nb = k / KERN_Q8_BLOCK, per = IQ4_DEC_BYTES / (nb * KERN_Q8_BLOCK_BYTES) / 16 * 16;
+    for (int64_t r = r0; r < r1; r += per) {
+        int64_t n = r1 - r < per ? r1 - r : per;
+        iq4nl_to_q8_0(dec, w, nb, r, n);
+        kern_matmul_q8_0_vnni(y + r, y_ld, dec, xq, n_tok, k, 0, n);
+    }
+}
+
 void kern_matmul_iq4nl_avx512(float *y, int64_t y_ld, const void *w, const struct kern_q8_block *xq,
                               int64_t n_tok, int64_t k, int64_t r0, int64_t r1)
 {
+    if (n_tok >= XT_Q8V_PANEL_TOKS && k <= XT_Q8V_KMAX) {
+        iq4nl_panels(y, y_ld, w, xq, n_tok, k, r0, r1);
+        return;
+    }
     const int64_t nb = k / KERN_Q8_BLOCK, nb8 = nb - nb % KERN_Q8_LANES;
     const __m256i table = _mm256_broadcastsi128_si256(iq4_abs_table());
     const __m256i eight = _mm256_set1_epi8(8);

@@ -52,6 +52,7 @@
 
 #include "kernels/tile_int.h"
 #include "kernels/vec_avx512_int.h"
+#include "kernels/xtype_x86_int.h"
 
 #define INLINE static inline __attribute__((always_inline))
 /* Register tiles (rows x tokens per block of accumulators); measured, any shape gives the
@@ -668,9 +669,10 @@ static void q8v_panels(float *y, int64_t y_ld, const uint8_t *w, size_t rb, cons
         for (int64_t t = 0; t < n_tok; t++) tile_q(y, y_ld, w, rb, xq, nb, r, t, 1, 1);
 }
 
-static void matmul_q8_0_vnni(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8_block *xq,
-                             int64_t n_tok, int64_t k, int64_t r0, int64_t r1)
+void kern_matmul_q8_0_vnni(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8_block *xq,
+                           int64_t n_tok, int64_t k, int64_t r0, int64_t r1)
 {
+    _Static_assert(XT_Q8V_KMAX == V_KMAX && XT_Q8V_PANEL_TOKS == 2 * V_FEW + 1, "xtype_x86_int.h's copy");
     int64_t nb = k / KERN_Q8_BLOCK;
     size_t rb = (size_t)nb * KERN_Q8_BLOCK_BYTES;
     if (k > V_KMAX) {
@@ -693,7 +695,7 @@ void kern_matmul_avx512(float *y, int64_t y_ld, const void *w, enum kern_wtype w
     case KERN_W_F32: matmul_f32(y, y_ld, w, x, n_tok, k, r0, r1); break;
     case KERN_W_F16: matmul_f16(y, y_ld, w, x, n_tok, k, r0, r1); break;
     case KERN_W_BF16: matmul_bf16(y, y_ld, w, x, n_tok, k, r0, r1); break;
-    case KERN_W_Q8_0: matmul_q8_0_vnni(y, y_ld, w, xq, n_tok, k, r0, r1); break;
+    case KERN_W_Q8_0: kern_matmul_q8_0_vnni(y, y_ld, w, xq, n_tok, k, r0, r1); break;
     }
 }
 

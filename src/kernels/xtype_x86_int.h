@@ -19,6 +19,15 @@
 
 #define XT_INLINE static inline __attribute__((always_inline))
 
+/* matmul_avx512.c's Q8_0 matmul (VNNI): a type whose blocks decode exactly to Q8_0 blocks
+ * with the same per-block float steps (IQ4_NL: int8 = codebook value, the same f16 scale)
+ * reaches its panel path by decoding rows into Q8_0 rows first (iq4_avx512.c). The panel
+ * path runs for n_tok >= XT_Q8V_PANEL_TOKS and K <= XT_Q8V_KMAX (its stack buffers). */
+#define XT_Q8V_KMAX 8192
+#define XT_Q8V_PANEL_TOKS 17
+void kern_matmul_q8_0_vnni(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8_block *xq,
+                           int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+
 /* [sum p[0], sum p[1], ..., sum p[7]] (int32 lanes). */
 XT_INLINE __m256i xt_hsum8(const __m256i p[8])
 {

@@ -349,6 +349,11 @@ static void variant_equal(const char *variant)
                     xt_case(ops, wt, 21, 512, n_tok, 0, 21, modes[wm], modes[xm], false);
         for (int64_t n_tok = 15; n_tok <= 35; n_tok += 5)
             xt_case(ops, wt, 53, 2048, n_tok, 3, 3 + 16 * (n_tok % 3) + 7, XT_RANDOM, XT_RANDOM, n_tok == 25);
+        /* prefill shapes: IQ4_NL's panel route (iq4_avx512.c, decoded chunks of whole 16-row
+         * groups, a remainder, K at the panel limit and past it) */
+        xt_case(ops, wt, 150, 1024, 40, 5, 149, XT_RANDOM, XT_RANDOM, false);
+        xt_case(ops, wt, 37, 8192, 17, 0, 37, XT_RANDOM, XT_RANDOM, true);
+        xt_case(ops, wt, 9, wt == KERN_X_IQ4_XS ? 8448 : 8224, 18, 1, 9, XT_RANDOM, XT_RANDOM, false);
     }
 }
 
