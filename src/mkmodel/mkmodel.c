@@ -224,17 +224,25 @@ static int mk_geom_flash(const struct mkmodel_opts *o, const struct model_arch_i
             return hs_err_set(err, HS_ERR_INVALID, "--ngram-table-rows %lld: a multiple of --ngram-shards "
                               "%lld, at least %lld and at most %d", (long long)rows,
                               (long long)g->ple_shards, (long long)(2 * g->ple_heads + 2), INT32_MAX);
-        /* the largest base whose primes fit: start at rows / heads and step down */
-        int64_t base = rows / g->ple_heads;
+        /* the largest base whose primes fit (their span grows with the base): step down
+         * from rows / heads to one that fits, then bisect up to the last that does */
+        int64_t hi = rows / g->ple_heads + 1, lo = hi - 1;
         for (;;) {
-            uint64_t span = mk_ple_primes(g, (uint64_t)base);
+            uint64_t span = mk_ple_primes(g, (uint64_t)lo);
             if (span <= (uint64_t)rows) break;
-            base -= HS_MAX(1, (int64_t)((span - (uint64_t)rows) / (uint64_t)g->ple_heads));
-            if (base < 2)
+            hi = lo;
+            lo -= HS_MAX(1, (int64_t)((span - (uint64_t)rows) / (uint64_t)g->ple_heads));
+            if (lo < 2)
                 return hs_err_set(err, HS_ERR_INVALID, "--ngram-table-rows %lld: too few for %lld heads",
                                   (long long)rows, (long long)g->ple_heads);
         }
-        g->ple_base = base;
+        while (hi - lo > 1) { /* lo fits, hi does not */
+            int64_t mid = lo + (hi - lo) / 2;
+            if (mk_ple_primes(g, (uint64_t)mid) <= (uint64_t)rows) lo = mid;
+            else hi = mid;
+        }
+        mk_ple_primes(g, (uint64_t)lo);
+        g->ple_base = lo;
         g->ple_rows = rows;
     } else {
         g->ple_base = MK_PLE_BASE;
