@@ -1,7 +1,8 @@
 /*
  * mkmodel.c — `headstart mkmodel`: deterministic random-weight models of the Qwen3.5 family
- * (qwen35, qwen35moe, qwen3next), written as a Hugging Face directory or as a GGUF file that
- * llama.cpp loads. Tests and benchmarks use these instead of downloads.
+ * (qwen35, qwen35moe, qwen3next) and of Qwen3.8-Flash-Next (qwen4exp), written as a Hugging
+ * Face directory or as a GGUF file that llama.cpp loads. Tests and benchmarks use these
+ * instead of downloads.
  *
  * Design note
  * -----------
@@ -18,7 +19,9 @@
  * rows of the V part of qkv, z, a, b and conv channels, columns of ssm_out, entries of ssm_a
  * and dt_bias), conv1d squeezed to [C, K], Qwen3-Next in_proj_qkvz split into attn_qkv
  * (q heads, k heads, v heads grouped) + attn_gate, in_proj_ba kept grouped as ssm_ba, fused
- * gate_up_proj split and per-expert tensors stacked into ffn_{gate,up,down}_exps.
+ * gate_up_proj split and per-expert tensors stacked into ffn_{gate,up,down}_exps; for qwen4exp
+ * also the indexer's fused index_qk_proj split into indexer.q_proj + k_proj (rows), the n-gram
+ * table's HF shards stacked into one per_layer_token_embd, and the n-gram conv squeezed.
  *
  * Value scales keep activations sane: matrices ~ N(0, 1/fan_in) (std 1/sqrt(fan_in), fan_in =
  * the last dimension), HF zero-centred norm weights ~ N(0, 0.05^2) (so 1+w is near 1), the GDN
@@ -65,9 +68,32 @@
  *      untied token_embd.weight IQ4_NL (standing in for a real file's PLE table: large,
  *      read a few rows per token), the router f32, every other matrix Q8_0;
  *      general.file_type 15 as those files say. Not unsloth's exact per-tensor choice.
+ *      qwen4exp: the mixer (down, up, inject), indexer, n-gram key / value projections and
+ *      the n-gram table are matrices and follow the rules above (the table as token_embd:
+ *      the base type; rows of the mixers' up projection are --hc-rank wide, so a q4_k_m file
+ *      has them Q8_0 unless the rank is whole super-blocks); mixer and n-gram norms and the
+ *      n-gram conv taps stay f32. In ud_q4_k_xl the n-gram table is IQ4_NL and the indexer
+ *      projections BF16, as the real UD-Q4_K_XL Flash-Next files have them (our kernels
+ *      and llama.cpp both multiply BF16 directly), token_embd Q8_0.
  *   4. Every file is written atomically (temp + fsync + rename); an HF directory gets its
  *      config.json last, so an interrupted run never leaves a directory that looks complete.
  *   5. Options are validated before anything is generated; each error names the option.
+ *   6. qwen4exp geometry. The tiny default exercises every part: 4 layers (attention at
+ *      il % 4 == 3), H 128, Hk 2 != Hv 4, 4 experts; 4 hyper-connection streams of rank 32;
+ *      an indexer of 2 heads x head_dim keeping --qsa-budget tokens (2048: dense for any
+ *      prompt up to 2,050 tokens, where llama.cpp agrees; e.g. 16 prunes a short prompt);
+ *      the n-gram embedding on layer 1 (a GDN layer, as released) with N 3, 2 heads per
+ *      order, rows H / heads wide (llama.cpp needs heads x row = H), conv of 4 taps, the
+ *      table in 4 HF shards. Hash constants as the HF code derives them, from our PRNG:
+ *      moduli P_h successive primes from a base (101 by default), offsets O_h their prefix
+ *      sums, table rows their span rounded up to a multiple of 128 (and of the shard count);
+ *      --ngram-table-rows R instead takes the largest base whose primes fit in R rows;
+ *      multipliers odd, below half of (2^63 - 1) / V, from a splitmix64 stream of the seed
+ *      (so every token id times one is below 2^63). The reset token is the tokenizer's
+ *      <|endoftext|> (config eos_token_id, GGUF ple.eos_token_id). HF carries the constants
+ *      as the three I64 buffers after the shards, GGUF as u64 arrays; the config also says
+ *      split_ngram_parts, ngram_vocab_size_base and make_ngram_vocab_size_divisible_by as a
+ *      converter reads them (the buffers and shards are what loaders use).
  */
 #include "mkmodel/mkmodel_int.h"
 #include "kernels/kernels.h"

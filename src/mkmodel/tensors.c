@@ -18,6 +18,12 @@
  *   2. A weight is stored in --dtype when GGUF keeps it a matrix too (the shared-expert gate,
  *      [1, H] in HF and [H] in GGUF, stays f32 in both); every other tensor is f32.
  *   3. Every GGUF output is written whole: routes cover each of its rows once.
+ *   4. qwen4exp's two tensors that are not one-to-one: the indexer's fused q|k projection is
+ *      routed row by row into indexer.q_proj and k_proj (MK_ROUTE_SPLIT); the n-gram table,
+ *      one walk entry for all its shards, is one source per shard (its own name, so its own
+ *      stream), each stacked into its slice of per_layer_token_embd (mk_put_table), with the
+ *      hash constants as I64 outputs in HF only. The n-gram conv (a per-channel vector
+ *      conversion in the spec tables) is drawn as conv taps.
  */
 #include "mkmodel/mkmodel_int.h"
 #include "kernels/kernels.h"
