@@ -225,6 +225,10 @@ static int mk_geom_flash(const struct mkmodel_opts *o, const struct model_arch_i
     if (g->idx_dim < g->n_rot || g->idx_dim % 2)
         return hs_err_set(err, HS_ERR_INVALID, "--indexer-head-dim %lld: even and at least the %lld rotary "
                           "dims", (long long)g->idx_dim, (long long)g->n_rot);
+    if (a->mrope && g->idx_dim < 32)
+        return hs_err_set(err, HS_ERR_INVALID, "--indexer-head-dim %lld: %s needs at least 32 (the indexer's "
+                          "rotary embedding is the attention's, whose M-RoPE sections [11,11,10] span 32 dims "
+                          "in llama.cpp)", (long long)g->idx_dim, a->name);
     if (g->qsa_budget % g->qsa_block)
         return hs_err_set(err, HS_ERR_INVALID, "--qsa-budget %lld: a multiple of the %lld-token block",
                           (long long)g->qsa_budget, (long long)g->qsa_block);

@@ -60,6 +60,22 @@ for dtype in f32 q8_0 ud_q4_k_xl; do
     case $v in OK*) pass "qwen4exp $dtype logits vs llama.cpp (tol $tol): $v" ;;
                *) fail "qwen4exp $dtype logits vs llama.cpp (tol $tol): $v" ;; esac
 done
+# Another qwen4exp geometry by flags: 8 layers, 3 streams of rank 64, 3 indexer heads of 32,
+# N 4 with one head per order (3 heads of 32 = hidden 96), a 600-row table (3 HF shards), a
+# 3-tap n-gram conv, Hk 1 / Hv 3.
+g=$tmp/qwen4exp-odd.gguf
+if "$hs" mkmodel --arch qwen4exp --seed 7 --layers 8 --hidden 96 --gdn-k-heads 1 --gdn-v-heads 3 \
+        --hc-streams 3 --hc-rank 64 --indexer-heads 3 --indexer-head-dim 32 --ngram 4 --ngram-heads 1 \
+        --ngram-row 32 --ngram-table-rows 600 --ngram-shards 3 --ngram-conv-kernel 3 --out "$g" > "$tmp/q4.log" 2>&1 &&
+   "$hs" logits -m "$g" --ids "$ids_sp" --all --threads 2 -o "$tmp/q4-odd.hs" 2>> "$tmp/q4.log" &&
+   timeout 300 "$eval_bin" --lib-dir "$libdir" "$g" --tokens "$ids" --logits-out "$tmp/q4-odd.ll" \
+        --threads 1 $kv_flag >> "$tmp/q4.log" 2>&1; then
+    v=$(llama_compare "$tmp/q4-odd.hs" "$tmp/q4-odd.ll" 1e-3)
+    case $v in OK*) pass "qwen4exp odd geometry f32 logits vs llama.cpp (tol 1e-3): $v" ;;
+               *) fail "qwen4exp odd geometry f32 logits vs llama.cpp (tol 1e-3): $v" ;; esac
+else
+    fail "qwen4exp odd geometry"; tail -5 "$tmp/q4.log"
+fi
 "$hs" inspect "$tmp/qwen4exp-ud_q4_k_xl.gguf" > "$tmp/q4.inspect" 2>&1
 if grep -q '^  per_layer_token_embd.weight  *iq4_nl ' "$tmp/q4.inspect" &&
    grep -q '^  blk.3.indexer.q_proj.weight  *bf16 ' "$tmp/q4.inspect"; then

@@ -1326,7 +1326,7 @@ Test(mkmodel_write, qwen4exp_ud_q4_k_xl_types_and_flags)
     o.hc_streams = 3;
     o.hc_rank = 64;
     o.indexer_heads = 3;
-    o.indexer_head_dim = 16;
+    o.indexer_head_dim = 64;
     o.qsa_budget = 16;
     o.ngram = 4;
     o.ngram_heads = 1;
@@ -1355,7 +1355,7 @@ Test(mkmodel_write, qwen4exp_ud_q4_k_xl_types_and_flags)
     struct model *m = NULL;
     cr_assert_eq(model_load(a, &m, &err), HS_OK, "%s", err.msg);
     const struct model_hparams *hp = model_hparams(m);
-    cr_assert(hp->hc_n == 3 && hp->hc_rank == 64 && hp->idx_heads == 3 && hp->idx_dim == 16);
+    cr_assert(hp->hc_n == 3 && hp->hc_rank == 64 && hp->idx_heads == 3 && hp->idx_dim == 64);
     cr_assert(hp->qsa_block == 4 && hp->qsa_top_blocks == 4);
     cr_assert(hp->ple_ngram == 4 && hp->ple_heads == 3 && hp->ple_row == 32 && hp->ple_kernel == 3);
     cr_assert_eq(hp->ple_rows, 600);
@@ -1380,6 +1380,7 @@ Test(mkmodel_write, qwen4exp_rejects_bad_options_by_name)
         { MODEL_ARCH_QWEN3NEXT, 0, 0, 0, 0, 0, 0, 0, 600, 0, 0, 0, DTYPE_F32, "--ngram-table-rows applies to qwen4exp" },
         { MODEL_ARCH_QWEN4EXP, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, DTYPE_F32, "--hc-streams 1" },
         { MODEL_ARCH_QWEN4EXP, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, DTYPE_F32, "--indexer-head-dim 4" },
+        { MODEL_ARCH_QWEN4EXP, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, DTYPE_F32, "--indexer-head-dim 16: qwen4exp needs at least 32" },
         { MODEL_ARCH_QWEN4EXP, 0, 0, 0, 18, 0, 0, 0, 0, 0, 0, 0, DTYPE_F32, "--qsa-budget 18" },
         { MODEL_ARCH_QWEN4EXP, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, DTYPE_F32, "--ngram 9" },
         { MODEL_ARCH_QWEN4EXP, 0, 0, 0, 0, 0, 40, 0, 0, 0, 0, 0, DTYPE_F32, "--ngram-heads 40" },
