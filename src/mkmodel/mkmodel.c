@@ -204,7 +204,7 @@ static int mk_geom_flash(const struct mkmodel_opts *o, const struct model_arch_i
         return HS_OK;
     }
     for (size_t i = 0; i < HS_ARRAY_LEN(fl); i++)
-        if (fl[i].v > MK_DIM_MAX && fl[i].v != o->ngram_table_rows)
+        if (fl[i].v > MK_DIM_MAX && strcmp(fl[i].opt, "--ngram-table-rows")) /* rows: checked below */
             return hs_err_set(err, HS_ERR_INVALID, "%s %lld is too large (at most %lld)", fl[i].opt,
                               (long long)fl[i].v, MK_DIM_MAX);
     g->flash_next = true;
