@@ -14,7 +14,7 @@
 static int arch_set(const char *cmd, const struct cli_opt *o, const char *s, void *dst)
 {
     int arch = model_arch_from_name(s);
-    if (arch < 0) { fprintf(stderr, "headstart %s: unknown --arch '%s' (qwen35, qwen35moe, qwen3next)\n", cmd, s); return -1; }
+    if (arch < 0) { fprintf(stderr, "headstart %s: unknown --arch '%s' (qwen35, qwen35moe, qwen3next, qwen4exp)\n", cmd, s); return -1; }
     *(enum model_arch *)dst = (enum model_arch)arch;
     return 0;
 }
@@ -46,7 +46,7 @@ static int dtype_set(const char *cmd, const struct cli_opt *o, const char *s, vo
 #define MK_INT(nm, f, h) { .kind = CLI_OPT_I64, .name = nm, .arg = "N", .off = MK(f), .help = h }
 static const struct cli_opt mkmodel_opts[] = {
     { .kind = CLI_OPT_FN, .name = "--arch", .arg = "ARCH", .off = MK(arch), .fn = arch_set,
-      .help = "qwen35, qwen35moe or qwen3next", .def = "qwen35" },
+      .help = "qwen35, qwen35moe, qwen3next or qwen4exp", .def = "qwen35" },
     { .kind = CLI_OPT_STR, .name = "--preset", .arg = "P", .off = MK(preset),
       .help = "the shape: tiny, 0.8b, 2b or 4b", .def = "tiny" },
     MK_INT("--layers", n_layer, "layers (the options below override the preset's shape)"),
@@ -61,6 +61,17 @@ static const struct cli_opt mkmodel_opts[] = {
     MK_INT("--experts", n_expert, "MoE experts"),
     MK_INT("--experts-used", n_expert_used, "MoE experts used per token"),
     MK_INT("--expert-ffn", n_ff_exp, "MoE expert feed-forward size"),
+    MK_INT("--hc-streams", hc_streams, "qwen4exp: hyper-connection residual streams (4)"),
+    MK_INT("--hc-rank", hc_rank, "qwen4exp: rank of the hyper-connection mixers (32)"),
+    MK_INT("--indexer-heads", indexer_heads, "qwen4exp: QSA indexer query heads (2)"),
+    MK_INT("--indexer-head-dim", indexer_head_dim, "qwen4exp: indexer head size (the attention head size)"),
+    MK_INT("--qsa-budget", qsa_budget, "qwen4exp: tokens a query attends to, in blocks of 4 (2048; small values prune short prompts)"),
+    MK_INT("--ngram", ngram, "qwen4exp: n-gram orders 2..N are hashed (3)"),
+    MK_INT("--ngram-heads", ngram_heads, "qwen4exp: hashed heads per order (2)"),
+    MK_INT("--ngram-row", ngram_row, "qwen4exp: n-gram table row width (hidden / heads; llama.cpp needs heads x row = hidden)"),
+    MK_INT("--ngram-table-rows", ngram_table_rows, "qwen4exp: table rows (default: successive primes from 101 per head, padded to 128)"),
+    MK_INT("--ngram-shards", ngram_shards, "qwen4exp: tensors the HF table is split into (4)"),
+    MK_INT("--ngram-conv-kernel", ngram_conv_kernel, "qwen4exp: taps of the n-gram dilated conv (4)"),
     { .kind = CLI_OPT_FN, .name = "--dtype", .arg = "T", .off = MK(dtype), .fn = dtype_set,
       .help = "matrix weights: f32, f16, bf16, q8_0, q4_k_m, q5_k_m, q5_1, iq4_nl, iq4_xs or ud_q4_k_xl (a mix; norms stay f32)",
       .def = "f32" },
@@ -76,12 +87,14 @@ static const struct cli_opt mkmodel_opts[] = {
 
 static const struct cli_command mkmodel_cmd = {
     .name = "mkmodel",
-    .usage = "--arch qwen35|qwen35moe|qwen3next [--preset tiny|0.8b|2b|4b] [options]\n"
+    .usage = "--arch qwen35|qwen35moe|qwen3next|qwen4exp [--preset tiny|0.8b|2b|4b] [options]\n"
              "         --out DIR|FILE.gguf",
     .about = "Writes a random-weight model. A path ending in .gguf gets a GGUF file that llama.cpp\n"
              "loads; anything else becomes a Hugging Face directory (config.json, model.safetensors,\n"
              "tokenizer.json, tokenizer_config.json). Without --tokenizer a small byte-level BPE\n"
-             "tokenizer with the ChatML/Qwen special tokens is written.\n",
+             "tokenizer with the ChatML/Qwen special tokens is written. qwen4exp (Qwen3.8-Flash-Next)\n"
+             "gets hyper-connections, the QSA indexer and the hashed n-gram table on layer 1, whose\n"
+             "reset token is the tokenizer's <|endoftext|>.\n",
     .opts = mkmodel_opts,
 };
 

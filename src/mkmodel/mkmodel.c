@@ -1,7 +1,8 @@
 /*
  * mkmodel.c — `headstart mkmodel`: deterministic random-weight models of the Qwen3.5 family
- * (qwen35, qwen35moe, qwen3next), written as a Hugging Face directory or as a GGUF file that
- * llama.cpp loads. Tests and benchmarks use these instead of downloads.
+ * (qwen35, qwen35moe, qwen3next) and of Qwen3.8-Flash-Next (qwen4exp), written as a Hugging
+ * Face directory or as a GGUF file that llama.cpp loads. Tests and benchmarks use these
+ * instead of downloads.
  *
  * Design note
  * -----------
@@ -18,7 +19,9 @@
  * rows of the V part of qkv, z, a, b and conv channels, columns of ssm_out, entries of ssm_a
  * and dt_bias), conv1d squeezed to [C, K], Qwen3-Next in_proj_qkvz split into attn_qkv
  * (q heads, k heads, v heads grouped) + attn_gate, in_proj_ba kept grouped as ssm_ba, fused
- * gate_up_proj split and per-expert tensors stacked into ffn_{gate,up,down}_exps.
+ * gate_up_proj split and per-expert tensors stacked into ffn_{gate,up,down}_exps; for qwen4exp
+ * also the indexer's fused index_qk_proj split into indexer.q_proj + k_proj (rows), the n-gram
+ * table's HF shards stacked into one per_layer_token_embd, and the n-gram conv squeezed.
  *
  * Value scales keep activations sane: matrices ~ N(0, 1/fan_in) (std 1/sqrt(fan_in), fan_in =
  * the last dimension), HF zero-centred norm weights ~ N(0, 0.05^2) (so 1+w is near 1), the GDN
@@ -65,9 +68,32 @@
  *      untied token_embd.weight IQ4_NL (standing in for a real file's PLE table: large,
  *      read a few rows per token), the router f32, every other matrix Q8_0;
  *      general.file_type 15 as those files say. Not unsloth's exact per-tensor choice.
+ *      qwen4exp: the mixer (down, up, inject), indexer, n-gram key / value projections and
+ *      the n-gram table are matrices and follow the rules above (the table as token_embd:
+ *      the base type; rows of the mixers' up projection are --hc-rank wide, so a q4_k_m file
+ *      has them Q8_0 unless the rank is whole super-blocks); mixer and n-gram norms and the
+ *      n-gram conv taps stay f32. In ud_q4_k_xl the n-gram table is IQ4_NL and the indexer
+ *      projections BF16, as the real UD-Q4_K_XL Flash-Next files have them (our kernels
+ *      and llama.cpp both multiply BF16 directly), token_embd Q8_0.
  *   4. Every file is written atomically (temp + fsync + rename); an HF directory gets its
  *      config.json last, so an interrupted run never leaves a directory that looks complete.
  *   5. Options are validated before anything is generated; each error names the option.
+ *   6. qwen4exp geometry. The tiny default exercises every part: 4 layers (attention at
+ *      il % 4 == 3), H 128, Hk 2 != Hv 4, 4 experts; 4 hyper-connection streams of rank 32;
+ *      an indexer of 2 heads x head_dim keeping --qsa-budget tokens (2048: dense for any
+ *      prompt up to 2,050 tokens, where llama.cpp agrees; e.g. 16 prunes a short prompt);
+ *      the n-gram embedding on layer 1 (a GDN layer, as released) with N 3, 2 heads per
+ *      order, rows H / heads wide (llama.cpp needs heads x row = H), conv of 4 taps, the
+ *      table in 4 HF shards. Hash constants as the HF code derives them, from our PRNG:
+ *      moduli P_h successive primes from a base (101 by default), offsets O_h their prefix
+ *      sums, table rows their span rounded up to a multiple of 128 (and of the shard count);
+ *      --ngram-table-rows R instead takes the largest base whose primes fit in R rows;
+ *      multipliers odd, below half of (2^63 - 1) / V, from a splitmix64 stream of the seed
+ *      (so every token id times one is below 2^63). The reset token is the tokenizer's
+ *      <|endoftext|> (config eos_token_id, GGUF ple.eos_token_id). HF carries the constants
+ *      as the three I64 buffers after the shards, GGUF as u64 arrays; the config also says
+ *      split_ngram_parts, ngram_vocab_size_base and make_ngram_vocab_size_divisible_by as a
+ *      converter reads them (the buffers and shards are what loaders use).
  */
 #include "mkmodel/mkmodel_int.h"
 #include "kernels/kernels.h"
@@ -130,6 +156,148 @@ static bool mk_is_gguf_path(const char *path)
     return n > 5 && !strcmp(path + n - 5, ".gguf");
 }
 
+/* ---- qwen4exp: hyper-connections, the indexer, the n-gram embedding (note 6) ------------- */
+
+static bool mk_is_prime(uint64_t n)
+{
+    if (n < 2) return false;
+    for (uint64_t d = 2; d * d <= n; d++)
+        if (n % d == 0) return false;
+    return true;
+}
+
+/* Moduli: successive primes from base on, one per head; offsets: their prefix sums. Returns
+ * the rows they span. */
+static uint64_t mk_ple_primes(struct mk_geom *g, uint64_t base)
+{
+    uint64_t p = base, off = 0;
+    for (int64_t h = 0; h < g->ple_heads; h++) {
+        while (!mk_is_prime(p)) p++;
+        g->ple_mod[h] = p;
+        g->ple_off[h] = off;
+        off += p++;
+    }
+    return off;
+}
+
+static int64_t mk_gcd(int64_t a, int64_t b) { return b ? mk_gcd(b, a % b) : a; }
+
+#define MK_PLE_BASE 101      /* tiny default: a few hundred rows */
+#define MK_PLE_PAD 128       /* real files pad the table to a multiple of 128 rows */
+#define MK_QSA_BLOCK 4       /* indexer_compress_ratio: tokens per pooled key block */
+
+/* The qwen4exp geometry (or the refusal of its options for the other architectures). */
+static int mk_geom_flash(const struct mkmodel_opts *o, const struct model_arch_info *a, struct mk_geom *g,
+                         struct hs_err *err)
+{
+    const struct { const char *opt; int64_t v; } fl[] = {
+        { "--hc-streams", o->hc_streams }, { "--hc-rank", o->hc_rank },
+        { "--indexer-heads", o->indexer_heads }, { "--indexer-head-dim", o->indexer_head_dim },
+        { "--qsa-budget", o->qsa_budget }, { "--ngram", o->ngram }, { "--ngram-heads", o->ngram_heads },
+        { "--ngram-row", o->ngram_row }, { "--ngram-table-rows", o->ngram_table_rows },
+        { "--ngram-shards", o->ngram_shards }, { "--ngram-conv-kernel", o->ngram_conv_kernel },
+    };
+    if (!a->flash_next) {
+        for (size_t i = 0; i < HS_ARRAY_LEN(fl); i++)
+            if (fl[i].v > 0)
+                return hs_err_set(err, HS_ERR_INVALID, "%s applies to qwen4exp, not %s", fl[i].opt, a->name);
+        return HS_OK;
+    }
+    for (size_t i = 0; i < HS_ARRAY_LEN(fl); i++)
+        if (fl[i].v > MK_DIM_MAX && strcmp(fl[i].opt, "--ngram-table-rows")) /* rows: checked below */
+            return hs_err_set(err, HS_ERR_INVALID, "%s %lld is too large (at most %lld)", fl[i].opt,
+                              (long long)fl[i].v, MK_DIM_MAX);
+    g->flash_next = true;
+    g->hc_n = mk_pick(o->hc_streams, 4);
+    g->hc_rank = mk_pick(o->hc_rank, 32);
+    g->idx_heads = mk_pick(o->indexer_heads, 2);
+    g->idx_dim = mk_pick(o->indexer_head_dim, g->head_dim);
+    g->qsa_block = MK_QSA_BLOCK;
+    g->qsa_budget = mk_pick(o->qsa_budget, 2048);
+    g->ple_layer = 1; /* a GDN layer under every interval > 2, as in the real checkpoint */
+    g->ple_ngram = mk_pick(o->ngram, 3);
+    g->ple_per_order = mk_pick(o->ngram_heads, 2);
+    g->ple_kernel = mk_pick(o->ngram_conv_kernel, 4);
+    g->ple_shards = mk_pick(o->ngram_shards, 4);
+    if (g->hc_n < 2 || g->hc_n > 64)
+        return hs_err_set(err, HS_ERR_INVALID, "--hc-streams %lld: 2..64 (one stream has nothing to mix; "
+                          "llama.cpp and the HF code refuse it)", (long long)g->hc_n);
+    if (g->idx_dim < g->n_rot || g->idx_dim % 2)
+        return hs_err_set(err, HS_ERR_INVALID, "--indexer-head-dim %lld: even and at least the %lld rotary "
+                          "dims", (long long)g->idx_dim, (long long)g->n_rot);
+    if (a->mrope && g->idx_dim < 32)
+        return hs_err_set(err, HS_ERR_INVALID, "--indexer-head-dim %lld: %s needs at least 32 (the indexer's "
+                          "rotary embedding is the attention's, whose M-RoPE sections [11,11,10] span 32 dims "
+                          "in llama.cpp)", (long long)g->idx_dim, a->name);
+    if (g->qsa_budget % g->qsa_block)
+        return hs_err_set(err, HS_ERR_INVALID, "--qsa-budget %lld: a multiple of the %lld-token block",
+                          (long long)g->qsa_budget, (long long)g->qsa_block);
+    if (g->ple_ngram < 2 || g->ple_ngram > MODEL_PLE_MAX_NGRAM)
+        return hs_err_set(err, HS_ERR_INVALID, "--ngram %lld: 2..%d", (long long)g->ple_ngram, MODEL_PLE_MAX_NGRAM);
+    g->ple_heads = (g->ple_ngram - 1) * g->ple_per_order;
+    if (g->ple_heads > MODEL_PLE_MAX_HEADS)
+        return hs_err_set(err, HS_ERR_INVALID, "--ngram-heads %lld: (--ngram - 1) x --ngram-heads is %lld "
+                          "heads (at most %d)", (long long)g->ple_per_order, (long long)g->ple_heads,
+                          MODEL_PLE_MAX_HEADS);
+    if (o->ngram_row > 0) g->ple_row = o->ngram_row;
+    else if (g->n_embd % g->ple_heads == 0) g->ple_row = g->n_embd / g->ple_heads;
+    else
+        return hs_err_set(err, HS_ERR_INVALID, "--ngram-row: --hidden %lld is not a multiple of the %lld "
+                          "n-gram heads; give the row width", (long long)g->n_embd, (long long)g->ple_heads);
+    if (g->ple_kernel > 64)
+        return hs_err_set(err, HS_ERR_INVALID, "--ngram-conv-kernel %lld: at most 64", (long long)g->ple_kernel);
+    /* rows: the moduli's span padded as real files are, and whole HF shards */
+    const int64_t pad = MK_PLE_PAD / mk_gcd(MK_PLE_PAD, g->ple_shards) * g->ple_shards;
+    if (o->ngram_table_rows > 0) {
+        const int64_t rows = o->ngram_table_rows;
+        if (rows > INT32_MAX || rows % g->ple_shards || rows < 2 * g->ple_heads + 2)
+            return hs_err_set(err, HS_ERR_INVALID, "--ngram-table-rows %lld: a multiple of --ngram-shards "
+                              "%lld, at least %lld and at most %d", (long long)rows,
+                              (long long)g->ple_shards, (long long)(2 * g->ple_heads + 2), INT32_MAX);
+        /* the largest base whose primes fit (their span grows with the base): step down
+         * from rows / heads to one that fits, then bisect up to the last that does */
+        int64_t hi = rows / g->ple_heads + 1, lo = hi - 1;
+        for (;;) {
+            uint64_t span = mk_ple_primes(g, (uint64_t)lo);
+            if (span <= (uint64_t)rows) break;
+            hi = lo;
+            lo -= HS_MAX(1, (int64_t)((span - (uint64_t)rows) / (uint64_t)g->ple_heads));
+            if (lo < 2)
+                return hs_err_set(err, HS_ERR_INVALID, "--ngram-table-rows %lld: too few for %lld heads",
+                                  (long long)rows, (long long)g->ple_heads);
+        }
+        while (hi - lo > 1) { /* lo fits, hi does not */
+            int64_t mid = lo + (hi - lo) / 2;
+            if (mk_ple_primes(g, (uint64_t)mid) <= (uint64_t)rows) lo = mid;
+            else hi = mid;
+        }
+        mk_ple_primes(g, (uint64_t)lo);
+        g->ple_base = lo;
+        g->ple_rows = rows;
+    } else {
+        g->ple_base = MK_PLE_BASE;
+        uint64_t span = mk_ple_primes(g, MK_PLE_BASE);
+        g->ple_rows = (int64_t)((span + (uint64_t)pad - 1) / (uint64_t)pad * (uint64_t)pad);
+    }
+    return HS_OK;
+}
+
+/* Hash multipliers (after the vocabulary is known): odd, below half of (2^63 - 1) / V so that
+ * every token id times one stays below 2^63, drawn from a splitmix64 stream of the seed. */
+static void mk_ple_mults(struct mk_geom *g, uint64_t seed)
+{
+    const uint64_t bound = (uint64_t)INT64_MAX / (uint64_t)g->n_vocab / 2;
+    uint64_t st = seed ^ 0x5EEDF1A5C0FFEE11ull;
+    for (int64_t j = 0; j < g->ple_ngram; j++) {
+        st += 0x9E3779B97F4A7C15ull;
+        uint64_t z = st;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        g->ple_mult[j] = (z % bound) | 1u;
+    }
+}
+
 /* Geometry from preset + overrides, validated. n_vocab is set later from the tokenizer. */
 static int mk_geom_init(const struct mkmodel_opts *o, const struct model_arch_info *a, struct mk_geom *g,
                         const struct mk_preset **preset_out, struct hs_err *err)
@@ -143,7 +311,8 @@ static int mk_geom_init(const struct mkmodel_opts *o, const struct model_arch_in
 
     memset(g, 0, sizeof(*g));
     g->n_layer = mk_pick(o->n_layer, p->n_layer);
-    g->n_embd = mk_pick(o->n_embd, p->n_embd);
+    /* qwen4exp's tiny trunk is 128 wide: 4 n-gram heads of 32 (rows of whole blocks) fill it */
+    g->n_embd = mk_pick(o->n_embd, a->flash_next && !strcmp(p->name, "tiny") ? 128 : p->n_embd);
     g->n_head = mk_pick(o->n_head, p->n_head);
     g->n_head_kv = mk_pick(o->n_head_kv, p->n_head_kv);
     g->head_dim = mk_pick(o->head_dim, p->head_dim);
@@ -213,6 +382,9 @@ static int mk_geom_init(const struct mkmodel_opts *o, const struct model_arch_in
     }
     g->n_rot = (int64_t)((double)g->head_dim * a->defaults.partial_rotary_factor); /* as the loader */
 
+    int rc = mk_geom_flash(o, a, g, err);
+    if (rc) return rc;
+
     const char *kname = o->ud_mix ? "ud_q4_k_xl" : mk_dtype_opt_name(o->dtype);
     if ((o->dtype == DTYPE_Q4_K || o->dtype == DTYPE_Q5_K) && g->n_expert == 8)
         return hs_err_set(err, HS_ERR_INVALID, "--dtype %s with --experts 8: llama.cpp's rule for "
@@ -225,7 +397,7 @@ static int mk_geom_init(const struct mkmodel_opts *o, const struct model_arch_in
         const struct { const char *opt; int64_t v; } rows[] = {
             { "--hidden", g->n_embd }, { "--heads x --head-dim", g->n_head * g->head_dim },
             { "--gdn-v-heads x --gdn-head-dim", g->hv * g->dv }, { "--ffn", g->n_ff },
-            { "--expert-ffn", g->n_ff_exp },
+            { "--expert-ffn", g->n_ff_exp }, { "--hc-rank", g->hc_rank }, { "--ngram-row", g->ple_row },
         };
         for (size_t i = 0; i < HS_ARRAY_LEN(rows); i++)
             if (rows[i].v % KERN_Q8_BLOCK)
@@ -294,6 +466,27 @@ static void mk_config_text_fields(struct jsonw *w, const struct model_arch_info 
             jsonw_key(w, "norm_topk_prob"); jsonw_bool(w, true);
             jsonw_key(w, "decoder_sparse_step"); jsonw_int(w, 1);
         }
+    }
+    if (g->flash_next) {
+        jsonw_key(w, "output_gate_type"); jsonw_str(w, "sigmoid");
+        jsonw_key(w, "hc_count"); jsonw_int(w, g->hc_n);
+        jsonw_key(w, "hc_lowrank"); jsonw_int(w, g->hc_rank);
+        jsonw_key(w, "indexer_n_heads"); jsonw_int(w, g->idx_heads);
+        jsonw_key(w, "indexer_kv_heads"); jsonw_int(w, 1);
+        jsonw_key(w, "indexer_head_dim"); jsonw_int(w, g->idx_dim);
+        jsonw_key(w, "indexer_budget"); jsonw_int(w, g->qsa_budget);
+        jsonw_key(w, "indexer_compress_ratio"); jsonw_int(w, g->qsa_block);
+        jsonw_key(w, "ple_layer_ids"); /* 1-based */
+        jsonw_arr_begin(w);
+        jsonw_int(w, g->ple_layer + 1);
+        jsonw_arr_end(w);
+        jsonw_key(w, "ple_embed_dim"); jsonw_int(w, g->ple_heads * g->ple_row);
+        jsonw_key(w, "ple_conv_kernel_size"); jsonw_int(w, g->ple_kernel);
+        jsonw_key(w, "ngram_size"); jsonw_int(w, g->ple_ngram);
+        jsonw_key(w, "heads_per_ngram"); jsonw_int(w, g->ple_per_order);
+        jsonw_key(w, "ngram_vocab_size_base"); jsonw_int(w, g->ple_base);
+        jsonw_key(w, "make_ngram_vocab_size_divisible_by"); jsonw_int(w, 128);
+        jsonw_key(w, "split_ngram_parts"); jsonw_int(w, g->ple_shards);
     }
     jsonw_key(w, "mlp_only_layers");
     jsonw_arr_begin(w);
@@ -384,6 +577,39 @@ static void mk_gguf_meta(struct gguf_writer *w, const struct model_arch_info *a,
         gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)g->n_ff_exp);
         gguf_writer_set_u32(w, KEY("expert_shared_feed_forward_length"), (uint32_t)g->n_ff_shexp);
     }
+    if (g->flash_next) {
+        gguf_writer_set_u32(w, KEY("hyper_connection.count"), (uint32_t)g->hc_n);
+        gguf_writer_set_u32(w, KEY("hyper_connection.low_rank"), (uint32_t)g->hc_rank);
+        gguf_writer_set_u32(w, KEY("attention.indexer.head_count"), (uint32_t)g->idx_heads);
+        gguf_writer_set_u32(w, KEY("attention.indexer.key_length"), (uint32_t)g->idx_dim);
+        gguf_writer_set_u32(w, KEY("attention.indexer.top_k"), (uint32_t)g->qsa_budget); /* tokens */
+        int32_t ratios[MODEL_MAX_LAYERS];
+        for (int64_t il = 0; il < g->n_layer; il++) ratios[il] = mk_layer_is_full(g, il) ? (int32_t)g->qsa_block : 0;
+        gguf_writer_set_arr_i32(w, KEY("attention.compress_ratios"), ratios, (uint64_t)g->n_layer);
+        const int32_t ple_layer = (int32_t)g->ple_layer; /* 0-based */
+        gguf_writer_set_arr_i32(w, KEY("ple.layers"), &ple_layer, 1);
+        gguf_writer_set_u32(w, KEY("ple.ngram_size"), (uint32_t)g->ple_ngram);
+        gguf_writer_set_u32(w, KEY("ple.heads_per_ngram"), (uint32_t)g->ple_per_order);
+        gguf_writer_set_u32(w, KEY("ple.conv_kernel"), (uint32_t)g->ple_kernel);
+        gguf_writer_set_u32(w, KEY("ple.eos_token_id"), (uint32_t)g->ple_eos);
+        gguf_writer_set_u32(w, KEY("embedding_length_per_layer_input"), (uint32_t)g->ple_row);
+        /* u64 arrays: the multipliers pass 2^32 (llama.cpp reads them at that width) */
+        const struct { const char *k; const uint64_t *v; int64_t n; } arrs[] = {
+            { "ple.layer_multipliers", g->ple_mult, g->ple_ngram },
+            { "ple.head_offsets", g->ple_off, g->ple_heads },
+            { "ple.head_vocab_sizes", g->ple_mod, g->ple_heads },
+        };
+        for (size_t k = 0; k < HS_ARRAY_LEN(arrs); k++) {
+            struct gguf_value items[MODEL_PLE_MAX_HEADS], v = { .type = GGUF_TYPE_ARRAY };
+            for (int64_t i = 0; i < arrs[k].n; i++)
+                items[i] = (struct gguf_value){ .type = GGUF_TYPE_UINT64, .v.u = arrs[k].v[i] };
+            v.v.arr.elem_type = GGUF_TYPE_UINT64;
+            v.v.arr.n = (uint64_t)arrs[k].n;
+            v.v.arr.items = items;
+            snprintf(key, sizeof(key), "%s.%s", a->name, arrs[k].k);
+            gguf_writer_set_value(w, key, &v);
+        }
+    }
 #undef KEY
 }
 
@@ -449,10 +675,6 @@ int mkmodel_write(const struct mkmodel_opts *o, struct hs_err *err)
     if (!o->out || !*o->out) return hs_err_set(err, HS_ERR_INVALID, "--out is required");
     if ((unsigned)o->arch >= MODEL_ARCH_COUNT)
         return hs_err_set(err, HS_ERR_INVALID, "unknown architecture %d", (int)o->arch);
-    struct model_arch_info ai;
-    if (model_arch_info(o->arch, &ai) && ai.flash_next)
-        return hs_err_set(err, HS_ERR_UNSUPPORTED, "--arch qwen4exp: mkmodel does not write Qwen3.8-Flash-Next "
-                          "files yet (headstart loads and runs them)");
     if ((unsigned)o->dtype >= DTYPE_COUNT || !dtype_info(o->dtype)->compute || o->dtype == DTYPE_Q6_K ||
         (o->ud_mix && o->dtype != DTYPE_Q8_0))
         return hs_err_set(err, HS_ERR_INVALID, "--dtype must be f32, f16, bf16, q8_0, q4_k_m, q5_k_m, "
@@ -497,6 +719,10 @@ int mkmodel_write(const struct mkmodel_opts *o, struct hs_err *err)
     /* Real presets keep the real embedding size unless a tokenizer brings its own. */
     if (preset->real_vocab && !o->tokenizer_json) t.n_vocab = HS_MAX(t.n_vocab, a->real_vocab);
     g.n_vocab = t.n_vocab;
+    if (g.flash_next) {
+        g.ple_eos = t.eos_id; /* <|endoftext|> resets the n-gram context, as in the real config */
+        mk_ple_mults(&g, o->seed);
+    }
 
     struct mk_plan plan;
     rc = mk_tensors_plan(&plan, a, &g, o->dtype, o->ud_mix, gguf, err);

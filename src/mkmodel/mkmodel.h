@@ -38,6 +38,13 @@ struct mkmodel_opts {
     int64_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff;
     int64_t gdn_k_heads, gdn_v_heads, gdn_head_dim;
     int64_t n_expert, n_expert_used, n_ff_exp;
+    /* qwen4exp only (mkmodel.c note 6); 0 = the default */
+    int64_t hc_streams, hc_rank;           /* hyper-connection streams, mixer rank */
+    int64_t indexer_heads, indexer_head_dim;
+    int64_t qsa_budget;                    /* tokens a query keeps (blocks of 4) */
+    int64_t ngram, ngram_heads, ngram_row; /* N (orders 2..N), heads per order, row width */
+    int64_t ngram_table_rows;              /* 0: derived from successive primes */
+    int64_t ngram_shards, ngram_conv_kernel;
     enum dtype dtype;            /* weight dtype of matrices (norms stay f32) */
     bool ud_mix;                 /* --dtype ud_q4_k_xl (with dtype DTYPE_Q8_0): a mixed file in
                                   * the manner of unsloth's UD-Q4_K_XL (mkmodel.c note 3) */

@@ -55,6 +55,12 @@ struct mk_geom {
     int64_t n_vocab, n_ctx, full_attn_interval;
     float rope_theta, rms_eps;
     bool tied;
+    /* qwen4exp (flash_next): hyper-connections, the QSA indexer, the n-gram embedding */
+    bool flash_next;
+    int64_t hc_n, hc_rank, idx_heads, idx_dim, qsa_block, qsa_budget;
+    int64_t ple_layer, ple_ngram, ple_per_order, ple_heads, ple_row, ple_kernel;
+    int64_t ple_rows, ple_shards, ple_base, ple_eos;
+    uint64_t ple_mult[MODEL_PLE_MAX_NGRAM], ple_mod[MODEL_PLE_MAX_HEADS], ple_off[MODEL_PLE_MAX_HEADS];
 };
 
 static inline bool mk_layer_is_full(const struct mk_geom *g, int64_t il)
@@ -68,7 +74,8 @@ enum mk_route {
     MK_ROUTE_TILE_COLS, /* columns are value heads of p1 columns: grouped -> tiled */
     MK_ROUTE_QKVZ,      /* Qwen3-Next in_proj_qkvz -> attn_qkv (dst) + attn_gate (dst2) */
     MK_ROUTE_GATE_UP,   /* [E, 2I, H] -> gate (dst) + up (dst2), each [E, I, H]; p0 = I */
-    MK_ROUTE_STACK,     /* expert p0's matrix -> its slice of a stacked [E, rows, cols] dst */
+    MK_ROUTE_STACK,     /* expert (or table shard) p0's rows -> its slice of a stacked dst */
+    MK_ROUTE_SPLIT,     /* rows [0, p0) -> dst, the rest -> dst2 (the indexer's fused q|k) */
 };
 
 enum mk_xform { MK_XFORM_NONE, MK_XFORM_PLUS_ONE, MK_XFORM_NEG_EXP };
@@ -99,6 +106,7 @@ struct mk_out {
     int64_t row_len, n_rows;
     uint64_t row_bytes, n_bytes;
     uint8_t *data; /* owned */
+    const void *fixed; /* not generated: these n_bytes are copied in (the I64 buffers) */
 };
 
 struct mk_job {
@@ -123,6 +131,9 @@ void mk_plan_free(struct mk_plan *p);
 /* Add an output tensor (data allocated later); returns its index or a negative status. */
 int mk_out_add(struct mk_plan *p, const char *name, enum dtype dt, int n_dims, const int64_t *shape,
                struct hs_err *err);
+/* Add an output holding given bytes (borrowed until mk_plan_free). */
+int mk_out_add_fixed(struct mk_plan *p, const char *name, enum dtype dt, int64_t n, const void *data,
+                     struct hs_err *err);
 void mk_job_add(struct mk_plan *p, const struct mk_src *src, enum mk_route route, enum mk_xform xform,
                 int dst, int dst2, int64_t p0, int64_t p1);
 /* Allocate every output and generate every source into it (rows in parallel). */

@@ -57,6 +57,14 @@ int mk_out_add(struct mk_plan *p, const char *name, enum dtype dt, int n_dims,
     return p->n_outs++;
 }
 
+int mk_out_add_fixed(struct mk_plan *p, const char *name, enum dtype dt, int64_t n, const void *data,
+                     struct hs_err *err)
+{
+    int o = mk_out_add(p, name, dt, 1, &n, err);
+    if (o >= 0) p->outs[o].fixed = data;
+    return o;
+}
+
 void mk_job_add(struct mk_plan *p, const struct mk_src *src, enum mk_route route,
                        enum mk_xform xform, int dst, int dst2, int64_t p0, int64_t p1)
 {
@@ -167,6 +175,12 @@ static void mk_route_row(const struct mk_job *j, const struct mk_geom *g, int64_
         *dr = j->p0 * rows + r;
         break;
     }
+    case MK_ROUTE_SPLIT:
+        if (r >= j->p0) {
+            *dst = j->dst2;
+            *dr = r - j->p0;
+        }
+        break;
     }
 }
 
@@ -222,7 +236,10 @@ static void mk_run_rows(void *ctx, int64_t begin, int64_t end, int t)
 
 void mk_plan_run(struct mk_plan *p, const struct mk_geom *g, uint64_t seed)
 {
-    for (int i = 0; i < p->n_outs; i++) p->outs[i].data = hs_malloc(p->outs[i].n_bytes);
+    for (int i = 0; i < p->n_outs; i++) {
+        p->outs[i].data = hs_malloc(p->outs[i].n_bytes);
+        if (p->outs[i].fixed) memcpy(p->outs[i].data, p->outs[i].fixed, p->outs[i].n_bytes);
+    }
     const struct sys_cpu *cpu = sys_cpu_get();
     int n_threads = HS_MAX(1, HS_MIN(cpu ? cpu->n_cores : 1, 16));
     struct sys_pool *pool = sys_pool_new(n_threads);

@@ -18,6 +18,12 @@
  *   2. A weight is stored in --dtype when GGUF keeps it a matrix too (the shared-expert gate,
  *      [1, H] in HF and [H] in GGUF, stays f32 in both); every other tensor is f32.
  *   3. Every GGUF output is written whole: routes cover each of its rows once.
+ *   4. qwen4exp's two tensors that are not one-to-one: the indexer's fused q|k projection is
+ *      routed row by row into indexer.q_proj and k_proj (MK_ROUTE_SPLIT); the n-gram table,
+ *      one walk entry for all its shards, is one source per shard (its own name, so its own
+ *      stream), each stacked into its slice of per_layer_token_embd (mk_put_table), with the
+ *      hash constants as I64 outputs in HF only. The n-gram conv (a per-channel vector
+ *      conversion in the spec tables) is drawn as conv taps.
  */
 #include "mkmodel/mkmodel_int.h"
 #include "kernels/kernels.h"
@@ -54,6 +60,8 @@ static const struct mk_conv_rule {
     [SPEC_CONV_EXPERTS] = { MK_INIT_MATRIX, MK_ROUTE_SAME, MK_XFORM_NONE, MK_TILE_NONE },
     [SPEC_CONV_GATE_UP] = { MK_INIT_MATRIX, MK_ROUTE_GATE_UP, MK_XFORM_NONE, MK_TILE_NONE },
     [SPEC_CONV_EXPERT_LIST] = { MK_INIT_MATRIX, MK_ROUTE_STACK, MK_XFORM_NONE, MK_TILE_NONE },
+    [SPEC_CONV_SPLIT_ROWS] = { MK_INIT_MATRIX, MK_ROUTE_SPLIT, MK_XFORM_NONE, MK_TILE_NONE },
+    [SPEC_CONV_SHARDS] = { MK_INIT_MATRIX, MK_ROUTE_STACK, MK_XFORM_NONE, MK_TILE_NONE },
 };
 
 /* Building the plan: the walk calls mk_put once per HF tensor. */
@@ -118,15 +126,21 @@ static enum dtype mk_xtype_type(const struct mk_geom *g, enum dtype base, const 
 
 /* The type of GGUF tensor `name` (rows of row_len values) in a --dtype ud_q4_k_xl file
  * (mkmodel.c note 3): routed experts' gate / up Q4_K (Q8_0 where a row is not whole
- * super-blocks) and down Q5_1, an untied token_embd IQ4_NL (the large table read a few rows
- * per token, as a real file's PLE table), the router f32, the rest Q8_0. */
+ * super-blocks) and down Q5_1, the router f32, the rest Q8_0; the large table read a few rows
+ * per token IQ4_NL (qwen4exp: the n-gram table, as real files have it, and its indexer BF16;
+ * the other architectures: an untied token_embd, standing in for such a table). */
 static enum dtype mk_ud_type(const struct mk_geom *g, const char *name, int64_t row_len)
 {
     if (strstr(name, "ffn_gate_inp.weight")) return DTYPE_F32;
     if (strstr(name, "ffn_gate_exps") || strstr(name, "ffn_up_exps") || strstr(name, "ffn_gate_up_exps"))
         return row_len % KERN_QK ? DTYPE_Q8_0 : DTYPE_Q4_K;
     if (strstr(name, "ffn_down_exps")) return DTYPE_Q5_1;
-    if (!g->tied && !strcmp(name, "token_embd.weight")) return DTYPE_IQ4_NL;
+    if (g->flash_next) {
+        if (!strcmp(name, "per_layer_token_embd.weight")) return DTYPE_IQ4_NL;
+        if (strstr(name, ".indexer.")) return DTYPE_BF16;
+    } else if (!g->tied && !strcmp(name, "token_embd.weight")) {
+        return DTYPE_IQ4_NL;
+    }
     return DTYPE_Q8_0;
 }
 
@@ -149,6 +163,66 @@ static int mk_stack_out(struct mk_builder *b, const struct model_arch_tensor *t,
     return o;
 }
 
+/* The type a quantized GGUF matrix `name` of layer il with rows of row_len values gets in
+ * this file (design note, invariant 2; mkmodel.c note 3). */
+static enum dtype mk_gguf_type(const struct mk_builder *b, const char *name, int64_t il, int64_t row_len)
+{
+    if (b->ud_mix) return mk_ud_type(b->g, name, row_len);
+    if (b->dtype == DTYPE_Q4_K || b->dtype == DTYPE_Q5_K) return mk_kquant_type(b->g, b->dtype, name, il, row_len);
+    if (b->dtype == DTYPE_Q5_1 || b->dtype == DTYPE_IQ4_NL || b->dtype == DTYPE_IQ4_XS)
+        return mk_xtype_type(b->g, b->dtype, name, row_len);
+    return b->dtype;
+}
+
+/* The n-gram table (qwen4exp): HF keeps it as ple_shards tensors inside the PLE layer, rows
+ * concatenated in shard order, GGUF as one per_layer_token_embd; each shard is a source
+ * stacked into its slice of the GGUF table. The hash constants follow it in HF (I64
+ * buffers; GGUF keeps them as metadata, mkmodel.c). */
+static int mk_put_table(struct mk_builder *b, const struct model_arch_tensor *t)
+{
+    struct hs_err *err = b->err;
+    const struct mk_geom *g = b->g;
+    struct mk_plan *p = &b->plan;
+    struct mk_src src;
+    memset(&src, 0, sizeof(src));
+    src.n_dims = t->n_dims;
+    memcpy(src.shape, t->shape, (size_t)t->n_dims * sizeof(*t->shape));
+    src.init = MK_INIT_MATRIX;
+    src.quant = true;
+    const int64_t row_len = t->shape[t->n_dims - 1];
+    int table = -1;
+    if (b->gguf) {
+        char name[MK_NAME_MAX];
+        int rc = mk_gguf_name(b, t, 0, name, err);
+        if (rc) return rc;
+        table = mk_out_add(p, name, mk_gguf_type(b, name, -1, row_len), t->gguf_n_dims[0], t->gguf_shape[0], err);
+        if (table < 0) return table;
+    }
+    for (int64_t s = 0; s < g->ple_shards; s++) {
+        char rel[MK_NAME_MAX];
+        snprintf(rel, sizeof(rel), t->hf, (int)g->ple_layer, (int)s);
+        int n = snprintf(src.name, sizeof(src.name), "%s%s", b->arch->hf_prefix, rel);
+        if (n < 0 || (size_t)n >= sizeof(src.name))
+            return hs_err_set(err, HS_ERR_LIMIT, "mkmodel: tensor name '%s...' is too long", src.name);
+        int dst = table;
+        if (!b->gguf && (dst = mk_out_add(p, src.name, b->dtype, t->n_dims, t->shape, err)) < 0) return dst;
+        mk_job_add(p, &src, b->gguf ? MK_ROUTE_STACK : MK_ROUTE_SAME, MK_XFORM_NONE, dst, -1, b->gguf ? s : 0, 0);
+    }
+    if (b->gguf) return HS_OK;
+    static const struct { const char *tail; int which; } bufs[] = {
+        { "layer_multipliers", 0 }, { "ngram_heads_offsets", 1 }, { "ngram_heads_vocab_sizes", 2 },
+    };
+    for (size_t k = 0; k < HS_ARRAY_LEN(bufs); k++) {
+        char name[MK_NAME_MAX];
+        snprintf(name, sizeof(name), "%slayers.%d.ple.ple_embedding.%s", b->arch->hf_prefix, (int)g->ple_layer,
+                 bufs[k].tail);
+        const uint64_t *v = bufs[k].which == 0 ? g->ple_mult : bufs[k].which == 1 ? g->ple_off : g->ple_mod;
+        int o = mk_out_add_fixed(p, name, DTYPE_I64, bufs[k].which == 0 ? g->ple_ngram : g->ple_heads, v, err);
+        if (o < 0) return o;
+    }
+    return HS_OK;
+}
+
 static int mk_put(const struct model_arch_tensor *t, void *ctx)
 {
     struct mk_builder *b = ctx;
@@ -156,6 +230,7 @@ static int mk_put(const struct model_arch_tensor *t, void *ctx)
     const struct mk_conv_rule *cr = &mk_convs[t->conv];
     struct mk_src src;
     memset(&src, 0, sizeof(src));
+    if (t->conv == SPEC_CONV_SHARDS) return mk_put_table(b, t);
     char rel[MK_NAME_MAX];
     snprintf(rel, sizeof(rel), t->hf, t->expert); /* "%d" in expert names only */
     int n = t->hf_root ? snprintf(src.name, sizeof(src.name), "%s", rel)
@@ -170,7 +245,9 @@ static int mk_put(const struct model_arch_tensor *t, void *ctx)
     src.n_dims = n_dims;
     memcpy(src.shape, shape, (size_t)n_dims * sizeof(*shape));
     const bool plain_norm = t->conv == SPEC_CONV_NORM && !t->zero_centred;
-    src.init = plain_norm ? MK_INIT_NORM_ONE : cr->init;
+    /* conv taps stored as they are (the n-gram embedding's depthwise conv, HF [C, 1, K]) */
+    const bool taps = t->conv == SPEC_CONV_VEC && n_dims == 3;
+    src.init = plain_norm ? MK_INIT_NORM_ONE : taps ? MK_INIT_CONV : cr->init;
     src.quant = quant;
     enum dtype dt = quant ? b->dtype : DTYPE_F32;
     struct mk_plan *p = &b->plan;
@@ -189,15 +266,9 @@ static int mk_put(const struct model_arch_tensor *t, void *ctx)
     const bool split = t->gguf[1] != NULL;
     enum dtype dt2 = dt;
     if (split && (rc = mk_gguf_name(b, t, 1, name2, err))) return rc;
-    if (quant && b->ud_mix) {
-        dt = mk_ud_type(g, name, shape[n_dims - 1]);
-        if (split) dt2 = mk_ud_type(g, name2, shape[n_dims - 1]);
-    } else if (quant && (b->dtype == DTYPE_Q4_K || b->dtype == DTYPE_Q5_K)) {
-        dt = mk_kquant_type(g, b->dtype, name, t->il, shape[n_dims - 1]);
-        if (split) dt2 = mk_kquant_type(g, b->dtype, name2, t->il, shape[n_dims - 1]);
-    } else if (quant && (b->dtype == DTYPE_Q5_1 || b->dtype == DTYPE_IQ4_NL || b->dtype == DTYPE_IQ4_XS)) {
-        dt = mk_xtype_type(g, b->dtype, name, shape[n_dims - 1]);
-        if (split) dt2 = mk_xtype_type(g, b->dtype, name2, shape[n_dims - 1]);
+    if (quant) {
+        dt = mk_gguf_type(b, name, t->il, shape[n_dims - 1]);
+        if (split) dt2 = mk_gguf_type(b, name2, t->il, shape[n_dims - 1]);
     }
     int dst, dst2 = -1;
     int64_t p0 = 0, p1 = 0;
@@ -209,6 +280,7 @@ static int mk_put(const struct model_arch_tensor *t, void *ctx)
         dst = mk_out_add(p, name, dt, t->gguf_n_dims[0], t->gguf_shape[0], err);
         if (dst >= 0 && split) dst2 = mk_out_add(p, name2, dt2, t->gguf_n_dims[1], t->gguf_shape[1], err);
         if (route == MK_ROUTE_GATE_UP) p0 = t->gguf_shape[0][1]; /* I of [E, I, H] */
+        if (route == MK_ROUTE_SPLIT) p0 = t->gguf_shape[0][0];   /* rows of the first part */
     }
     if (dst < 0) return dst;
     if (dst2 < 0 && split) return dst2;
@@ -248,6 +320,19 @@ static void mk_hparams(const struct model_arch_info *a, const struct mk_geom *g,
     hp->n_ff_exp = g->n_ff_exp;
     hp->n_ff_shexp = g->n_ff_shexp;
     hp->tied_embeddings = g->tied;
+    hp->ple_layer = -1;
+    if (g->flash_next) {
+        hp->hc_n = g->hc_n;
+        hp->hc_rank = g->hc_rank;
+        hp->idx_heads = g->idx_heads;
+        hp->idx_dim = g->idx_dim;
+        hp->ple_layer = g->ple_layer;
+        hp->ple_heads = g->ple_heads;
+        hp->ple_row = g->ple_row;
+        hp->ple_kernel = g->ple_kernel;
+        hp->ple_rows = g->ple_rows;
+        hp->ple_shards = g->ple_shards;
+    }
     for (int64_t il = 0; il < g->n_layer; il++) {
         hp->layer_kind[il] = mk_layer_is_full(g, il) ? LAYER_KIND_ATTN : LAYER_KIND_GDN;
         hp->layer_moe[il] = a->moe;

@@ -4,6 +4,11 @@
 # bf16. For each file, tools/llama_eval tokenizes a ChatML prompt with llama.cpp's tokenizer,
 # decodes it in one batch and checks that every logit is finite. Determinism is checked on the
 # way: writing the same options twice must give the same bytes.
+# qwen4exp (Qwen3.8-Flash-Next: hyper-connections, the QSA indexer, the n-gram table) is held
+# to more: its logits on a 64-token prompt must match `headstart logits` within
+# engine_parity.sh's tolerances (f32 1e-3, q8_0 2e-2 of the largest |logit|), with the default
+# QSA budget (2048 tokens: dense for this prompt, where llama.cpp and headstart must agree) and
+# with Hk != Hv (value heads tiled in the GGUF).
 #
 # Run from the repository root with HEADSTART_BUILD set (tools/run_tests.sh does). Needs
 # `make deps` (node_modules) and the llama.cpp source bundle cloned by tools/embed_template.sh
@@ -15,8 +20,10 @@ llama_setup
 tmp=$(mktemp -d /tmp/hs-llama-load.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
-for arch in qwen35 qwen35moe qwen3next; do
-    for dtype in f32 q8_0 bf16; do
+for arch in qwen35 qwen35moe qwen3next qwen4exp; do
+    dtypes="f32 q8_0 bf16"
+    [ $arch = qwen4exp ] && dtypes="$dtypes q4_k_m q5_k_m q5_1 iq4_nl iq4_xs ud_q4_k_xl"
+    for dtype in $dtypes; do
         name=$arch-$dtype
         out=$tmp/$name.gguf
         if ! "$hs" mkmodel --arch "$arch" --dtype "$dtype" --seed 7 --out "$out" > "$tmp/$name.mk.log" 2>&1; then
@@ -29,6 +36,53 @@ for arch in qwen35 qwen35moe qwen3next; do
         fi
     done
 done
+
+# qwen4exp logits against llama.cpp's (the files written above, seed 7): f32 and q8_0 within
+# engine_parity.sh's tolerances. The ud_q4_k_xl mix (n-gram table IQ4_NL, indexer BF16,
+# experts Q4_K / Q5_1, the rest Q8_0) is only reported: its activation-quantization noise is
+# judged against llama.cpp's own distance from the dequantized weights by xtype_parity.sh's
+# method, not by a fixed tolerance (measured here: rel 5.2e-2, argmax 61/64).
+llama_ids
+for dtype in f32 q8_0 ud_q4_k_xl; do
+    tol=1e-3
+    [ "$dtype" = f32 ] || tol=2e-2
+    g=$tmp/qwen4exp-$dtype.gguf
+    [ -f "$g" ] || { fail "qwen4exp $dtype: no file"; continue; }
+    if ! "$hs" logits -m "$g" --ids "$ids_sp" --all --threads 2 -o "$tmp/q4-$dtype.hs" 2> "$tmp/q4.log"; then
+        fail "qwen4exp $dtype: headstart logits"; cat "$tmp/q4.log"; continue
+    fi
+    if ! timeout 300 "$eval_bin" --lib-dir "$libdir" "$g" --tokens "$ids" --logits-out "$tmp/q4-$dtype.ll" \
+            --threads 1 $kv_flag > "$tmp/q4.log" 2>&1; then
+        fail "qwen4exp $dtype: llama.cpp"; tail -5 "$tmp/q4.log"; continue
+    fi
+    v=$(llama_compare "$tmp/q4-$dtype.hs" "$tmp/q4-$dtype.ll" $tol)
+    if [ $dtype = ud_q4_k_xl ]; then echo "info: qwen4exp $dtype logits vs llama.cpp: ${v#* }"; continue; fi
+    case $v in OK*) pass "qwen4exp $dtype logits vs llama.cpp (tol $tol): $v" ;;
+               *) fail "qwen4exp $dtype logits vs llama.cpp (tol $tol): $v" ;; esac
+done
+# Another qwen4exp geometry by flags: 8 layers, 3 streams of rank 64, 3 indexer heads of 32,
+# N 4 with one head per order (3 heads of 32 = hidden 96), a 600-row table (3 HF shards), a
+# 3-tap n-gram conv, Hk 1 / Hv 3.
+g=$tmp/qwen4exp-odd.gguf
+if "$hs" mkmodel --arch qwen4exp --seed 7 --layers 8 --hidden 96 --gdn-k-heads 1 --gdn-v-heads 3 \
+        --hc-streams 3 --hc-rank 64 --indexer-heads 3 --indexer-head-dim 32 --ngram 4 --ngram-heads 1 \
+        --ngram-row 32 --ngram-table-rows 600 --ngram-shards 3 --ngram-conv-kernel 3 --out "$g" > "$tmp/q4.log" 2>&1 &&
+   "$hs" logits -m "$g" --ids "$ids_sp" --all --threads 2 -o "$tmp/q4-odd.hs" 2>> "$tmp/q4.log" &&
+   timeout 300 "$eval_bin" --lib-dir "$libdir" "$g" --tokens "$ids" --logits-out "$tmp/q4-odd.ll" \
+        --threads 1 $kv_flag >> "$tmp/q4.log" 2>&1; then
+    v=$(llama_compare "$tmp/q4-odd.hs" "$tmp/q4-odd.ll" 1e-3)
+    case $v in OK*) pass "qwen4exp odd geometry f32 logits vs llama.cpp (tol 1e-3): $v" ;;
+               *) fail "qwen4exp odd geometry f32 logits vs llama.cpp (tol 1e-3): $v" ;; esac
+else
+    fail "qwen4exp odd geometry"; tail -5 "$tmp/q4.log"
+fi
+"$hs" inspect "$tmp/qwen4exp-ud_q4_k_xl.gguf" > "$tmp/q4.inspect" 2>&1
+if grep -q '^  per_layer_token_embd.weight  *iq4_nl ' "$tmp/q4.inspect" &&
+   grep -q '^  blk.3.indexer.q_proj.weight  *bf16 ' "$tmp/q4.inspect"; then
+    pass "qwen4exp ud_q4_k_xl: the n-gram table IQ4_NL, the indexer BF16"
+else
+    fail "qwen4exp ud_q4_k_xl types"; grep -E 'per_layer|indexer' "$tmp/q4.inspect"
+fi
 
 # Same options, same bytes; another seed, other bytes.
 "$hs" mkmodel --arch qwen35 --dtype q8_0 --seed 7 --out "$tmp/again.gguf" > /dev/null 2>&1 &&

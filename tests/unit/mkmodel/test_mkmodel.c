@@ -1142,3 +1142,275 @@ Test(mkmodel_write, model_load_binds_hf_and_gguf_alike_qwen35) { check_binding(M
 Test(mkmodel_write, model_load_binds_hf_and_gguf_alike_qwen35moe) { check_binding(MODEL_ARCH_QWEN35MOE, DTYPE_F32); }
 Test(mkmodel_write, model_load_binds_hf_and_gguf_alike_qwen3next) { check_binding(MODEL_ARCH_QWEN3NEXT, DTYPE_F32); }
 Test(mkmodel_write, model_load_binds_hf_and_gguf_alike_bf16) { check_binding(MODEL_ARCH_QWEN3NEXT, DTYPE_BF16); }
+
+/* ---- qwen4exp (Qwen3.8-Flash-Next) ---------------------------------------------------------
+ * The tiny default: H 128, 4 streams of rank 32, an indexer of 2 x 32, the n-gram embedding on
+ * layer 1 (N 3, 2 heads per order of 32, a 512-row table in 4 HF shards), Hk 2 != Hv 4. */
+enum { F_H = 128, F_HC = 4, F_HCR = 32, F_IXH = 2, F_IXD = 32, F_NG = 3, F_PH = 4, F_PR = 32, F_PK = 4,
+       F_ROWS = 512, F_SHARDS = 4 };
+
+/* Row r of matrix m of weight w. */
+static const uint8_t *w_row(const struct model_weight *w, int64_t m, int64_t r)
+{
+    const void *d = w->n_mat > 1 ? w->mats[m] : w->data;
+    return (const uint8_t *)d + r * w->row_bytes;
+}
+
+static void same_hc(const struct model_hc *x, const struct model_hc *y, bool inject, const char *what, int il)
+{
+    same_f32(x->norm, y->norm, F_HC * F_H, what, il);
+    same_weight(&x->down, &y->down, what, il);
+    same_weight(&x->up, &y->up, what, il);
+    if (inject) same_weight(&x->inject, &y->inject, what, il);
+}
+
+static void check_binding_flash(enum dtype dt)
+{
+    char hf[160], gg[160];
+    make(MODEL_ARCH_QWEN4EXP, dt, 21, tp(hf, "bind4-hf"));
+    make(MODEL_ARCH_QWEN4EXP, dt, 21, tp(gg, "bind4.gguf"));
+    struct hs_err err;
+    hs_err_clear(&err);
+    struct model *mh = NULL, *mg = NULL;
+    cr_assert_eq(model_load(hf, &mh, &err), HS_OK, "HF: %s", err.msg);
+    cr_assert_eq(model_load(gg, &mg, &err), HS_OK, "GGUF: %s", err.msg);
+    const struct model_hparams *a = model_hparams(mh), *b = model_hparams(mg);
+    cr_assert(a->n_vocab == b->n_vocab && a->n_embd == F_H && b->n_embd == F_H && a->n_layer == b->n_layer &&
+              a->n_head == b->n_head && a->n_head_kv == b->n_head_kv && a->head_dim == b->head_dim &&
+              a->n_rot == b->n_rot && a->gdn_k_heads == T_HK && b->gdn_k_heads == T_HK &&
+              a->gdn_v_heads == T_HV && b->gdn_v_heads == T_HV && a->n_expert == b->n_expert &&
+              a->n_expert_used == b->n_expert_used && a->n_ff_exp == b->n_ff_exp && a->n_ff_shexp == b->n_ff_shexp,
+              "trunk hyperparameters differ between the HF and GGUF files");
+    cr_assert(a->gdn_gate == GDN_GATE_SIGMOID && b->gdn_gate == GDN_GATE_SIGMOID);
+    cr_assert(a->hc_n == F_HC && b->hc_n == F_HC && a->hc_rank == F_HCR && b->hc_rank == F_HCR);
+    cr_assert(a->idx_heads == F_IXH && b->idx_heads == F_IXH && a->idx_dim == F_IXD && b->idx_dim == F_IXD);
+    cr_assert(a->qsa_block == 4 && b->qsa_block == 4 && a->qsa_top_blocks == 512 && b->qsa_top_blocks == 512);
+    cr_assert(a->ple_layer == 1 && b->ple_layer == 1 && a->ple_ngram == F_NG && b->ple_ngram == F_NG);
+    cr_assert(a->ple_heads == F_PH && b->ple_heads == F_PH && a->ple_row == F_PR && b->ple_row == F_PR);
+    cr_assert(a->ple_kernel == F_PK && b->ple_kernel == F_PK && a->ple_rows == F_ROWS && b->ple_rows == F_ROWS);
+    cr_assert(a->ple_shards == F_SHARDS && b->ple_shards == 1);
+    cr_assert(a->ple_eos == b->ple_eos && a->ple_eos > 0 && a->ple_eos < a->n_vocab);
+    for (int j = 0; j < F_NG; j++) {
+        cr_assert_eq(a->ple_mult[j], b->ple_mult[j], "multiplier %d", j);
+        cr_assert(a->ple_mult[j] & 1, "multiplier %d is even", j);
+        cr_assert_lt(a->ple_mult[j], (UINT64_C(1) << 63) / (uint64_t)a->n_vocab);
+    }
+    /* moduli: successive primes from 101; offsets: their prefix sums; rows padded to 128 */
+    static const uint64_t primes[F_PH] = { 101, 103, 107, 109 };
+    uint64_t off = 0;
+    for (int h = 0; h < F_PH; h++) {
+        cr_assert(a->ple_mod[h] == primes[h] && b->ple_mod[h] == primes[h], "head %d modulus", h);
+        cr_assert(a->ple_off[h] == off && b->ple_off[h] == off, "head %d offset", h);
+        off += primes[h];
+    }
+
+    same_weight(model_token_embd(mh), model_token_embd(mg), "token_embd", -1);
+    same_weight(model_lm_head(mh), model_lm_head(mg), "lm_head", -1);
+    cr_assert_null(model_output_norm(mh));
+    cr_assert_null(model_output_norm(mg));
+    same_hc(model_head_mixer(mh), model_head_mixer(mg), false, "head mixer", -1);
+    /* the table: HF rows come shard by shard, GGUF holds them in one matrix */
+    const struct model_weight *th = model_ple_table(mh), *tg = model_ple_table(mg);
+    cr_assert(th && tg);
+    cr_assert(th->n_mat == F_SHARDS && tg->n_mat == 1 && th->dtype == tg->dtype && th->row_bytes == tg->row_bytes);
+    for (int64_t r = 0; r < F_ROWS; r++)
+        cr_assert(!memcmp(w_row(th, r / (F_ROWS / F_SHARDS), r % (F_ROWS / F_SHARDS)), w_row(tg, 0, r), th->row_bytes),
+                  "n-gram table row %lld differs between HF and GGUF", (long long)r);
+    const int64_t C = 2 * T_HK * T_D + T_HV * T_D;
+    for (int il = 0; il < (int)a->n_layer; il++) {
+        const struct model_layer *x = model_layer(mh, il), *y = model_layer(mg, il);
+        cr_assert_eq(x->kind, y->kind);
+        cr_assert_eq(x->kind, (il + 1) % 4 == 0 ? LAYER_KIND_ATTN : LAYER_KIND_GDN);
+        same_hc(&x->hc_attn, &y->hc_attn, true, "hc_attn", il);
+        same_hc(&x->hc_ffn, &y->hc_ffn, true, "hc_ffn", il);
+        if (il == 1) {
+            same_weight(&x->ple_key, &y->ple_key, "ple_key", il);
+            same_weight(&x->ple_value, &y->ple_value, "ple_value", il);
+            same_f32(x->ple_norm_key, y->ple_norm_key, F_HC * F_H, "ple_norm_key", il);
+            same_f32(x->ple_norm_query, y->ple_norm_query, F_HC * F_H, "ple_norm_query", il);
+            same_f32(x->ple_norm_conv, y->ple_norm_conv, F_HC * F_H, "ple_norm_conv", il);
+            same_f32(x->ple_conv, y->ple_conv, F_HC * F_H * F_PK, "ple_conv", il);
+        }
+        if (x->kind == LAYER_KIND_ATTN) {
+            same_weight(&x->wq, &y->wq, "wq", il);
+            same_weight(&x->wk, &y->wk, "wk", il);
+            same_weight(&x->wv, &y->wv, "wv", il);
+            same_weight(&x->wo, &y->wo, "wo", il);
+            same_f32(x->q_norm, y->q_norm, T_HD, "q_norm", il);
+            same_f32(x->k_norm, y->k_norm, T_HD, "k_norm", il);
+            same_weight(&x->idx_q, &y->idx_q, "idx_q", il);
+            same_weight(&x->idx_k, &y->idx_k, "idx_k", il);
+            same_f32(x->idx_q_norm, y->idx_q_norm, F_IXD, "idx_q_norm", il);
+            same_f32(x->idx_k_norm, y->idx_k_norm, F_IXD, "idx_k_norm", il);
+        } else {
+            same_weight(&x->wqkv, &y->wqkv, "wqkv", il);
+            same_weight(&x->wz, &y->wz, "wz", il);
+            same_weight(&x->wb, &y->wb, "wb", il);
+            same_weight(&x->wa, &y->wa, "wa", il);
+            same_weight(&x->wout, &y->wout, "wout", il);
+            same_f32(x->conv, y->conv, C * T_K, "conv", il);
+            same_f32(x->dt_bias, y->dt_bias, T_HV, "dt_bias", il);
+            same_f32(x->ssm_norm, y->ssm_norm, T_D, "ssm_norm", il);
+            for (int h = 0; h < T_HV; h++)
+                cr_assert_float_eq(x->ssm_a[h], y->ssm_a[h], 2e-7f * fabsf(y->ssm_a[h]),
+                                   "layer %d ssm_a[%d]: %.9g vs %.9g", il, h, x->ssm_a[h], y->ssm_a[h]);
+        }
+        same_weight(&x->router, &y->router, "router", il);
+        same_weight(&x->exp_gate, &y->exp_gate, "exp_gate", il);
+        same_weight(&x->exp_up, &y->exp_up, "exp_up", il);
+        same_weight(&x->exp_down, &y->exp_down, "exp_down", il);
+        same_weight(&x->sh_gate, &y->sh_gate, "sh_gate", il);
+        same_weight(&x->sh_up, &y->sh_up, "sh_up", il);
+        same_weight(&x->sh_down, &y->sh_down, "sh_down", il);
+        same_weight(&x->sh_gate_inp, &y->sh_gate_inp, "sh_gate_inp", il);
+    }
+    model_free(mh);
+    model_free(mg);
+}
+
+Test(mkmodel_write, model_load_binds_hf_and_gguf_alike_qwen4exp) { check_binding_flash(DTYPE_F32); }
+Test(mkmodel_write, model_load_binds_hf_and_gguf_alike_qwen4exp_bf16) { check_binding_flash(DTYPE_BF16); }
+
+Test(mkmodel_write, qwen4exp_same_seed_same_bytes)
+{
+    char a[160], b[160], c[160], x[320], y[320];
+    make(MODEL_ARCH_QWEN4EXP, DTYPE_Q8_0, 5, tp(a, "f-a.gguf"));
+    make(MODEL_ARCH_QWEN4EXP, DTYPE_Q8_0, 5, tp(b, "f-b.gguf"));
+    make(MODEL_ARCH_QWEN4EXP, DTYPE_Q8_0, 6, tp(c, "f-c.gguf"));
+    cr_assert(same_file(a, b), "same options wrote different GGUF bytes");
+    cr_assert(!same_file(a, c), "seeds 5 and 6 wrote the same GGUF");
+    make(MODEL_ARCH_QWEN4EXP, DTYPE_F32, 5, tp(a, "f-hf-a"));
+    make(MODEL_ARCH_QWEN4EXP, DTYPE_F32, 5, tp(b, "f-hf-b"));
+    static const char *files[] = { "config.json", "model.safetensors" };
+    for (size_t i = 0; i < HS_ARRAY_LEN(files); i++) {
+        snprintf(x, sizeof(x), "%s/%s", a, files[i]);
+        snprintf(y, sizeof(y), "%s/%s", b, files[i]);
+        cr_assert(same_file(x, y), "%s differs between two identical runs", files[i]);
+    }
+    /* the multipliers follow the seed (they are model constants, in the safetensors) */
+    struct hs_err err;
+    hs_err_clear(&err);
+    struct tensor_set *ts = NULL;
+    cr_assert_eq(safetensors_open(a, &ts, &err), HS_OK, "%s", err.msg);
+    const struct tensor_view *m = NEED(ts, "model.language_model.layers.1.ple.ple_embedding.layer_multipliers",
+                                       DTYPE_I64, F_NG);
+    NEED(ts, "model.language_model.layers.1.ple.ple_embedding.ngram_heads_offsets", DTYPE_I64, F_PH);
+    NEED(ts, "model.language_model.layers.1.ple.ple_embedding.ngram_heads_vocab_sizes", DTYPE_I64, F_PH);
+    NEED(ts, "model.language_model.layers.1.ple.ple_embedding.ngram_embedding.shard_3.weight", DTYPE_F32,
+         F_ROWS / F_SHARDS, F_PR);
+    NEED(ts, "model.language_model.layers.3.self_attn.indexer.index_qk_proj.weight", DTYPE_F32,
+         (F_IXH + 1) * F_IXD, F_H);
+    NEED(ts, "model.language_model.hyper_connection_mixer.hc_norm.weight", DTYPE_F32, F_HC * F_H);
+    cr_assert_null(tensor_set_find(ts, "model.language_model.norm.weight"));
+    uint64_t m0;
+    memcpy(&m0, m->data, 8);
+    tensor_set_free(ts);
+    make(MODEL_ARCH_QWEN4EXP, DTYPE_F32, 6, tp(c, "f-hf-c"));
+    cr_assert_eq(safetensors_open(c, &ts, &err), HS_OK, "%s", err.msg);
+    m = tensor_set_find(ts, "model.language_model.layers.1.ple.ple_embedding.layer_multipliers");
+    uint64_t m1;
+    memcpy(&m1, m->data, 8);
+    cr_assert_neq(m0, m1, "the seed did not change the hash multipliers");
+    tensor_set_free(ts);
+}
+
+Test(mkmodel_write, qwen4exp_ud_q4_k_xl_types_and_flags)
+{
+    char a[160];
+    struct mkmodel_opts o;
+    struct hs_err err;
+    opts(&o, MODEL_ARCH_QWEN4EXP, DTYPE_Q8_0, 9, tp(a, "f-ud.gguf"));
+    o.ud_mix = true;
+    o.n_embd = 256; /* expert gate / up rows of whole Q4_K super-blocks */
+    /* the flags reach the file */
+    o.hc_streams = 3;
+    o.hc_rank = 64;
+    o.indexer_heads = 3;
+    o.indexer_head_dim = 64;
+    o.qsa_budget = 16;
+    o.ngram = 4;
+    o.ngram_heads = 1;
+    o.ngram_row = 32;
+    o.ngram_table_rows = 600;
+    o.ngram_shards = 3;
+    o.ngram_conv_kernel = 3;
+    hs_err_clear(&err);
+    cr_assert_eq(mkmodel_write(&o, &err), HS_OK, "%s", err.msg);
+    struct gguf_file *g = NULL;
+    cr_assert_eq(gguf_open(a, &g, &err), HS_OK, "%s", err.msg);
+    static const struct { const char *name; enum dtype dt; } want[] = {
+        { "per_layer_token_embd.weight", DTYPE_IQ4_NL }, { "blk.3.indexer.q_proj.weight", DTYPE_BF16 },
+        { "blk.3.indexer.k_proj.weight", DTYPE_BF16 },   { "token_embd.weight", DTYPE_Q8_0 },
+        { "blk.0.ffn_gate_exps.weight", DTYPE_Q4_K },    { "blk.0.ffn_down_exps.weight", DTYPE_Q5_1 },
+        { "blk.0.hc_attn_down.weight", DTYPE_Q8_0 },     { "blk.1.ple_key.weight", DTYPE_Q8_0 },
+        { "blk.0.hc_attn_norm.weight", DTYPE_F32 },      { "blk.1.ple_conv1d.weight", DTYPE_F32 },
+        { "blk.0.ffn_gate_inp.weight", DTYPE_F32 },      { "output_hc_up.weight", DTYPE_Q8_0 },
+    };
+    for (size_t t = 0; t < HS_ARRAY_LEN(want); t++) {
+        const struct tensor_view *q = tensor_set_find(gguf_tensors(g), want[t].name);
+        cr_assert(q, "%s missing", want[t].name);
+        cr_assert_eq(q->dtype, want[t].dt, "%s: %s", want[t].name, dtype_info(q->dtype)->name);
+    }
+    gguf_close(g);
+    struct model *m = NULL;
+    cr_assert_eq(model_load(a, &m, &err), HS_OK, "%s", err.msg);
+    const struct model_hparams *hp = model_hparams(m);
+    cr_assert(hp->hc_n == 3 && hp->hc_rank == 64 && hp->idx_heads == 3 && hp->idx_dim == 64);
+    cr_assert(hp->qsa_block == 4 && hp->qsa_top_blocks == 4);
+    cr_assert(hp->ple_ngram == 4 && hp->ple_heads == 3 && hp->ple_row == 32 && hp->ple_kernel == 3);
+    cr_assert_eq(hp->ple_rows, 600);
+    /* the largest base whose three successive primes fit in 600 rows */
+    cr_assert_leq(hp->ple_off[2] + hp->ple_mod[2], 600);
+    cr_assert_gt(hp->ple_off[2] + hp->ple_mod[2], 600 - 3 * 8);
+    for (int h = 1; h < 3; h++) cr_assert_eq(hp->ple_off[h], hp->ple_off[h - 1] + hp->ple_mod[h - 1]);
+    model_free(m);
+}
+
+Test(mkmodel_write, qwen4exp_rejects_bad_options_by_name)
+{
+    char gg[160];
+    tp(gg, "f-bad.gguf");
+    struct {
+        enum model_arch arch;
+        int64_t streams, rank, ixdim, budget, ngram, heads, row, rows, shards, kernel, hidden;
+        enum dtype dt;
+        const char *want;
+    } cases[] = {
+        { MODEL_ARCH_QWEN35, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, DTYPE_F32, "--hc-streams applies to qwen4exp" },
+        { MODEL_ARCH_QWEN3NEXT, 0, 0, 0, 0, 0, 0, 0, 600, 0, 0, 0, DTYPE_F32, "--ngram-table-rows applies to qwen4exp" },
+        { MODEL_ARCH_QWEN4EXP, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, DTYPE_F32, "--hc-streams 1" },
+        { MODEL_ARCH_QWEN4EXP, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, DTYPE_F32, "--indexer-head-dim 4" },
+        { MODEL_ARCH_QWEN4EXP, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, DTYPE_F32, "--indexer-head-dim 16: qwen4exp needs at least 32" },
+        { MODEL_ARCH_QWEN4EXP, 0, 0, 0, 18, 0, 0, 0, 0, 0, 0, 0, DTYPE_F32, "--qsa-budget 18" },
+        { MODEL_ARCH_QWEN4EXP, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, DTYPE_F32, "--ngram 9" },
+        { MODEL_ARCH_QWEN4EXP, 0, 0, 0, 0, 0, 40, 0, 0, 0, 0, 0, DTYPE_F32, "--ngram-heads 40" },
+        { MODEL_ARCH_QWEN4EXP, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, DTYPE_F32, "--ngram-row" },
+        { MODEL_ARCH_QWEN4EXP, 0, 0, 0, 0, 0, 0, 0, 601, 0, 0, 0, DTYPE_F32, "--ngram-table-rows 601" },
+        { MODEL_ARCH_QWEN4EXP, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0, 0, DTYPE_F32, "--ngram-table-rows 8" },
+        { MODEL_ARCH_QWEN4EXP, 0, 0, 0, 0, 0, 0, 0, 0, 0, 65, 0, DTYPE_F32, "--ngram-conv-kernel 65" },
+        { MODEL_ARCH_QWEN4EXP, 0, 40, 0, 0, 0, 0, 0, 0, 0, 0, 0, DTYPE_Q8_0, "--hc-rank (40)" },
+        { MODEL_ARCH_QWEN4EXP, 0, 0, 0, 0, 0, 0, 24, 0, 0, 0, 0, DTYPE_Q8_0, "--ngram-row (24)" },
+    };
+    for (size_t i = 0; i < HS_ARRAY_LEN(cases); i++) {
+        struct mkmodel_opts o;
+        opts(&o, cases[i].arch, cases[i].dt, 1, gg);
+        o.hc_streams = cases[i].streams;
+        o.hc_rank = cases[i].rank;
+        o.indexer_head_dim = cases[i].ixdim;
+        o.qsa_budget = cases[i].budget;
+        o.ngram = cases[i].ngram;
+        o.ngram_heads = cases[i].heads;
+        o.ngram_row = cases[i].row;
+        o.ngram_table_rows = cases[i].rows;
+        o.ngram_shards = cases[i].shards;
+        o.ngram_conv_kernel = cases[i].kernel;
+        o.n_embd = cases[i].hidden;
+        struct hs_err err;
+        hs_err_clear(&err);
+        int rc = mkmodel_write(&o, &err);
+        cr_assert_lt(rc, 0, "case %zu was accepted", i);
+        cr_assert_not_null(strstr(err.msg, cases[i].want), "case %zu: '%s' does not say '%s'", i, err.msg,
+                           cases[i].want);
+        cr_assert(!sys_path_exists(gg), "case %zu left %s behind", i, gg);
+    }
+}
