@@ -197,7 +197,7 @@ struct model_arch_info {
     bool moe;                       /* every layer's FFN is routed experts */
     bool norm_topk_always;          /* top-k always renormalised: no norm_topk_prob key */
     bool gguf_v_tiled;              /* GGUF value heads tiled (the converter re-orders) */
-    bool flash_next;                /* Qwen3.8-Flash-Next's parts (mkmodel cannot write them yet) */
+    bool flash_next;                /* Qwen3.8-Flash-Next's parts (hyper-connections, n-gram embedding, QSA) */
     bool mrope;                     /* rope_parameters with M-RoPE sections */
     bool tied;                      /* tie_word_embeddings of the real checkpoints */
     int64_t real_vocab;             /* embedding rows of the real checkpoints */
