@@ -11,7 +11,8 @@
 #      measured, see the loop).
 #      When llama_eval offers --kv-f32 (an f32 KV cache, no flash attention) it is used.
 #   2. the numpy float64 reference tools/ref/forward.py on Hugging Face f32 directories:
-#      within 1e-4 relative to the largest |logit|.
+#      within 1e-4 relative to the largest |logit| (qwen4exp too, dense and with a 16-token
+#      QSA budget so the 64-token prompt prunes; its GGUF against llama.cpp is llama_load.sh's).
 # Prints every measured error and ends with "RESULT: N passed, N failed". Run from the
 # repository root with HEADSTART_BUILD set; needs make deps (numpy, node-llama-cpp).
 set -u
@@ -65,7 +66,7 @@ for dtype in f32 q8_0 bf16; do
 done
 
 for spec in "qwen35" "qwen35moe" "qwen3next" "qwen35 --gdn-k-heads 1 --gdn-v-heads 3" \
-            "qwen3next --gdn-k-heads 1 --gdn-v-heads 2"; do
+            "qwen3next --gdn-k-heads 1 --gdn-v-heads 2" "qwen4exp" "qwen4exp --qsa-budget 16"; do
     set -- $spec
     arch=$1; shift
     name=$(echo "$spec" | tr -c 'a-z0-9\n' '_')
