@@ -13,7 +13,10 @@
 #      up to the previous turn's generation-prompt start;
 #   4. interleaved, divergent sessions with a tiny --bank-ram forcing evictions: outputs
 #      unchanged, only less reuse;
-#   5. scenario 1 on a qwen35moe model; --no-head-anchor banks no head snapshot. (No reuse across models is a unit test:
+#   5. scenario 1 on a qwen35moe model; --no-head-anchor banks no head snapshot;
+#   6. every request above on a qwen4exp (Qwen3.8-Flash-Next) model whose QSA budget is
+#      64 tokens, so the head is attended sparsely: restores exactly at the head, outputs
+#      unchanged. (No reuse across models is a unit test:
 #      tests/unit/server/test_session.c — the CLI runs one model per process.)
 # Every replay here runs with --no-bank-disk: these scenarios are about the RAM tier within
 # one process, and a test never writes into the user's cache directory (the disk tier across
@@ -32,7 +35,9 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 command -v jq >/dev/null || { fail "jq is missing (make deps)"; finish; }
 
 "$hs" mkmodel --arch qwen35 --seed 3 --dtype q8_0 --out "$tmp/m.gguf" >/dev/null 2>&1 &&
-"$hs" mkmodel --arch qwen35moe --seed 5 --dtype q8_0 --out "$tmp/moe.gguf" >/dev/null 2>&1 || { fail "mkmodel"; finish; }
+"$hs" mkmodel --arch qwen35moe --seed 5 --dtype q8_0 --out "$tmp/moe.gguf" >/dev/null 2>&1 &&
+"$hs" mkmodel --arch qwen4exp --seed 7 --dtype q8_0 --qsa-budget 64 --out "$tmp/q4x.gguf" >/dev/null 2>&1 ||
+    { fail "mkmodel"; finish; }
 
 # openai request: head + user message $1 + $2 earlier tool-call rounds (the agent loop)
 req() {
@@ -145,5 +150,22 @@ if "$hs" replay --no-bank-disk -m "$tmp/moe.gguf" --requests "$tmp/s1.jsonl" --t
     if [ "$c" = "$h" ] && [ "$a" = "$b" ]; then pass "5: qwen35moe: second session restores at the head ($c), identical to --no-bank"
     else fail "5: qwen35moe: cached $c head $h; $a vs $b"; fi
 else fail "5: qwen35moe replay"; fi
+
+# 6: scenario 1 and the agent loop on qwen4exp (Qwen3.8-Flash-Next) with a 64-token QSA budget,
+# so the head itself is attended sparsely and the restores land inside 4-token blocks
+if "$hs" replay --no-bank-disk -m "$tmp/q4x.gguf" --requests "$tmp/main.jsonl" --threads 2 > "$tmp/q4x.out" 2>/dev/null &&
+   "$hs" replay --no-bank-disk -m "$tmp/q4x.gguf" --requests "$tmp/main.jsonl" --threads 2 --no-bank > "$tmp/q4xref.out" 2>/dev/null; then
+    c=$(field "$tmp/q4x.out" 2 .cached_tokens); h=$(field "$tmp/q4x.out" 2 .head_tokens)
+    if [ "$c" = "$h" ] && [ "$h" -gt 256 ]; then pass "6: qwen4exp: second session restores exactly at the head ($c, = $((c % 4)) mod 4)"
+    else fail "6: qwen4exp: cached $c head $h"; fi
+    bad=0
+    for i in 1 2 3 4 5 6 7 8; do
+        a=$(field "$tmp/q4x.out" $i '[.first_logits_sha256, .output_ids]'); b=$(field "$tmp/q4xref.out" $i '[.first_logits_sha256, .output_ids]')
+        [ -n "$a" ] && [ "$a" = "$b" ] || bad=$((bad + 1))
+    done
+    restored=$(jq -r 'select(.cached_tokens > 0) | .cached_tokens' "$tmp/q4x.out" | tr '\n' ' ')
+    if [ "$bad" = 0 ]; then pass "6: qwen4exp: all 8 requests identical to --no-bank (restored at: $restored)"
+    else fail "6: qwen4exp: $bad of 8 requests differ from --no-bank"; fi
+else fail "6: qwen4exp replay"; fi
 echo "total: $(($(date +%s) - t0)) s"
 finish
