@@ -24,6 +24,13 @@
  *      decoded (vpshufb by the signed codebook) into Q8_0 rows on the stack, a chunk at a
  *      time, and go through matmul_avx512.c's Q8_0 panel path: same bits, the panel's speed,
  *      the decode paid once per chunk for all the tokens.
+ *   5. IQ4_XS prefill (same thresholds) has a panel path of its own: 16 rows are decoded
+ *      and transposed once per call so that lane i of a zmm is row i (4 bytes of one
+ *      32-value sub-block per lane); a token's quants, offset by 128 to unsigned and
+ *      broadcast 4 at a time, advance 16 rows' sub-block dots with one vpdpbusd; 128 times
+ *      the sub-block's weight sum comes off (exact), each dot times its ls - 32 joins the
+ *      super-block's integer sum, and one dw * dx fmadd per super-block follows: the
+ *      reference's steps, for 16 rows at once.
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -138,9 +145,135 @@ void kern_matmul_iq4nl_avx512(float *y, int64_t y_ld, const void *w, const struc
     }
 }
 
+/* One IQ4_XS super-block of a 16-row group, transposed (design note 5). */
+struct xs_panel_sb {
+    __m512i wt[8][8]; /* [sub-block][dword d] lane i = values 4d..4d+3 of row i's sub-block */
+    __m512i corr[8];  /* lane i = 128 * the sum of row i's sub-block values */
+    __m512i sc[8];    /* lane i = ls - 32 of row i's sub-block */
+    __m512 dw;        /* lane i = row i's super-block scale */
+};
+
+#define XS_TOKS 6
+#define XS_KMAX XT_Q8V_KMAX
+#define XS_NSB (XS_KMAX / KERN_QK)
+
+static void xs_pack_group(struct xs_panel_sb *dst, const uint8_t *w, size_t rb, int64_t r, int64_t nsb)
+{
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kern_iq4_values));
+    const __m512i k80 = _mm512_set1_epi8((char)0x80);
+    const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32(32));
+    int8_t vals[16][32] __attribute__((aligned(64)));
+    int32_t ls[16];
+    uint16_t dh[16];
+    for (int64_t b = 0; b < nsb; b++) {
+        struct xs_panel_sb *o = &dst[b];
+        for (int i = 0; i < 16; i++) dh[i] = hs_rd_u16(w + (size_t)(r + i) * rb + (size_t)b * KERN_IQ4XS_BYTES);
+        o->dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh));
+        for (int sb = 0; sb < 8; sb++) {
+            for (int i = 0; i < 16; i++) {
+                const uint8_t *blk = w + (size_t)(r + i) * rb + (size_t)b * KERN_IQ4XS_BYTES;
+                _mm256_store_si256((__m256i *)vals[i], _mm256_shuffle_epi8(table, xt_nibbles(blk + 8 + 16 * sb)));
+                ls[i] = (((blk[4 + sb / 2] >> 4 * (sb % 2)) & 15) | ((hs_rd_u16(blk + 2) >> 2 * sb) & 3) << 4) - 32;
+            }
+            __m512i corr = _mm512_setzero_si512();
+            for (int d = 0; d < 8; d++) {
+                __m512i v = _mm512_i32gather_epi32(_mm512_add_epi32(rows, _mm512_set1_epi32(4 * d)), vals, 1);
+                _mm512_store_si512(&o->wt[sb][d], v);
+                corr = _mm512_dpbusd_epi32(corr, k80, v);
+            }
+            _mm512_store_si512(&o->corr[sb], corr);
+            _mm512_store_si512(&o->sc[sb], _mm512_loadu_si512((const void *)ls));
+        }
+    }
+}
+
+/* Tokens t0 .. t0+nt-1 (nt <= XS_TOKS) against one packed group: rows r .. r+15. */
+static inline __attribute__((always_inline)) void xs_tile(float *y, int64_t y_ld, const struct xs_panel_sb *pk,
+                                                          int64_t nsb, int64_t r, const uint8_t *xp,
+                                                          const struct kern_q8k_block *xq, int64_t t0, int nt)
+{
+    __m512 acc[XS_TOKS];
+    for (int j = 0; j < nt; j++) acc[j] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nsb; b++) {
+        const struct xs_panel_sb *pb = &pk[b];
+        __m512i isum[XS_TOKS];
+        for (int j = 0; j < nt; j++) isum[j] = _mm512_setzero_si512();
+        for (int sb = 0; sb < 8; sb++) {
+            __m512i dot[XS_TOKS];
+            for (int j = 0; j < nt; j++) dot[j] = _mm512_setzero_si512();
+            for (int d = 0; d < 8; d++) {
+                __m512i wv = _mm512_load_si512(&pb->wt[sb][d]);
+                for (int j = 0; j < nt; j++) {
+                    int32_t four;
+                    memcpy(&four, xp + (size_t)j * (size_t)nsb * KERN_QK + (size_t)b * KERN_QK + 32 * sb + 4 * d, 4);
+                    dot[j] = _mm512_dpbusd_epi32(dot[j], _mm512_set1_epi32(four), wv);
+                }
+            }
+            for (int j = 0; j < nt; j++)
+                isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(_mm512_sub_epi32(dot[j], pb->corr[sb]), pb->sc[sb]));
+        }
+        for (int j = 0; j < nt; j++)
+            acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(pb->dw, _mm512_set1_ps(xq[(t0 + j) * nsb + b].d)),
+                                     _mm512_cvtepi32_ps(isum[j]), acc[j]);
+    }
+    for (int j = 0; j < nt; j++) _mm512_storeu_ps(y + (t0 + j) * y_ld + r, acc[j]);
+}
+
+static void xs_tiles(float *y, int64_t y_ld, const struct xs_panel_sb *pk, int64_t nsb, int64_t r,
+                     const uint8_t *xp, const struct kern_q8k_block *xq, int64_t t0, int nt)
+{
+    switch (nt) {
+    case 6: xs_tile(y, y_ld, pk, nsb, r, xp, xq, t0, 6); break;
+    case 5: xs_tile(y, y_ld, pk, nsb, r, xp, xq, t0, 5); break;
+    case 4: xs_tile(y, y_ld, pk, nsb, r, xp, xq, t0, 4); break;
+    case 3: xs_tile(y, y_ld, pk, nsb, r, xp, xq, t0, 3); break;
+    case 2: xs_tile(y, y_ld, pk, nsb, r, xp, xq, t0, 2); break;
+    default: xs_tile(y, y_ld, pk, nsb, r, xp, xq, t0, 1); break;
+    }
+}
+
+static void iq4xs_rows(float *y, int64_t y_ld, const void *w, const struct kern_q8k_block *xq, int64_t n_tok,
+                       int64_t k, int64_t r0, int64_t r1);
+
+static void iq4xs_panels(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8k_block *xq, int64_t n_tok,
+                         int64_t k, int64_t r0, int64_t r1)
+{
+    struct xs_panel_sb pk[XS_NSB];
+    uint8_t xp[XS_TOKS * XS_KMAX] __attribute__((aligned(64)));
+    const int64_t nsb = k / KERN_QK;
+    const size_t rb = (size_t)nsb * KERN_IQ4XS_BYTES;
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    int64_t r1g = r0 + (r1 - r0) / 16 * 16;
+    for (int64_t r = r0; r < r1g; r += 16) {
+        xs_pack_group(pk, w, rb, r, nsb);
+        for (int64_t t = 0; t < n_tok; t += XS_TOKS) {
+            int nt = (int)(n_tok - t < XS_TOKS ? n_tok - t : XS_TOKS);
+            for (int j = 0; j < nt; j++) /* the tile's quants, contiguous and offset by 128 */
+                for (int64_t b = 0; b < nsb; b++)
+                    for (int c = 0; c < KERN_QK; c += 32)
+                        _mm256_store_si256((__m256i *)(xp + ((size_t)j * nsb + b) * KERN_QK + c),
+                                           _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(xq[(t + j) * nsb + b].q + c)),
+                                                            flip));
+            xs_tiles(y, y_ld, pk, nsb, r, xp, xq, t, nt);
+        }
+    }
+    if (r1g < r1) iq4xs_rows(y, y_ld, w, xq, n_tok, k, r1g, r1);
+}
+
 void kern_matmul_iq4xs_avx512(float *y, int64_t y_ld, const void *w,
                               const struct kern_q8k_block *xq, int64_t n_tok, int64_t k, int64_t r0,
                               int64_t r1)
+{
+    if (n_tok >= XT_Q8V_PANEL_TOKS && k <= XS_KMAX && r1 - r0 >= 16)
+        iq4xs_panels(y, y_ld, w, xq, n_tok, k, r0, r1);
+    else
+        iq4xs_rows(y, y_ld, w, xq, n_tok, k, r0, r1);
+}
+
+/* Row by row (one token tile of TOKS at a time): the one- and few-token path. */
+static void iq4xs_rows(float *y, int64_t y_ld, const void *w, const struct kern_q8k_block *xq, int64_t n_tok,
+                       int64_t k, int64_t r0, int64_t r1)
 {
     const int64_t nb = k / KERN_QK;
     const __m512i table = _mm512_broadcast_i32x4(iq4_abs_table());
