@@ -153,7 +153,7 @@ struct xs_panel_sb {
     __m512 dw;        /* lane i = row i's super-block scale */
 };
 
-#define XS_TOKS 6
+#define XS_TOKS 4
 #define XS_KMAX XT_Q8V_KMAX
 #define XS_NSB (XS_KMAX / KERN_QK)
 
@@ -188,48 +188,66 @@ static void xs_pack_group(struct xs_panel_sb *dst, const uint8_t *w, size_t rb, 
     }
 }
 
-/* Tokens t0 .. t0+nt-1 (nt <= XS_TOKS) against one packed group: rows r .. r+15. */
+/* Tokens t0 .. t0+nt-1 (nt <= XS_TOKS) against ng (1 or 2) packed groups: rows r .. r+16 ng - 1;
+ * each broadcast of a token's 4 quants feeds both groups. */
 static inline __attribute__((always_inline)) void xs_tile(float *y, int64_t y_ld, const struct xs_panel_sb *pk,
                                                           int64_t nsb, int64_t r, const uint8_t *xp,
-                                                          const struct kern_q8k_block *xq, int64_t t0, int nt)
+                                                          const struct kern_q8k_block *xq, int64_t t0, int ng, int nt)
 {
-    __m512 acc[XS_TOKS];
-    for (int j = 0; j < nt; j++) acc[j] = _mm512_setzero_ps();
+    __m512 acc[2][XS_TOKS];
+    for (int g = 0; g < ng; g++)
+        for (int j = 0; j < nt; j++) acc[g][j] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nsb; b++) {
-        const struct xs_panel_sb *pb = &pk[b];
-        __m512i isum[XS_TOKS];
-        for (int j = 0; j < nt; j++) isum[j] = _mm512_setzero_si512();
+        __m512i isum[2][XS_TOKS];
+        for (int g = 0; g < ng; g++)
+            for (int j = 0; j < nt; j++) isum[g][j] = _mm512_setzero_si512();
         for (int sb = 0; sb < 8; sb++) {
-            __m512i dot[XS_TOKS];
-            for (int j = 0; j < nt; j++) dot[j] = _mm512_setzero_si512();
+            __m512i dot[2][XS_TOKS];
+            for (int g = 0; g < ng; g++)
+                for (int j = 0; j < nt; j++) dot[g][j] = _mm512_setzero_si512();
             for (int d = 0; d < 8; d++) {
-                __m512i wv = _mm512_load_si512(&pb->wt[sb][d]);
+                __m512i wv[2];
+                for (int g = 0; g < ng; g++) wv[g] = _mm512_load_si512(&pk[g * nsb + b].wt[sb][d]);
                 for (int j = 0; j < nt; j++) {
                     int32_t four;
                     memcpy(&four, xp + (size_t)j * (size_t)nsb * KERN_QK + (size_t)b * KERN_QK + 32 * sb + 4 * d, 4);
-                    dot[j] = _mm512_dpbusd_epi32(dot[j], _mm512_set1_epi32(four), wv);
+                    __m512i xv = _mm512_set1_epi32(four);
+                    for (int g = 0; g < ng; g++) dot[g][j] = _mm512_dpbusd_epi32(dot[g][j], xv, wv[g]);
                 }
             }
-            for (int j = 0; j < nt; j++)
-                isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(_mm512_sub_epi32(dot[j], pb->corr[sb]), pb->sc[sb]));
+            for (int g = 0; g < ng; g++) {
+                const struct xs_panel_sb *pb = &pk[g * nsb + b];
+                for (int j = 0; j < nt; j++)
+                    isum[g][j] = _mm512_add_epi32(isum[g][j],
+                                                  _mm512_mullo_epi32(_mm512_sub_epi32(dot[g][j], pb->corr[sb]), pb->sc[sb]));
+            }
         }
-        for (int j = 0; j < nt; j++)
-            acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(pb->dw, _mm512_set1_ps(xq[(t0 + j) * nsb + b].d)),
-                                     _mm512_cvtepi32_ps(isum[j]), acc[j]);
+        for (int g = 0; g < ng; g++)
+            for (int j = 0; j < nt; j++)
+                acc[g][j] = _mm512_fmadd_ps(_mm512_mul_ps(pk[g * nsb + b].dw, _mm512_set1_ps(xq[(t0 + j) * nsb + b].d)),
+                                            _mm512_cvtepi32_ps(isum[g][j]), acc[g][j]);
     }
-    for (int j = 0; j < nt; j++) _mm512_storeu_ps(y + (t0 + j) * y_ld + r, acc[j]);
+    for (int g = 0; g < ng; g++)
+        for (int j = 0; j < nt; j++) _mm512_storeu_ps(y + (t0 + j) * y_ld + r + 16 * g, acc[g][j]);
 }
 
 static void xs_tiles(float *y, int64_t y_ld, const struct xs_panel_sb *pk, int64_t nsb, int64_t r,
-                     const uint8_t *xp, const struct kern_q8k_block *xq, int64_t t0, int nt)
+                     const uint8_t *xp, const struct kern_q8k_block *xq, int64_t t0, int ng, int nt)
 {
-    switch (nt) {
-    case 6: xs_tile(y, y_ld, pk, nsb, r, xp, xq, t0, 6); break;
-    case 5: xs_tile(y, y_ld, pk, nsb, r, xp, xq, t0, 5); break;
-    case 4: xs_tile(y, y_ld, pk, nsb, r, xp, xq, t0, 4); break;
-    case 3: xs_tile(y, y_ld, pk, nsb, r, xp, xq, t0, 3); break;
-    case 2: xs_tile(y, y_ld, pk, nsb, r, xp, xq, t0, 2); break;
-    default: xs_tile(y, y_ld, pk, nsb, r, xp, xq, t0, 1); break;
+    if (ng == 2) {
+        switch (nt) {
+        case 4: xs_tile(y, y_ld, pk, nsb, r, xp, xq, t0, 2, 4); break;
+        case 3: xs_tile(y, y_ld, pk, nsb, r, xp, xq, t0, 2, 3); break;
+        case 2: xs_tile(y, y_ld, pk, nsb, r, xp, xq, t0, 2, 2); break;
+        default: xs_tile(y, y_ld, pk, nsb, r, xp, xq, t0, 2, 1); break;
+        }
+    } else {
+        switch (nt) {
+        case 4: xs_tile(y, y_ld, pk, nsb, r, xp, xq, t0, 1, 4); break;
+        case 3: xs_tile(y, y_ld, pk, nsb, r, xp, xq, t0, 1, 3); break;
+        case 2: xs_tile(y, y_ld, pk, nsb, r, xp, xq, t0, 1, 2); break;
+        default: xs_tile(y, y_ld, pk, nsb, r, xp, xq, t0, 1, 1); break;
+        }
     }
 }
 
@@ -239,14 +257,15 @@ static void iq4xs_rows(float *y, int64_t y_ld, const void *w, const struct kern_
 static void iq4xs_panels(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8k_block *xq, int64_t n_tok,
                          int64_t k, int64_t r0, int64_t r1)
 {
-    struct xs_panel_sb pk[XS_NSB];
+    struct xs_panel_sb pk[2 * XS_NSB];
     uint8_t xp[XS_TOKS * XS_KMAX] __attribute__((aligned(64)));
     const int64_t nsb = k / KERN_QK;
     const size_t rb = (size_t)nsb * KERN_IQ4XS_BYTES;
     const __m256i flip = _mm256_set1_epi8((char)0x80);
     int64_t r1g = r0 + (r1 - r0) / 16 * 16;
-    for (int64_t r = r0; r < r1g; r += 16) {
-        xs_pack_group(pk, w, rb, r, nsb);
+    for (int64_t r = r0; r < r1g; r += 32) {
+        int ng = r + 32 <= r1g ? 2 : 1;
+        for (int g = 0; g < ng; g++) xs_pack_group(pk + g * nsb, w, rb, r + 16 * g, nsb);
         for (int64_t t = 0; t < n_tok; t += XS_TOKS) {
             int nt = (int)(n_tok - t < XS_TOKS ? n_tok - t : XS_TOKS);
             for (int j = 0; j < nt; j++) /* the tile's quants, contiguous and offset by 128 */
@@ -255,7 +274,7 @@ static void iq4xs_panels(float *y, int64_t y_ld, const uint8_t *w, const struct 
                         _mm256_store_si256((__m256i *)(xp + ((size_t)j * nsb + b) * KERN_QK + c),
                                            _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(xq[(t + j) * nsb + b].q + c)),
                                                             flip));
-            xs_tiles(y, y_ld, pk, nsb, r, xp, xq, t, nt);
+            xs_tiles(y, y_ld, pk, nsb, r, xp, xq, t, ng, nt);
         }
     }
     if (r1g < r1) iq4xs_rows(y, y_ld, w, xq, n_tok, k, r1g, r1);
