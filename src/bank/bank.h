@@ -329,9 +329,11 @@ struct bank_disk_entry {
     uint64_t hits;
 };
 
-/* A disk hit: one owned buffer holding ids, KV rows [0, pos) (read from the chain of
- * stretch blobs) and the snapshot, all verified (checksums, identity, the exact token
- * prefix). Free with bank_disk_hit_free. */
+/* A disk hit: one buffer holding ids, KV rows [0, pos) (read from the chain of stretch
+ * blobs) and the snapshot, all verified (checksums, identity, the exact token prefix).
+ * Read-only once the lookup returns: bank_disk_put_hit queues a write that shares it
+ * (refcounted) instead of copying it. Free with bank_disk_hit_free (the buffer goes when
+ * its last holder lets it go). */
 struct bank_disk_hit {
     int64_t pos;              /* 0 = miss */
     enum bank_snap_kind kind;
@@ -340,7 +342,7 @@ struct bank_disk_hit {
     const void *snapshot;     /* snapshot_bytes */
     size_t kv_bytes, snapshot_bytes;
     int64_t n_blobs;          /* blobs read: the chain of KV stretches */
-    void *buf_;               /* private */
+    struct bank_hitbuf *buf_; /* private: the refcounted buffer */
 };
 
 struct bank_disk_verify_result {
@@ -367,6 +369,12 @@ enum bank_disk_put_result bank_disk_put(struct bank_disk *d, uint64_t fp,
                                         const int32_t *ids, int64_t pos,
                                         const void *kv_rows, const void *snapshot,
                                         enum bank_snap_kind kind);
+/* As bank_disk_put of the hit's ids, rows and snapshot (hit->pos, hit->kind), without
+ * copying them: the queued write holds a reference to the hit's buffer, which nobody
+ * writes after its lookup (a remote hit going to the local disk). hit stays the caller's
+ * and valid; free it as usual. */
+enum bank_disk_put_result bank_disk_put_hit(struct bank_disk *d, uint64_t fp, size_t kv_row_bytes,
+                                            size_t snapshot_bytes, const struct bank_disk_hit *hit);
 /* Wait until nothing is pending or being written. */
 void bank_disk_flush(struct bank_disk *d);
 /* The deepest stored p with min_pos < p <= min(n-1, max_pos) whose exact prefix ids[0, p)

@@ -6,8 +6,9 @@
  *
  *   bank_restore:  RAM lookup ─▶ disk lookup for a deeper point only (min_pos = RAM's)
  *                  ─▶ remote lookup for a point deeper than both (min_pos = the deeper)
- *                  ─▶ remote deepest: promote into RAM, queue it for disk (whose writer
- *                     then offers it back to the remote tier: already stored there)
+ *                  ─▶ remote deepest: promote into RAM, queue it for disk sharing the
+ *                     hit's buffer, no copy (the writer then offers it back to the remote
+ *                     tier: already stored there)
  *                  ─▶ disk deeper: promote its path, rows and snapshot into RAM; hand out
  *                     the disk hit's buffers
  *                  ─▶ else RAM hit: copy its rows and snapshot out, release the pin
@@ -16,7 +17,9 @@
  *
  * Invariants:
  *   1. What a restore hands out is a copy (or the disk hit's own buffer): nothing the
- *      caller writes can reach the bank's memory, and no pin outlives bank_restore.
+ *      caller writes can reach the bank's memory, and no pin outlives bank_restore. A hit
+ *      buffer is read-only to everyone once its lookup returns (the disk write queued
+ *      from a remote hit reads it on the writer thread, holding a reference).
  *   2. The disk tier is asked only for a point deeper than RAM's, the remote tier only for
  *      one deeper than both; what they return was verified by the tier (checksums,
  *      identity, the exact token prefix). A discarded entry leaves the restore at the
@@ -87,8 +90,8 @@ int bank_restore(struct bank *b, struct bank_disk *d, struct bank_remote *rt, co
             bank_disk_hit_free(&out->disk_);
             out->disk_ = out->remote_;
             memset(&out->remote_, 0, sizeof out->remote_);
-            if (d) (void)bank_disk_put(d, k->disk_fp, k->kv_row_bytes, k->snapshot_bytes, out->disk_.ids,
-                                       out->disk_.pos, out->disk_.kv, out->disk_.snapshot, out->disk_.kind);
+            /* the write shares the hit's buffer: no copy on this thread */
+            if (d) (void)bank_disk_put_hit(d, k->disk_fp, k->kv_row_bytes, k->snapshot_bytes, &out->disk_);
             out->source = BANK_SOURCE_REMOTE;
         }
     }

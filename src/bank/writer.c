@@ -44,12 +44,31 @@
 #include <time.h>
 #include <unistd.h>
 
+struct bank_hitbuf *hitbuf_new(size_t bytes)
+{
+    struct bank_hitbuf *hb = hs_malloc(sizeof *hb);
+    atomic_init(&hb->refs, 1);
+    hb->mem = hs_malloc(bytes ? bytes : 1);
+    return hb;
+}
+
+void hitbuf_unref(struct bank_hitbuf *hb)
+{
+    if (!hb || atomic_fetch_sub(&hb->refs, 1) != 1) return;
+    hs_free(hb->mem);
+    hs_free(hb);
+}
+
 void disk_pending_free(struct pending *p)
 {
     if (!p) return;
-    hs_free(p->ids);
-    hs_free(p->kv);
-    hs_free(p->snapb);
+    if (p->share) {
+        hitbuf_unref(p->share);
+    } else {
+        hs_free((void *)p->ids);
+        hs_free((void *)p->kv);
+        hs_free((void *)p->snapb);
+    }
     hs_free(p);
 }
 
@@ -471,11 +490,11 @@ static int kcand_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-enum bank_disk_put_result bank_disk_put(struct bank_disk *d, uint64_t fp,
-                                        size_t kv_row_bytes, size_t snapshot_bytes,
-                                        const int32_t *ids, int64_t pos,
-                                        const void *kv_rows, const void *snapshot,
-                                        enum bank_snap_kind kind)
+/* bank_disk_put, and bank_disk_put_hit with share = the hit's buffer (ids, kv_rows and
+ * snapshot point into it): the write then holds a reference instead of copies. */
+static enum bank_disk_put_result put(struct bank_disk *d, uint64_t fp, size_t kv_row_bytes, size_t snapshot_bytes,
+                                     const int32_t *ids, int64_t pos, const void *kv_rows, const void *snapshot,
+                                     enum bank_snap_kind kind, struct bank_hitbuf *share)
 {
     uint64_t plen;
     if (!d || !ids || pos < 1 || (unsigned)kind >= BANK_SNAP_KIND_COUNT ||
@@ -532,7 +551,7 @@ enum bank_disk_put_result bank_disk_put(struct bank_disk *d, uint64_t fp,
     pthread_mutex_unlock(&d->mu);
 
     /* copy outside the lock: the caller's thread pays, the writer never touches caller
-     * memory */
+     * memory (a shared hit buffer is nobody's to write: the write holds a reference) */
     struct pending *p = hs_calloc(1, sizeof *p);
     p->fp = fp;
     p->row = kv_row_bytes;
@@ -543,14 +562,25 @@ enum bank_disk_put_result bank_disk_put(struct bank_disk *d, uint64_t fp,
     p->touch = touch;
     memcpy(p->key, key, 32);
     memcpy(p->base, base, 32);
-    if (!touch) {
+    if (!touch && share) {
         size_t nrow = (size_t)(pos - from);
-        p->ids = hs_malloc((size_t)pos * 4);
-        memcpy(p->ids, ids, (size_t)pos * 4);
-        p->kv = hs_malloc(nrow * kv_row_bytes + 1);
-        if (kv_row_bytes) memcpy(p->kv, (const uint8_t *)kv_rows + (size_t)from * kv_row_bytes, nrow * kv_row_bytes);
-        p->snapb = hs_malloc(snapshot_bytes + 1);
-        if (snapshot_bytes) memcpy(p->snapb, snapshot, snapshot_bytes);
+        atomic_fetch_add(&share->refs, 1);
+        p->share = share;
+        p->ids = ids;
+        p->kv = (const uint8_t *)kv_rows + (size_t)from * kv_row_bytes;
+        p->snapb = snapshot;
+        p->bytes = (uint64_t)pos * 4 + nrow * kv_row_bytes + snapshot_bytes;
+    } else if (!touch) {
+        size_t nrow = (size_t)(pos - from);
+        int32_t *ids_c = hs_malloc((size_t)pos * 4);
+        memcpy(ids_c, ids, (size_t)pos * 4);
+        uint8_t *kv_c = hs_malloc(nrow * kv_row_bytes + 1);
+        if (kv_row_bytes) memcpy(kv_c, (const uint8_t *)kv_rows + (size_t)from * kv_row_bytes, nrow * kv_row_bytes);
+        uint8_t *snap_c = hs_malloc(snapshot_bytes + 1);
+        if (snapshot_bytes) memcpy(snap_c, snapshot, snapshot_bytes);
+        p->ids = ids_c;
+        p->kv = kv_c;
+        p->snapb = snap_c;
         p->bytes = (uint64_t)pos * 4 + nrow * kv_row_bytes + snapshot_bytes;
     }
 
@@ -586,4 +616,20 @@ enum bank_disk_put_result bank_disk_put(struct bank_disk *d, uint64_t fp,
     pthread_cond_signal(&d->cv_work);
     pthread_mutex_unlock(&d->mu);
     return BANK_DISK_QUEUED;
+}
+
+enum bank_disk_put_result bank_disk_put(struct bank_disk *d, uint64_t fp, size_t kv_row_bytes, size_t snapshot_bytes,
+                                        const int32_t *ids, int64_t pos, const void *kv_rows, const void *snapshot,
+                                        enum bank_snap_kind kind)
+{
+    return put(d, fp, kv_row_bytes, snapshot_bytes, ids, pos, kv_rows, snapshot, kind, NULL);
+}
+
+enum bank_disk_put_result bank_disk_put_hit(struct bank_disk *d, uint64_t fp, size_t kv_row_bytes,
+                                            size_t snapshot_bytes, const struct bank_disk_hit *hit)
+{
+    if (!hit || hit->pos < 1 || !hit->buf_ || hit->kv_bytes != (size_t)hit->pos * kv_row_bytes ||
+        hit->snapshot_bytes != snapshot_bytes)
+        return BANK_DISK_BAD_ARGS;
+    return put(d, fp, kv_row_bytes, snapshot_bytes, hit->ids, hit->pos, hit->kv, hit->snapshot, hit->kind, hit->buf_);
 }
