@@ -536,7 +536,7 @@ uint64_t bank_disk_cap_for(const char *dir, int64_t requested)
 const char *bank_disk_put_result_name(enum bank_disk_put_result r)
 {
     static const char *const names[] = {"queued", "duplicate", "dropped", "off", "too_big",
-                                        "bad_args"};
+                                        "bad_args", "rows_missing"};
     return (unsigned)r < HS_ARRAY_LEN(names) ? names[r] : "?";
 }
 

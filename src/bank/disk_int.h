@@ -69,6 +69,7 @@ struct bank_disk {
     int nq;
     uint64_t q_bytes, seq;
     bool busy;                /* the writer holds an item */
+    const struct pending *cur;/* that item (NULL none): put may build on it */
     char inflight[65];        /* key being written ("" none): reconcile never removes it */
     uint8_t inflight_base[32];/* its parent (pinned); zero when none */
     struct known *kn;         /* under mu */

@@ -13,7 +13,9 @@
  *                     the disk hit's buffers
  *                  ─▶ else RAM hit: copy its rows and snapshot out, release the pin
  *   bank_store:    RAM insert of the whole path (rows RAM lacks, every snapshot)
- *                  ─▶ the same snapshots queued for the disk tier (entries whole: rows [0, pos))
+ *                  ─▶ the same snapshots queued for the disk tier (each with the rows past
+ *                     the prefix the tier holds or has queued: the caller reads only rows
+ *                     from bank_store_rows_from out of its sequence)
  *
  * Invariants:
  *   1. What a restore hands out is a copy (or the disk hit's own buffer): nothing the
@@ -133,11 +135,21 @@ void bank_restored_free(struct bank_restored *r)
     memset(r, 0, sizeof(*r));
 }
 
-int64_t bank_store_rows_from(const struct bank *b, const struct bank_disk *d, const struct bank_keys *k,
-                             const int32_t *path, int64_t n)
+int64_t bank_store_rows_from(const struct bank *b, struct bank_disk *d, const struct bank_keys *k,
+                             const int32_t *path, int64_t n, const struct bank_snap_in *snaps, int n_snaps)
 {
-    /* the disk tier wants every entry whole (rows [0, pos)), so then all of them */
-    return d ? 0 : bank_match_len(b, k->fp, path, n);
+    int64_t from = bank_match_len(b, k->fp, path, n);
+    if (!d || from == 0 || n_snaps == 0) return from;
+    /* a disk put copies the rows past the prefix the tier holds or has queued: the
+     * shallowest and the most valuable snapshot see the least of it */
+    int64_t first = n;
+    enum bank_snap_kind kind = BANK_SNAP_KIND_COUNT - 1;
+    for (int i = 0; i < n_snaps; i++) {
+        first = HS_MIN(first, snaps[i].pos);
+        if (snaps[i].kind < kind) kind = snaps[i].kind;
+    }
+    if (first < 1) return 0;
+    return HS_MIN(from, bank_disk_known_prefix(d, k->disk_fp, k->kv_row_bytes, k->snapshot_bytes, path, first, kind));
 }
 
 int bank_store(struct bank *b, struct bank_disk *d, const struct bank_keys *k, const int32_t *path, int64_t n,
@@ -155,10 +167,12 @@ int bank_store(struct bank *b, struct bank_disk *d, const struct bank_keys *k, c
                          (const uint8_t *)kv_rows + (size_t)(kv_from - rows_from) * k->kv_row_bytes, snaps, n_snaps, err);
     if (rc != HS_OK) return rc;
     /* put copies and queues; the writer thread does the I/O, and a refused put (queue full,
-     * tier off, too big) only loses reuse later */
-    for (int i = 0; d && rows_from == 0 && i < n_snaps; i++) {
-        enum bank_disk_put_result pr = bank_disk_put(d, k->disk_fp, k->kv_row_bytes, k->snapshot_bytes, path,
-                                                     snaps[i].pos, kv_rows, snaps[i].bytes, snaps[i].kind);
+     * tier off, too big, its stored prefix gone since bank_store_rows_from) only loses
+     * reuse later */
+    for (int i = 0; d && i < n_snaps; i++) {
+        enum bank_disk_put_result pr = bank_disk_put_rows(d, k->disk_fp, k->kv_row_bytes, k->snapshot_bytes, path,
+                                                          snaps[i].pos, rows_from, kv_rows, snaps[i].bytes,
+                                                          snaps[i].kind);
         if (pr == BANK_DISK_QUEUED || pr == BANK_DISK_DUPLICATE) (*n_disk_puts)++;
     }
     return HS_OK;

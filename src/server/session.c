@@ -492,13 +492,13 @@ int session_store_head(struct session *s, struct hs_err *err)
     hs_err_clear(&ferr);
     if (model_files_check(engine_model(s->e), &ferr) != HS_OK) return HS_OK; /* invariant 2a: session_finish says it */
     const int64_t pos = s->caps[c].pos;
-    int64_t from = bank_store_rows_from(s->bank, s->disk, &s->keys, s->ids.v, pos);
+    struct bank_snap_in snap = { pos, BANK_SNAP_HEAD, s->caps[c].buf };
+    int64_t from = bank_store_rows_from(s->bank, s->disk, &s->keys, s->ids.v, pos, &snap, 1);
     void *kv = hs_malloc(HS_MAX((size_t)(pos - from) * s->keys.kv_row_bytes, (size_t)1));
     int rc = seq_kv_read(s->sq, from, pos, kv) == HS_OK
                  ? HS_OK
                  : hs_err_set(err, HS_ERR_INVALID, "session: KV rows [%lld, %lld) not in the sequence", (long long)from,
                               (long long)pos);
-    struct bank_snap_in snap = { pos, BANK_SNAP_HEAD, s->caps[c].buf };
     int puts = 0;
     if (rc == HS_OK) rc = bank_store(s->bank, s->disk, &s->keys, s->ids.v, pos, from, kv, &snap, 1, &puts, err);
     hs_free(kv);
@@ -620,12 +620,6 @@ int session_finish(struct session *s, struct hs_err *err)
         int32_t *path = hs_malloc((size_t)n_total * sizeof(int32_t));
         memcpy(path, s->ids.v, (size_t)s->n * sizeof(int32_t));
         memcpy(path + s->n, s->gen, (size_t)s->n_gen * sizeof(int32_t));
-        int64_t from = bank_store_rows_from(s->bank, s->disk, &s->keys, path, n_total);
-        void *kv = hs_malloc((size_t)(n_total - from) * row_bytes);
-        rc = seq_kv_read(s->sq, from, n_total, kv) == HS_OK
-                 ? HS_OK
-                 : hs_err_set(err, HS_ERR_INVALID, "session: KV rows [%lld, %lld) not in the sequence",
-                              (long long)from, (long long)n_total);
         struct bank_snap_in snaps[BANK_PLAN_MAX + 1];
         int ns = 0;
         for (int i = 0; i < s->n_caps; i++)
@@ -633,6 +627,13 @@ int session_finish(struct session *s, struct hs_err *err)
         void *end = hs_malloc(HS_MAX(snap_bytes, (size_t)1));
         seq_snapshot(s->sq, end);
         if (ns == 0 || snaps[ns - 1].pos < n_total) snaps[ns++] = (struct bank_snap_in){ n_total, BANK_SNAP_END, end };
+        /* only the rows neither tier holds (nor has queued) leave the sequence */
+        int64_t from = bank_store_rows_from(s->bank, s->disk, &s->keys, path, n_total, snaps, ns);
+        void *kv = hs_malloc(HS_MAX((size_t)(n_total - from) * row_bytes, (size_t)1));
+        rc = seq_kv_read(s->sq, from, n_total, kv) == HS_OK
+                 ? HS_OK
+                 : hs_err_set(err, HS_ERR_INVALID, "session: KV rows [%lld, %lld) not in the sequence",
+                              (long long)from, (long long)n_total);
         if (rc == HS_OK) rc = bank_store(s->bank, s->disk, &s->keys, path, n_total, from, kv, snaps, ns, &r->n_disk_puts, err);
         /* the answer stands whatever happens to the bank: a failed store only loses reuse */
         if (rc != HS_OK) {
