@@ -584,6 +584,7 @@ struct bank_restored {
     const void *kv;           /* KV rows [0, pos), pos * kv_row_bytes */
     const void *snapshot;     /* snapshot_bytes */
     void *ram_kv_, *ram_snap_;          /* private */
+    bool promote_;                      /* private: bank_restored_promote still to do */
     struct bank_disk_hit disk_, remote_; /* private */
 };
 
@@ -593,6 +594,13 @@ struct bank_restored {
  * disk. Declares k's RAM key space first (its error is the only one). */
 int bank_restore(struct bank *b, struct bank_disk *d, struct bank_remote *rt, const struct bank_keys *k,
                  const int32_t *ids, int64_t n, struct bank_restored *out, struct hs_err *err);
+/* As bank_restore, but a disk or remote hit is not promoted into RAM yet: the result keeps
+ * it until bank_restored_promote (restore.c, invariant 5: off the time to first token). */
+int bank_restore_lazy(struct bank *b, struct bank_disk *d, struct bank_remote *rt, const struct bank_keys *k,
+                      const int32_t *ids, int64_t n, struct bank_restored *out, struct hs_err *err);
+/* The promotion bank_restore_lazy left (b and k as given to it); a no-op when none is left.
+ * Call it before bank_restored_free; a result freed without it only loses the reuse. */
+void bank_restored_promote(struct bank *b, const struct bank_keys *k, struct bank_restored *r);
 void bank_restored_free(struct bank_restored *r); /* safe on a zeroed struct */
 /* The first KV row of path[0, n) bank_store needs to be handed with these snapshots:
  * where RAM's tree stops matching, and with a disk tier no later than the prefix it holds

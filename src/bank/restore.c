@@ -31,6 +31,11 @@
  *      RAM under fp.
  *   4. A failed promotion or insert only loses reuse: restore still answers, store reports
  *      the error for the caller to log and goes on without the disk puts.
+ *   5. bank_restore_lazy leaves the promotion to bank_restored_promote, which the caller
+ *      runs once it has copied the state out and answered its first token (the RAM copy of
+ *      ~300 MB for a 10k-token head is then off the time to first token). Until then RAM
+ *      does not hold the hit: a lookup in between finds the disk tier (once its write is
+ *      done) or goes to the remote tier again; nothing else differs.
  */
 #include "bank/bank.h"
 
@@ -65,8 +70,8 @@ static void disk_promote(struct bank *b, const struct bank_keys *k, const struct
         hs_log_write(HS_LOG_WARN, "session: disk hit at %lld not promoted: %s", (long long)dh->pos, e.msg);
 }
 
-int bank_restore(struct bank *b, struct bank_disk *d, struct bank_remote *rt, const struct bank_keys *k,
-                 const int32_t *ids, int64_t n, struct bank_restored *out, struct hs_err *err)
+static int restore(struct bank *b, struct bank_disk *d, struct bank_remote *rt, const struct bank_keys *k,
+                   const int32_t *ids, int64_t n, bool promote, struct bank_restored *out, struct hs_err *err)
 {
     memset(out, 0, sizeof(*out));
     out->reason = BANK_REASON_NO_SPACE;
@@ -100,11 +105,13 @@ int bank_restore(struct bank *b, struct bank_disk *d, struct bank_remote *rt, co
     const struct bank_disk_hit *dh = &out->disk_;
     if (dh->pos > hit.restore_pos) {
         bank_hit_release(b, &hit);
-        disk_promote(b, k, dh);
+        if (promote) disk_promote(b, k, dh);
+        else out->promote_ = true;
         out->pos = dh->pos;
         if (out->source != BANK_SOURCE_REMOTE) out->source = BANK_SOURCE_DISK;
         out->kv = dh->kv;
         out->snapshot = dh->snapshot;
+        /* after a promotion RAM matches the hit's path too: L >= pos either way */
         int64_t L = HS_MAX(HS_MAX(out->match_len, dh->pos), bank_match_len(b, k->fp, ids, n));
         out->match_len = L;
         out->reason = out->pos == n - 1 ? BANK_REASON_FULL : out->pos == L ? BANK_REASON_DIVERGED : BANK_REASON_NO_SNAPSHOT;
@@ -123,6 +130,25 @@ int bank_restore(struct bank *b, struct bank_disk *d, struct bank_remote *rt, co
         out->snapshot = out->ram_snap_;
     }
     return HS_OK;
+}
+
+int bank_restore(struct bank *b, struct bank_disk *d, struct bank_remote *rt, const struct bank_keys *k,
+                 const int32_t *ids, int64_t n, struct bank_restored *out, struct hs_err *err)
+{
+    return restore(b, d, rt, k, ids, n, true, out, err);
+}
+
+int bank_restore_lazy(struct bank *b, struct bank_disk *d, struct bank_remote *rt, const struct bank_keys *k,
+                      const int32_t *ids, int64_t n, struct bank_restored *out, struct hs_err *err)
+{
+    return restore(b, d, rt, k, ids, n, false, out, err);
+}
+
+void bank_restored_promote(struct bank *b, const struct bank_keys *k, struct bank_restored *r)
+{
+    if (!r || !r->promote_) return;
+    r->promote_ = false;
+    disk_promote(b, k, &r->disk_);
 }
 
 void bank_restored_free(struct bank_restored *r)

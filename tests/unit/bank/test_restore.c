@@ -224,3 +224,43 @@ Test(bank_restore, store_with_disk_reads_only_rows_past_the_known_prefix)
     bank_disk_close(d);
     dt_rmrf(dir);
 }
+
+/* bank_restore_lazy hands out the same bytes but leaves the promotion into RAM to
+ * bank_restored_promote (after the caller's first token); freed without it, only the reuse
+ * is lost. */
+Test(bank_restore, lazy_restore_promotes_only_when_asked)
+{
+    char *dir = dt_mkdtemp();
+    struct bank_disk *d = dt_open(dir, NULL);
+    struct bank *b = bank_init(NULL);
+    int32_t path[300], prompt[301];
+    dt_ids(path, 300, 8);
+    rt_store(b, d, path, 300, (int64_t[]){ 120, 300 }, 2);
+    bank_disk_flush(d);
+    bank_free(b);
+    b = bank_init(NULL);
+    memcpy(prompt, path, sizeof path);
+    prompt[300] = 9;
+    struct hs_err err;
+    hs_err_clear(&err);
+    struct bank_restored r;
+    for (int round = 0; round < 2; round++) {
+        cr_assert_eq(bank_restore_lazy(b, d, NULL, &rt_keys, prompt, 301, &r, &err), HS_OK, "%s", err.msg);
+        cr_assert_eq(r.pos, 300);
+        cr_assert_eq(r.source, BANK_SOURCE_DISK, "round %d: %s", round, bank_source_name(r.source));
+        cr_assert_eq(r.reason, BANK_REASON_FULL);
+        uint8_t *kv = bt_kv_rows(prompt, 0, 300, ROW);
+        cr_assert(!memcmp(r.kv, kv, 300 * ROW), "KV rows differ");
+        free(kv);
+        cr_assert_eq(bank_match_len(b, FP1, prompt, 301), 0, "promoted before it was asked");
+        if (round == 1) bank_restored_promote(b, &rt_keys, &r);
+        bank_restored_free(&r); /* round 0: dropped unpromoted */
+        bt_check(b);
+    }
+    cr_assert_eq(bank_match_len(b, FP1, prompt, 301), 300);
+    rt_restore(b, d, prompt, 301, 300, BANK_SOURCE_RAM, BANK_REASON_FULL, &r);
+    bank_restored_free(&r);
+    bank_free(b);
+    bank_disk_close(d);
+    dt_rmrf(dir);
+}
