@@ -38,7 +38,12 @@
 # bytes / throughput (goal 2x); first logits identical. bench/README.md says where the time
 # goes. After chunks were received straight into the hit (2 GETs in flight, no MGET), NREP=2
 # (load 3.5-4): remote TTFT 6.1 s median, warm disk 4.8 s, recompute 216.0 s: 35.5x, 2.39x of
-# bytes / throughput (302 MB / 118 MB/s); first logits identical.
+# bytes / throughput (302 MB / 118 MB/s); first logits identical. After the restore's copies
+# and fresh memory were cut (huge pages, the remote hit shared with the disk queue, a store
+# reading only rows no tier holds, the RAM promotion after the first token), NREP=2 (load
+# 7-8): remote TTFT 5.98 s and 4.52 s, warm disk 3.83 s and 3.51 s, recompute 305.1 s: 51.0x,
+# 1.73x of bytes / throughput (302 MB / 87 MB/s; 2.5x and 1.9x against the 127 MB/s the raw
+# client fetched the chain at); first logits identical.
 set -u
 build=${1:-${HEADSTART_BUILD:-build}}
 hs=$build/headstart

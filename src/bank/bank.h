@@ -277,6 +277,8 @@ enum bank_disk_put_result {
     BANK_DISK_OFF,           /* the tier is disabled (an I/O error) or closing */
     BANK_DISK_TOO_BIG,       /* larger than the cap */
     BANK_DISK_BAD_ARGS,
+    BANK_DISK_ROWS_MISSING,  /* bank_disk_put_rows: the prefix the tier holds ends before the
+                              * rows handed (it vanished); counted in skipped_base_gone */
 };
 
 struct bank_disk_stats {
@@ -329,9 +331,11 @@ struct bank_disk_entry {
     uint64_t hits;
 };
 
-/* A disk hit: one owned buffer holding ids, KV rows [0, pos) (read from the chain of
- * stretch blobs) and the snapshot, all verified (checksums, identity, the exact token
- * prefix). Free with bank_disk_hit_free. */
+/* A disk hit: one buffer holding ids, KV rows [0, pos) (read from the chain of stretch
+ * blobs) and the snapshot, all verified (checksums, identity, the exact token prefix).
+ * Read-only once the lookup returns: bank_disk_put_hit queues a write that shares it
+ * (refcounted) instead of copying it. Free with bank_disk_hit_free (the buffer goes when
+ * its last holder lets it go). */
 struct bank_disk_hit {
     int64_t pos;              /* 0 = miss */
     enum bank_snap_kind kind;
@@ -340,7 +344,7 @@ struct bank_disk_hit {
     const void *snapshot;     /* snapshot_bytes */
     size_t kv_bytes, snapshot_bytes;
     int64_t n_blobs;          /* blobs read: the chain of KV stretches */
-    void *buf_;               /* private */
+    struct bank_hitbuf *buf_; /* private: the refcounted buffer */
 };
 
 struct bank_disk_verify_result {
@@ -367,6 +371,25 @@ enum bank_disk_put_result bank_disk_put(struct bank_disk *d, uint64_t fp,
                                         const int32_t *ids, int64_t pos,
                                         const void *kv_rows, const void *snapshot,
                                         enum bank_snap_kind kind);
+/* As bank_disk_put with only KV rows [rows_from, pos) handed (kv_rows holds row rows_from
+ * first): enough when the tier holds (or has queued) a prefix of ids at rows_from or
+ * deeper (bank_disk_known_prefix), since a put copies only the rows past that; else
+ * BANK_DISK_ROWS_MISSING (the prefix vanished meanwhile: only reuse is lost). */
+enum bank_disk_put_result bank_disk_put_rows(struct bank_disk *d, uint64_t fp, size_t kv_row_bytes,
+                                             size_t snapshot_bytes, const int32_t *ids, int64_t pos,
+                                             int64_t rows_from, const void *kv_rows, const void *snapshot,
+                                             enum bank_snap_kind kind);
+/* The deepest p <= pos such that an entry of ids[0, p) (fp, row sizes) is stored, being
+ * written, or queued and more valuable than kind (0 none, or d NULL): a put of kind at pos
+ * (or deeper) copies only the rows from there. */
+int64_t bank_disk_known_prefix(struct bank_disk *d, uint64_t fp, size_t kv_row_bytes, size_t snapshot_bytes,
+                               const int32_t *ids, int64_t pos, enum bank_snap_kind kind);
+/* As bank_disk_put of the hit's ids, rows and snapshot (hit->pos, hit->kind), without
+ * copying them: the queued write holds a reference to the hit's buffer, which nobody
+ * writes after its lookup (a remote hit going to the local disk). hit stays the caller's
+ * and valid; free it as usual. */
+enum bank_disk_put_result bank_disk_put_hit(struct bank_disk *d, uint64_t fp, size_t kv_row_bytes,
+                                            size_t snapshot_bytes, const struct bank_disk_hit *hit);
 /* Wait until nothing is pending or being written. */
 void bank_disk_flush(struct bank_disk *d);
 /* The deepest stored p with min_pos < p <= min(n-1, max_pos) whose exact prefix ids[0, p)
@@ -561,6 +584,7 @@ struct bank_restored {
     const void *kv;           /* KV rows [0, pos), pos * kv_row_bytes */
     const void *snapshot;     /* snapshot_bytes */
     void *ram_kv_, *ram_snap_;          /* private */
+    bool promote_;                      /* private: bank_restored_promote still to do */
     struct bank_disk_hit disk_, remote_; /* private */
 };
 
@@ -570,14 +594,24 @@ struct bank_restored {
  * disk. Declares k's RAM key space first (its error is the only one). */
 int bank_restore(struct bank *b, struct bank_disk *d, struct bank_remote *rt, const struct bank_keys *k,
                  const int32_t *ids, int64_t n, struct bank_restored *out, struct hs_err *err);
+/* As bank_restore, but a disk or remote hit is not promoted into RAM yet: the result keeps
+ * it until bank_restored_promote (restore.c, invariant 5: off the time to first token). */
+int bank_restore_lazy(struct bank *b, struct bank_disk *d, struct bank_remote *rt, const struct bank_keys *k,
+                      const int32_t *ids, int64_t n, struct bank_restored *out, struct hs_err *err);
+/* The promotion bank_restore_lazy left (b and k as given to it); a no-op when none is left.
+ * Call it before bank_restored_free; a result freed without it only loses the reuse. */
+void bank_restored_promote(struct bank *b, const struct bank_keys *k, struct bank_restored *r);
 void bank_restored_free(struct bank_restored *r); /* safe on a zeroed struct */
-/* The first KV row of path[0, n) bank_store needs: 0 with a disk tier (entries are written
- * whole), else where RAM's tree stops matching. */
-int64_t bank_store_rows_from(const struct bank *b, const struct bank_disk *d, const struct bank_keys *k,
-                             const int32_t *path, int64_t n);
+/* The first KV row of path[0, n) bank_store needs to be handed with these snapshots:
+ * where RAM's tree stops matching, and with a disk tier no later than the prefix it holds
+ * (or has queued) for the shallowest of them (bank_disk_known_prefix: each disk put copies
+ * only the rows past it). */
+int64_t bank_store_rows_from(const struct bank *b, struct bank_disk *d, const struct bank_keys *k,
+                             const int32_t *path, int64_t n, const struct bank_snap_in *snaps, int n_snaps);
 /* Store a computed path: RAM insert of path[0, n) with kv_rows = rows [rows_from, n)
  * (rows_from from bank_store_rows_from) and the snapshots, then the same snapshots queued
- * for the disk tier d (may be NULL); *n_disk_puts counts those queued (or already pending).
+ * for the disk tier d (may be NULL) with the rows past what it holds (bank_disk_put_rows);
+ * *n_disk_puts counts those queued (or already pending).
  * Declares k's RAM key space when new. An insert error is returned and nothing is queued. */
 int bank_store(struct bank *b, struct bank_disk *d, const struct bank_keys *k, const int32_t *path, int64_t n,
                int64_t rows_from, const void *kv_rows, const struct bank_snap_in *snaps, int n_snaps,

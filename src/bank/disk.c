@@ -65,8 +65,9 @@
  *      The writer evicts before writing, so the cap also holds while a write is in flight;
  *      a write that cannot fit (everything left is pinned or needed) is skipped.
  *   6. Writes happen only on the writer thread; put copies (only the KV rows past the
- *      deepest prefix already stored, by the in-memory mirror of the index) and never waits
- *      on disk. The queue is bounded (count, bytes); when full the least valuable pending
+ *      deepest prefix already stored, by the in-memory mirror of the index; put_hit copies
+ *      nothing: the write holds a reference to the verified hit's read-only buffer) and
+ *      never waits on disk. The queue is bounded (count, bytes); when full the least valuable pending
  *      write (highest kind value, then oldest) is dropped and counted. A write alone in the
  *      queue is always accepted (no per-entry limit below the cap). A write whose stored
  *      base vanished before it ran (evicted, or deleted as bad) is skipped and counted.
@@ -436,7 +437,8 @@ static enum rd chain_restore(struct bank_disk *d, const struct disk_row *tail, c
     blob_keys_free(&ph);
     /* 3: the blobs, tail first (a bad tail never costs its ancestors a read) */
     size_t ids_b = (size_t)p * 4, kv_b = (size_t)p * rowb;
-    uint8_t *buf = hs_malloc(ids_b + kv_b + snapb + 1);
+    struct bank_hitbuf *hb = hitbuf_new(ids_b + kv_b + snapb + 1);
+    uint8_t *buf = hb->mem;
     int32_t *dst_ids = (int32_t *)(void *)buf;
     uint8_t *dst_kv = buf + ids_b, *dst_snap = buf + ids_b + kv_b;
     uint32_t kind = BANK_SNAP_END;
@@ -462,12 +464,12 @@ static enum rd chain_restore(struct bank_disk *d, const struct disk_row *tail, c
     }
     hs_free(keys);
     if (r != RD_OK) {
-        hs_free(buf);
+        hitbuf_unref(hb);
         goto out;
     }
     hit->pos = p;
     hit->kind = (enum bank_snap_kind)kind;
-    hit->buf_ = buf;
+    hit->buf_ = hb;
     hit->ids = dst_ids;
     hit->kv = dst_kv;
     hit->kv_bytes = kv_b;
@@ -534,7 +536,7 @@ uint64_t bank_disk_cap_for(const char *dir, int64_t requested)
 const char *bank_disk_put_result_name(enum bank_disk_put_result r)
 {
     static const char *const names[] = {"queued", "duplicate", "dropped", "off", "too_big",
-                                        "bad_args"};
+                                        "bad_args", "rows_missing"};
     return (unsigned)r < HS_ARRAY_LEN(names) ? names[r] : "?";
 }
 
@@ -686,7 +688,7 @@ void bank_disk_close(struct bank_disk *d)
 void bank_disk_hit_free(struct bank_disk_hit *hit)
 {
     if (!hit) return;
-    hs_free(hit->buf_);
+    hitbuf_unref(hit->buf_);
     memset(hit, 0, sizeof *hit);
 }
 

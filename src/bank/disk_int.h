@@ -27,9 +27,21 @@ struct pending {
     uint8_t key[32], base[32];
     uint64_t seq;
     uint64_t bytes;           /* bytes held (queue_bytes accounting) */
-    int32_t *ids;             /* pos ids, owned */
-    uint8_t *kv, *snapb;      /* (pos - from) rows, the snapshot; owned */
+    const int32_t *ids;       /* pos ids */
+    const uint8_t *kv, *snapb;/* (pos - from) rows, the snapshot */
+    struct bank_hitbuf *share;/* NULL: ids, kv, snapb are owned copies; else they point
+                               * into this hit buffer, held by a reference */
 };
+
+/* A hit's buffer (ids | KV rows | snapshot): written by the lookup that fills it, then
+ * read-only, freed when its last reference goes (the hit's, and those of the disk writes
+ * queued from it by bank_disk_put_hit, on the writer thread). */
+struct bank_hitbuf {
+    atomic_int refs;
+    uint8_t *mem;
+};
+struct bank_hitbuf *hitbuf_new(size_t bytes); /* one reference */
+void hitbuf_unref(struct bank_hitbuf *hb);   /* NULL: no-op */
 
 /* The mirror of the index that put consults without touching SQLite (invariant 6). */
 struct known {
@@ -57,6 +69,7 @@ struct bank_disk {
     int nq;
     uint64_t q_bytes, seq;
     bool busy;                /* the writer holds an item */
+    const struct pending *cur;/* that item (NULL none): put may build on it */
     char inflight[65];        /* key being written ("" none): reconcile never removes it */
     uint8_t inflight_base[32];/* its parent (pinned); zero when none */
     struct known *kn;         /* under mu */

@@ -594,7 +594,8 @@ static enum fetch fetch_chain(struct bank_remote *r, const struct manifest *tail
     const int64_t p = (int64_t)tail->pos;
     const size_t rowb = tail->row, snapb = tail->snap;
     size_t ids_b = (size_t)p * 4, kv_b = (size_t)p * rowb;
-    uint8_t *buf = hs_malloc(ids_b + kv_b + snapb + 1);
+    struct bank_hitbuf *hb = hitbuf_new(ids_b + kv_b + snapb + 1);
+    uint8_t *buf = hb->mem;
     int32_t *dst_ids = (int32_t *)buf;
     uint8_t *dst_kv = buf + ids_b, *dst_snap = dst_kv + kv_b;
     struct manifest cur = *tail;
@@ -639,12 +640,12 @@ static enum fetch fetch_chain(struct bank_remote *r, const struct manifest *tail
     }
     manifest_free(&cur);
     if (res != FT_OK) {
-        hs_free(buf);
+        hitbuf_unref(hb);
         return res;
     }
     hit->pos = p;
     hit->kind = (enum bank_snap_kind)tail->kind;
-    hit->buf_ = buf;
+    hit->buf_ = hb;
     hit->ids = dst_ids;
     hit->kv = dst_kv;
     hit->kv_bytes = kv_b;

@@ -6,17 +6,22 @@
  *
  *   bank_restore:  RAM lookup ─▶ disk lookup for a deeper point only (min_pos = RAM's)
  *                  ─▶ remote lookup for a point deeper than both (min_pos = the deeper)
- *                  ─▶ remote deepest: promote into RAM, queue it for disk (whose writer
- *                     then offers it back to the remote tier: already stored there)
+ *                  ─▶ remote deepest: promote into RAM, queue it for disk sharing the
+ *                     hit's buffer, no copy (the writer then offers it back to the remote
+ *                     tier: already stored there)
  *                  ─▶ disk deeper: promote its path, rows and snapshot into RAM; hand out
  *                     the disk hit's buffers
  *                  ─▶ else RAM hit: copy its rows and snapshot out, release the pin
  *   bank_store:    RAM insert of the whole path (rows RAM lacks, every snapshot)
- *                  ─▶ the same snapshots queued for the disk tier (entries whole: rows [0, pos))
+ *                  ─▶ the same snapshots queued for the disk tier (each with the rows past
+ *                     the prefix the tier holds or has queued: the caller reads only rows
+ *                     from bank_store_rows_from out of its sequence)
  *
  * Invariants:
  *   1. What a restore hands out is a copy (or the disk hit's own buffer): nothing the
- *      caller writes can reach the bank's memory, and no pin outlives bank_restore.
+ *      caller writes can reach the bank's memory, and no pin outlives bank_restore. A hit
+ *      buffer is read-only to everyone once its lookup returns (the disk write queued
+ *      from a remote hit reads it on the writer thread, holding a reference).
  *   2. The disk tier is asked only for a point deeper than RAM's, the remote tier only for
  *      one deeper than both; what they return was verified by the tier (checksums,
  *      identity, the exact token prefix). A discarded entry leaves the restore at the
@@ -26,6 +31,11 @@
  *      RAM under fp.
  *   4. A failed promotion or insert only loses reuse: restore still answers, store reports
  *      the error for the caller to log and goes on without the disk puts.
+ *   5. bank_restore_lazy leaves the promotion to bank_restored_promote, which the caller
+ *      runs once it has copied the state out and answered its first token (the RAM copy of
+ *      ~300 MB for a 10k-token head is then off the time to first token). Until then RAM
+ *      does not hold the hit: a lookup in between finds the disk tier (once its write is
+ *      done) or goes to the remote tier again; nothing else differs.
  */
 #include "bank/bank.h"
 
@@ -60,8 +70,8 @@ static void disk_promote(struct bank *b, const struct bank_keys *k, const struct
         hs_log_write(HS_LOG_WARN, "session: disk hit at %lld not promoted: %s", (long long)dh->pos, e.msg);
 }
 
-int bank_restore(struct bank *b, struct bank_disk *d, struct bank_remote *rt, const struct bank_keys *k,
-                 const int32_t *ids, int64_t n, struct bank_restored *out, struct hs_err *err)
+static int restore(struct bank *b, struct bank_disk *d, struct bank_remote *rt, const struct bank_keys *k,
+                   const int32_t *ids, int64_t n, bool promote, struct bank_restored *out, struct hs_err *err)
 {
     memset(out, 0, sizeof(*out));
     out->reason = BANK_REASON_NO_SPACE;
@@ -87,19 +97,21 @@ int bank_restore(struct bank *b, struct bank_disk *d, struct bank_remote *rt, co
             bank_disk_hit_free(&out->disk_);
             out->disk_ = out->remote_;
             memset(&out->remote_, 0, sizeof out->remote_);
-            if (d) (void)bank_disk_put(d, k->disk_fp, k->kv_row_bytes, k->snapshot_bytes, out->disk_.ids,
-                                       out->disk_.pos, out->disk_.kv, out->disk_.snapshot, out->disk_.kind);
+            /* the write shares the hit's buffer: no copy on this thread */
+            if (d) (void)bank_disk_put_hit(d, k->disk_fp, k->kv_row_bytes, k->snapshot_bytes, &out->disk_);
             out->source = BANK_SOURCE_REMOTE;
         }
     }
     const struct bank_disk_hit *dh = &out->disk_;
     if (dh->pos > hit.restore_pos) {
         bank_hit_release(b, &hit);
-        disk_promote(b, k, dh);
+        if (promote) disk_promote(b, k, dh);
+        else out->promote_ = true;
         out->pos = dh->pos;
         if (out->source != BANK_SOURCE_REMOTE) out->source = BANK_SOURCE_DISK;
         out->kv = dh->kv;
         out->snapshot = dh->snapshot;
+        /* after a promotion RAM matches the hit's path too: L >= pos either way */
         int64_t L = HS_MAX(HS_MAX(out->match_len, dh->pos), bank_match_len(b, k->fp, ids, n));
         out->match_len = L;
         out->reason = out->pos == n - 1 ? BANK_REASON_FULL : out->pos == L ? BANK_REASON_DIVERGED : BANK_REASON_NO_SNAPSHOT;
@@ -120,6 +132,25 @@ int bank_restore(struct bank *b, struct bank_disk *d, struct bank_remote *rt, co
     return HS_OK;
 }
 
+int bank_restore(struct bank *b, struct bank_disk *d, struct bank_remote *rt, const struct bank_keys *k,
+                 const int32_t *ids, int64_t n, struct bank_restored *out, struct hs_err *err)
+{
+    return restore(b, d, rt, k, ids, n, true, out, err);
+}
+
+int bank_restore_lazy(struct bank *b, struct bank_disk *d, struct bank_remote *rt, const struct bank_keys *k,
+                      const int32_t *ids, int64_t n, struct bank_restored *out, struct hs_err *err)
+{
+    return restore(b, d, rt, k, ids, n, false, out, err);
+}
+
+void bank_restored_promote(struct bank *b, const struct bank_keys *k, struct bank_restored *r)
+{
+    if (!r || !r->promote_) return;
+    r->promote_ = false;
+    disk_promote(b, k, &r->disk_);
+}
+
 void bank_restored_free(struct bank_restored *r)
 {
     if (!r) return;
@@ -130,11 +161,21 @@ void bank_restored_free(struct bank_restored *r)
     memset(r, 0, sizeof(*r));
 }
 
-int64_t bank_store_rows_from(const struct bank *b, const struct bank_disk *d, const struct bank_keys *k,
-                             const int32_t *path, int64_t n)
+int64_t bank_store_rows_from(const struct bank *b, struct bank_disk *d, const struct bank_keys *k,
+                             const int32_t *path, int64_t n, const struct bank_snap_in *snaps, int n_snaps)
 {
-    /* the disk tier wants every entry whole (rows [0, pos)), so then all of them */
-    return d ? 0 : bank_match_len(b, k->fp, path, n);
+    int64_t from = bank_match_len(b, k->fp, path, n);
+    if (!d || from == 0 || n_snaps == 0) return from;
+    /* a disk put copies the rows past the prefix the tier holds or has queued: the
+     * shallowest and the most valuable snapshot see the least of it */
+    int64_t first = n;
+    enum bank_snap_kind kind = BANK_SNAP_KIND_COUNT - 1;
+    for (int i = 0; i < n_snaps; i++) {
+        first = HS_MIN(first, snaps[i].pos);
+        if (snaps[i].kind < kind) kind = snaps[i].kind;
+    }
+    if (first < 1) return 0;
+    return HS_MIN(from, bank_disk_known_prefix(d, k->disk_fp, k->kv_row_bytes, k->snapshot_bytes, path, first, kind));
 }
 
 int bank_store(struct bank *b, struct bank_disk *d, const struct bank_keys *k, const int32_t *path, int64_t n,
@@ -152,10 +193,12 @@ int bank_store(struct bank *b, struct bank_disk *d, const struct bank_keys *k, c
                          (const uint8_t *)kv_rows + (size_t)(kv_from - rows_from) * k->kv_row_bytes, snaps, n_snaps, err);
     if (rc != HS_OK) return rc;
     /* put copies and queues; the writer thread does the I/O, and a refused put (queue full,
-     * tier off, too big) only loses reuse later */
-    for (int i = 0; d && rows_from == 0 && i < n_snaps; i++) {
-        enum bank_disk_put_result pr = bank_disk_put(d, k->disk_fp, k->kv_row_bytes, k->snapshot_bytes, path,
-                                                     snaps[i].pos, kv_rows, snaps[i].bytes, snaps[i].kind);
+     * tier off, too big, its stored prefix gone since bank_store_rows_from) only loses
+     * reuse later */
+    for (int i = 0; d && i < n_snaps; i++) {
+        enum bank_disk_put_result pr = bank_disk_put_rows(d, k->disk_fp, k->kv_row_bytes, k->snapshot_bytes, path,
+                                                          snaps[i].pos, rows_from, kv_rows, snaps[i].bytes,
+                                                          snaps[i].kind);
         if (pr == BANK_DISK_QUEUED || pr == BANK_DISK_DUPLICATE) (*n_disk_puts)++;
     }
     return HS_OK;

@@ -44,12 +44,31 @@
 #include <time.h>
 #include <unistd.h>
 
+struct bank_hitbuf *hitbuf_new(size_t bytes)
+{
+    struct bank_hitbuf *hb = hs_malloc(sizeof *hb);
+    atomic_init(&hb->refs, 1);
+    hb->mem = hs_malloc(bytes ? bytes : 1);
+    return hb;
+}
+
+void hitbuf_unref(struct bank_hitbuf *hb)
+{
+    if (!hb || atomic_fetch_sub(&hb->refs, 1) != 1) return;
+    hs_free(hb->mem);
+    hs_free(hb);
+}
+
 void disk_pending_free(struct pending *p)
 {
     if (!p) return;
-    hs_free(p->ids);
-    hs_free(p->kv);
-    hs_free(p->snapb);
+    if (p->share) {
+        hitbuf_unref(p->share);
+    } else {
+        hs_free((void *)p->ids);
+        hs_free((void *)p->kv);
+        hs_free((void *)p->snapb);
+    }
     hs_free(p);
 }
 
@@ -429,10 +448,14 @@ void *disk_writer_main(void *arg)
         d->nq--;
         d->q_bytes -= p->bytes;
         d->busy = true;
+        d->cur = p;
         /* its base stays pinned while it is written (index_evict_to reads inflight_base) */
         if (p->from > 0) memcpy(d->inflight_base, p->base, 32);
         pthread_mutex_unlock(&d->mu);
         write_one(d, p);
+        pthread_mutex_lock(&d->mu);
+        d->cur = NULL; /* stored by now (in the mirror), or not at all */
+        pthread_mutex_unlock(&d->mu);
         disk_pending_free(p);
         pthread_mutex_lock(&d->mu);
         memset(d->inflight_base, 0, 32);
@@ -471,11 +494,77 @@ static int kcand_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-enum bank_disk_put_result bank_disk_put(struct bank_disk *d, uint64_t fp,
-                                        size_t kv_row_bytes, size_t snapshot_bytes,
-                                        const int32_t *ids, int64_t pos,
-                                        const void *kv_rows, const void *snapshot,
-                                        enum bank_snap_kind kind)
+/* Candidate bases of a write of kind at pos (caller holds mu): the stored entries of its
+ * key space at or before pos (the mirror), the write in flight, and the queued writes more
+ * valuable than it (a lower kind): FIFO, they are stored before it runs, and a full queue
+ * drops it before any of them (less_valuable). One that fails meanwhile only makes it
+ * skip (base gone). Their keys still have to be checked against ids. */
+static size_t base_candidates(const struct bank_disk *d, uint64_t fp, size_t row, size_t snap, int64_t pos,
+                              enum bank_snap_kind kind, struct kcand **out)
+{
+    struct kcand *kc = NULL;
+    size_t nk = 0;
+    for (size_t i = 0; i < d->nkn; i++) {
+        const struct known *k = &d->kn[i];
+        if (k->fp != fp || k->pos > pos || k->row != row || k->snap != snap) continue;
+        if (!kc) kc = hs_malloc((d->nkn - i + (size_t)d->nq + 1) * sizeof *kc);
+        kc[nk].pos = k->pos;
+        memcpy(kc[nk].key, k->key, 32);
+        nk++;
+    }
+    for (int i = -1; i < d->nq; i++) {
+        const struct pending *q = i < 0 ? d->cur : d->q[i];
+        if (!q || q->touch || q->fp != fp || q->pos > pos || q->row != row || q->snap != snap) continue;
+        if (i >= 0 && q->kind >= kind) continue;
+        if (!kc) kc = hs_malloc(((size_t)d->nq + 1) * sizeof *kc);
+        kc[nk].pos = q->pos;
+        memcpy(kc[nk].key, q->key, 32);
+        nk++;
+    }
+    *out = kc;
+    return nk;
+}
+
+/* The deepest candidate (base_candidates, kc[0, nk), consumed) that is a prefix of ids:
+ * its position (0 none) and key; key_pos gets the key of ids[0, pos). Hashes: call it
+ * outside the locks. */
+static int64_t deepest_base(struct kcand *kc, size_t nk, uint64_t fp, const int32_t *ids, int64_t pos,
+                            uint8_t base[32], uint8_t key_pos[32])
+{
+    if (nk) qsort(kc, nk, sizeof *kc, kcand_cmp);
+    struct blob_keys ph;
+    blob_keys_init(&ph, fp, ids);
+    int64_t from = 0, at = -1;
+    uint8_t k[32];
+    memset(base, 0, 32);
+    for (size_t i = 0; i < nk; i++) {
+        if (kc[i].pos != at) { blob_keys_at(&ph, kc[i].pos, k); at = kc[i].pos; }
+        if (memcmp(k, kc[i].key, 32) == 0) { from = kc[i].pos; memcpy(base, k, 32); }
+    }
+    if (key_pos) blob_keys_at(&ph, pos, key_pos);
+    blob_keys_free(&ph);
+    hs_free(kc);
+    return from;
+}
+
+int64_t bank_disk_known_prefix(struct bank_disk *d, uint64_t fp, size_t kv_row_bytes, size_t snapshot_bytes,
+                               const int32_t *ids, int64_t pos, enum bank_snap_kind kind)
+{
+    if (!d || !ids || pos < 1) return 0;
+    struct kcand *kc;
+    pthread_mutex_lock(&d->mu);
+    size_t nk = base_candidates(d, fp, kv_row_bytes, snapshot_bytes, pos, kind, &kc);
+    pthread_mutex_unlock(&d->mu);
+    uint8_t base[32];
+    return deepest_base(kc, nk, fp, ids, pos, base, NULL);
+}
+
+/* bank_disk_put (rows_from 0), bank_disk_put_rows (kv_rows = row rows_from), and
+ * bank_disk_put_hit with share = the hit's buffer (ids, kv_rows and snapshot point into it,
+ * rows_from 0): the write then holds a reference instead of copies. */
+static enum bank_disk_put_result put(struct bank_disk *d, uint64_t fp, size_t kv_row_bytes, size_t snapshot_bytes,
+                                     const int32_t *ids, int64_t pos, int64_t rows_from, const void *kv_rows,
+                                     const void *snapshot, enum bank_snap_kind kind, struct bank_hitbuf *share)
 {
     uint64_t plen;
     if (!d || !ids || pos < 1 || (unsigned)kind >= BANK_SNAP_KIND_COUNT ||
@@ -483,9 +572,8 @@ enum bank_disk_put_result bank_disk_put(struct bank_disk *d, uint64_t fp,
         (kv_row_bytes && !kv_rows) || (snapshot_bytes && !snapshot) ||
         plen + HDR_SIZE > SIZE_MAX / 2)
         return BANK_DISK_BAD_ARGS;
-    /* the stored entries of this key space at or before pos (from the mirror) */
-    struct kcand *kc = NULL;
-    size_t nk = 0;
+    /* the stored (or queued) entries of this key space at or before pos */
+    struct kcand *kc;
     pthread_mutex_lock(&d->mu);
     d->st.puts++;
     if (d->st.disabled || d->recovering || d->closing || d->read_only) {
@@ -493,31 +581,20 @@ enum bank_disk_put_result bank_disk_put(struct bank_disk *d, uint64_t fp,
         pthread_mutex_unlock(&d->mu);
         return BANK_DISK_OFF;
     }
-    for (size_t i = 0; i < d->nkn; i++) {
-        const struct known *k = &d->kn[i];
-        if (k->fp != fp || k->pos > pos || k->row != kv_row_bytes || k->snap != snapshot_bytes) continue;
-        if (!kc) kc = hs_malloc((d->nkn - i) * sizeof *kc);
-        kc[nk].pos = k->pos;
-        memcpy(kc[nk].key, k->key, 32);
-        nk++;
-    }
+    size_t nk = base_candidates(d, fp, kv_row_bytes, snapshot_bytes, pos, kind, &kc);
     pthread_mutex_unlock(&d->mu);
 
     /* hash outside the lock: the deepest stored prefix of ids is the base; only the rows
      * past it are copied (the writer re-checks it against the index) */
-    if (nk) qsort(kc, nk, sizeof *kc, kcand_cmp);
-    struct blob_keys ph;
-    blob_keys_init(&ph, fp, ids);
-    int64_t from = 0, at = -1;
-    uint8_t base[32] = {0}, k[32], key[32];
-    for (size_t i = 0; i < nk; i++) {
-        if (kc[i].pos != at) { blob_keys_at(&ph, kc[i].pos, k); at = kc[i].pos; }
-        if (memcmp(k, kc[i].key, 32) == 0) { from = kc[i].pos; memcpy(base, k, 32); }
-    }
-    blob_keys_at(&ph, pos, key);
-    blob_keys_free(&ph);
-    hs_free(kc);
+    uint8_t base[32], key[32];
+    int64_t from = deepest_base(kc, nk, fp, ids, pos, base, key);
     const bool touch = from == pos;
+    if (!touch && from < rows_from) { /* the rows it needs were not handed */
+        pthread_mutex_lock(&d->mu);
+        d->st.skipped_base_gone++;
+        pthread_mutex_unlock(&d->mu);
+        return BANK_DISK_ROWS_MISSING;
+    }
     uint64_t new_bytes = 0;
     if (!touch) {
         blob_payload_len(from, pos, kv_row_bytes, snapshot_bytes, &new_bytes);
@@ -532,7 +609,7 @@ enum bank_disk_put_result bank_disk_put(struct bank_disk *d, uint64_t fp,
     pthread_mutex_unlock(&d->mu);
 
     /* copy outside the lock: the caller's thread pays, the writer never touches caller
-     * memory */
+     * memory (a shared hit buffer is nobody's to write: the write holds a reference) */
     struct pending *p = hs_calloc(1, sizeof *p);
     p->fp = fp;
     p->row = kv_row_bytes;
@@ -543,14 +620,26 @@ enum bank_disk_put_result bank_disk_put(struct bank_disk *d, uint64_t fp,
     p->touch = touch;
     memcpy(p->key, key, 32);
     memcpy(p->base, base, 32);
-    if (!touch) {
+    if (!touch && share) {
         size_t nrow = (size_t)(pos - from);
-        p->ids = hs_malloc((size_t)pos * 4);
-        memcpy(p->ids, ids, (size_t)pos * 4);
-        p->kv = hs_malloc(nrow * kv_row_bytes + 1);
-        if (kv_row_bytes) memcpy(p->kv, (const uint8_t *)kv_rows + (size_t)from * kv_row_bytes, nrow * kv_row_bytes);
-        p->snapb = hs_malloc(snapshot_bytes + 1);
-        if (snapshot_bytes) memcpy(p->snapb, snapshot, snapshot_bytes);
+        atomic_fetch_add(&share->refs, 1);
+        p->share = share;
+        p->ids = ids;
+        p->kv = (const uint8_t *)kv_rows + (size_t)from * kv_row_bytes;
+        p->snapb = snapshot;
+        p->bytes = (uint64_t)pos * 4 + nrow * kv_row_bytes + snapshot_bytes;
+    } else if (!touch) {
+        size_t nrow = (size_t)(pos - from);
+        int32_t *ids_c = hs_malloc((size_t)pos * 4);
+        memcpy(ids_c, ids, (size_t)pos * 4);
+        uint8_t *kv_c = hs_malloc(nrow * kv_row_bytes + 1);
+        if (kv_row_bytes)
+            memcpy(kv_c, (const uint8_t *)kv_rows + (size_t)(from - rows_from) * kv_row_bytes, nrow * kv_row_bytes);
+        uint8_t *snap_c = hs_malloc(snapshot_bytes + 1);
+        if (snapshot_bytes) memcpy(snap_c, snapshot, snapshot_bytes);
+        p->ids = ids_c;
+        p->kv = kv_c;
+        p->snapb = snap_c;
         p->bytes = (uint64_t)pos * 4 + nrow * kv_row_bytes + snapshot_bytes;
     }
 
@@ -586,4 +675,29 @@ enum bank_disk_put_result bank_disk_put(struct bank_disk *d, uint64_t fp,
     pthread_cond_signal(&d->cv_work);
     pthread_mutex_unlock(&d->mu);
     return BANK_DISK_QUEUED;
+}
+
+enum bank_disk_put_result bank_disk_put(struct bank_disk *d, uint64_t fp, size_t kv_row_bytes, size_t snapshot_bytes,
+                                        const int32_t *ids, int64_t pos, const void *kv_rows, const void *snapshot,
+                                        enum bank_snap_kind kind)
+{
+    return put(d, fp, kv_row_bytes, snapshot_bytes, ids, pos, 0, kv_rows, snapshot, kind, NULL);
+}
+
+enum bank_disk_put_result bank_disk_put_rows(struct bank_disk *d, uint64_t fp, size_t kv_row_bytes,
+                                             size_t snapshot_bytes, const int32_t *ids, int64_t pos,
+                                             int64_t rows_from, const void *kv_rows, const void *snapshot,
+                                             enum bank_snap_kind kind)
+{
+    if (rows_from < 0 || rows_from > pos) return BANK_DISK_BAD_ARGS;
+    return put(d, fp, kv_row_bytes, snapshot_bytes, ids, pos, rows_from, kv_rows, snapshot, kind, NULL);
+}
+
+enum bank_disk_put_result bank_disk_put_hit(struct bank_disk *d, uint64_t fp, size_t kv_row_bytes,
+                                            size_t snapshot_bytes, const struct bank_disk_hit *hit)
+{
+    if (!hit || hit->pos < 1 || !hit->buf_ || hit->kv_bytes != (size_t)hit->pos * kv_row_bytes ||
+        hit->snapshot_bytes != snapshot_bytes)
+        return BANK_DISK_BAD_ARGS;
+    return put(d, fp, kv_row_bytes, snapshot_bytes, hit->ids, hit->pos, 0, hit->kv, hit->snapshot, hit->kind, hit->buf_);
 }

@@ -16,14 +16,17 @@
  *   session_generate  generate: feed the previous token ─▶ sample ─▶ text through the
  *                               stop-string matcher
  *   session_finish    bank:     feed the last token ─▶ bank_store(prompt + generated,
- *                               captured snapshots + one at the end; RAM, then disk puts)
+ *                               captured snapshots + one at the end; RAM, then disk puts;
+ *                               only the KV rows neither tier holds leave the sequence)
  *
  *   state:  PROMPT ─restore─▶ RESTORED ─prefill*─▶ PREFILLED ─generate*─▶ GENERATED ─finish─▶ DONE
  *              cancel from any state before DONE ─▶ CANCELLED ─finish─▶ DONE
  *
  * Invariants:
  *   1. The bank is only read through copies (bank_restore) into the request's own
- *      sequence; nothing of the bank stays pinned after the restore step.
+ *      sequence; nothing of the bank stays pinned after the restore step. A disk or
+ *      remote hit is promoted into RAM after the first token is out (the next generate
+ *      step, or finish), from the hit's own buffer (bank_restore_lazy).
  *   2. Everything restored was made under this engine's fingerprint (the key space): the
  *      process fingerprint for the RAM bank, the persistent one (the model identity,
  *      engine.h) for the disk and remote tiers, skipped while the engine has none (the
@@ -104,6 +107,8 @@ struct session {
     enum bank_snap_kind cap_kind[BANK_PLAN_MAX];
     int n_caps;
     bool head_stored;             /* session_store_head banked the head early */
+    struct bank_restored br;      /* the restore's result while a disk or remote hit waits
+                                   * for its promotion into RAM (after the first token) */
 
     enum session_work_kind work;  /* what the last session_work asked the engine for */
     int64_t work_n;               /* its tokens */
@@ -303,6 +308,14 @@ int session_new_ids(struct engine *e, const struct model_text *mt, struct bank *
     return HS_OK;
 }
 
+/* The promotion session_restore left: after the first token was handed on (the next
+ * generate step) or at finish, so the RAM copy is off the time to first token. */
+static void promote_restored(struct session *s)
+{
+    if (s->bank) bank_restored_promote(s->bank, &s->keys, &s->br);
+    bank_restored_free(&s->br);
+}
+
 int session_restore(struct session *s, struct hs_err *err)
 {
     struct session_report *r = &s->rep;
@@ -324,7 +337,9 @@ int session_restore(struct session *s, struct hs_err *err)
     int rc = HS_OK;
     if (s->bank) {
         struct bank_restored br;
-        rc = bank_restore(s->bank, s->disk, s->remote, &s->keys, s->ids.v, s->n, &br, err);
+        /* the promotion of a disk or remote hit into RAM waits for the first token
+         * (promote_restored) */
+        rc = bank_restore_lazy(s->bank, s->disk, s->remote, &s->keys, s->ids.v, s->n, &br, err);
         if (rc == HS_OK) {
             r->bank_used = true;
             r->match_len = br.match_len;
@@ -337,7 +352,8 @@ int session_restore(struct session *s, struct hs_err *err)
                 r->cache_source = br.source;
             }
         }
-        bank_restored_free(&br);
+        if (rc == HS_OK && br.promote_) s->br = br; /* its hit's buffer stays until then */
+        else bank_restored_free(&br);
     }
     r->cached_tokens = s->at;
     s->start.cached_tokens = s->at;
@@ -492,13 +508,13 @@ int session_store_head(struct session *s, struct hs_err *err)
     hs_err_clear(&ferr);
     if (model_files_check(engine_model(s->e), &ferr) != HS_OK) return HS_OK; /* invariant 2a: session_finish says it */
     const int64_t pos = s->caps[c].pos;
-    int64_t from = bank_store_rows_from(s->bank, s->disk, &s->keys, s->ids.v, pos);
+    struct bank_snap_in snap = { pos, BANK_SNAP_HEAD, s->caps[c].buf };
+    int64_t from = bank_store_rows_from(s->bank, s->disk, &s->keys, s->ids.v, pos, &snap, 1);
     void *kv = hs_malloc(HS_MAX((size_t)(pos - from) * s->keys.kv_row_bytes, (size_t)1));
     int rc = seq_kv_read(s->sq, from, pos, kv) == HS_OK
                  ? HS_OK
                  : hs_err_set(err, HS_ERR_INVALID, "session: KV rows [%lld, %lld) not in the sequence", (long long)from,
                               (long long)pos);
-    struct bank_snap_in snap = { pos, BANK_SNAP_HEAD, s->caps[c].buf };
     int puts = 0;
     if (rc == HS_OK) rc = bank_store(s->bank, s->disk, &s->keys, s->ids.v, pos, from, kv, &snap, 1, &puts, err);
     hs_free(kv);
@@ -529,6 +545,7 @@ int session_generate(struct session *s, struct strbuf *piece, bool *emit, bool *
     *emit = false;
     *done = s->state != SESSION_PREFILLED;
     if (*done) return HS_OK;
+    if (s->n_gen > 0) promote_restored(s); /* the first token is out */
     if (s->pending) {
         int rc = work_run(s, 1, err);
         if (rc != HS_OK) return rc;
@@ -610,22 +627,20 @@ int session_finish(struct session *s, struct hs_err *err)
     }
     struct hs_err ferr;
     hs_err_clear(&ferr);
-    if (rc == HS_OK && s->prefilled && s->bank && model_files_check(engine_model(s->e), &ferr) != HS_OK) {
+    const bool model_ok = !s->bank || model_files_check(engine_model(s->e), &ferr) == HS_OK;
+    if (rc == HS_OK && s->prefilled && !model_ok) {
         s->bank = NULL; /* changed during the request (invariant 2a) */
         r->bank_off = SESSION_BANK_OFF_MODEL_CHANGED;
     }
+    /* a promotion still left, before the store: its rows then need not leave the sequence */
+    if (model_ok) promote_restored(s);
+    else bank_restored_free(&s->br);
     if (rc == HS_OK && s->prefilled && s->bank) {
         const int64_t n_total = s->n + s->n_gen;
         const size_t row_bytes = s->keys.kv_row_bytes, snap_bytes = s->keys.snapshot_bytes;
         int32_t *path = hs_malloc((size_t)n_total * sizeof(int32_t));
         memcpy(path, s->ids.v, (size_t)s->n * sizeof(int32_t));
         memcpy(path + s->n, s->gen, (size_t)s->n_gen * sizeof(int32_t));
-        int64_t from = bank_store_rows_from(s->bank, s->disk, &s->keys, path, n_total);
-        void *kv = hs_malloc((size_t)(n_total - from) * row_bytes);
-        rc = seq_kv_read(s->sq, from, n_total, kv) == HS_OK
-                 ? HS_OK
-                 : hs_err_set(err, HS_ERR_INVALID, "session: KV rows [%lld, %lld) not in the sequence",
-                              (long long)from, (long long)n_total);
         struct bank_snap_in snaps[BANK_PLAN_MAX + 1];
         int ns = 0;
         for (int i = 0; i < s->n_caps; i++)
@@ -633,6 +648,13 @@ int session_finish(struct session *s, struct hs_err *err)
         void *end = hs_malloc(HS_MAX(snap_bytes, (size_t)1));
         seq_snapshot(s->sq, end);
         if (ns == 0 || snaps[ns - 1].pos < n_total) snaps[ns++] = (struct bank_snap_in){ n_total, BANK_SNAP_END, end };
+        /* only the rows neither tier holds (nor has queued) leave the sequence */
+        int64_t from = bank_store_rows_from(s->bank, s->disk, &s->keys, path, n_total, snaps, ns);
+        void *kv = hs_malloc(HS_MAX((size_t)(n_total - from) * row_bytes, (size_t)1));
+        rc = seq_kv_read(s->sq, from, n_total, kv) == HS_OK
+                 ? HS_OK
+                 : hs_err_set(err, HS_ERR_INVALID, "session: KV rows [%lld, %lld) not in the sequence",
+                              (long long)from, (long long)n_total);
         if (rc == HS_OK) rc = bank_store(s->bank, s->disk, &s->keys, path, n_total, from, kv, snaps, ns, &r->n_disk_puts, err);
         /* the answer stands whatever happens to the bank: a failed store only loses reuse */
         if (rc != HS_OK) {
@@ -673,6 +695,7 @@ void session_take_report(struct session *s, struct session_report *out)
 void session_free(struct session *s)
 {
     if (!s) return;
+    bank_restored_free(&s->br);
     session_report_free(&s->rep);
     for (int i = 0; i < s->n_caps; i++) hs_free(s->caps[i].buf);
     hs_free(s->gen);

@@ -541,3 +541,50 @@ Test(bank_disk, cap_policy)
                   (unsigned long long)lo, (unsigned long long)hi);
     }
 }
+
+/* bank_disk_put_hit: the queued write shares the hit's buffer instead of copying it, so it
+ * must hold its own reference: the hit is freed while the write still waits behind another
+ * one (freed memory would be reused and the entry written wrong or not at all), and it
+ * stores only the rows past what the directory already has. */
+Test(bank_disk, put_hit_outlives_the_hit)
+{
+    char *da = dt_mkdtemp(), *db = dt_mkdtemp();
+    int32_t ids[40];
+    dt_ids(ids, 40, 12);
+    struct bank_disk *a = dt_open(da, NULL), *b = dt_open(db, NULL);
+    dt_put(a, FP1, ids, 30, BANK_SNAP_HEAD);
+    bank_disk_flush(a);
+    dt_put(b, FP1, ids, 10, BANK_SNAP_GRID);
+    bank_disk_flush(b);
+    struct bank_disk_hit h;
+    bank_disk_lookup(a, FP1, ROW, SNAP, ids, 40, 0, 1000, &h);
+    cr_assert_eq(h.pos, 30);
+    int32_t other[40];
+    dt_ids(other, 40, 13);
+    dt_gate_install(); /* fsync waits for dt_gate_open */
+    cr_assert_eq(dt_put(b, FP2, other, 20, BANK_SNAP_GRID), BANK_DISK_QUEUED);
+    dt_gate_wait_blocked(); /* b's writer holds FP2's entry: the hit's write waits */
+    cr_assert_eq(bank_disk_put_hit(b, FP1, ROW, SNAP, &h), BANK_DISK_QUEUED);
+    cr_assert_eq(bank_disk_put_hit(b, FP1, ROW + 1, SNAP, &h), BANK_DISK_BAD_ARGS);
+    bank_disk_hit_free(&h);
+    /* churn the allocator: what the hit's buffer would have been reused for */
+    const size_t hit_bytes = 30 * 4 + 30 * ROW + SNAP + 1;
+    for (int i = 0; i < 16; i++) {
+        uint8_t *junk = malloc(hit_bytes);
+        memset(junk, 0xa5, hit_bytes);
+        free(junk);
+    }
+    dt_gate_open();
+    bank_disk_flush(b);
+    sys_io_set_ops(NULL);
+    dt_expect(b, FP1, ids, 40, 1000, 30);
+    struct bank_disk_stats st;
+    bank_disk_stats_get(b, &st);
+    cr_assert_eq(st.written, 3);
+    /* 30 stores [10, 30) on top of 10, like any put */
+    cr_assert_eq(st.bytes, dt_entry_bytes(10) + dt_blob_bytes(10, 30) + dt_entry_bytes(20));
+    bank_disk_close(a);
+    bank_disk_close(b);
+    dt_rmrf(da);
+    dt_rmrf(db);
+}
