@@ -13,7 +13,7 @@
  * vfnmadd(dmin * dx, msum, a): negating a factor is exact, both round once), and every output
  * keeps its own accumulator with the blocks ascending, so tile shapes, panels, n_tok, r0 and
  * r1 cannot change a bit.
- *   1. Per-row path (fewer than P_MIN_TOKS tokens, rows past the last whole group of 8, K past
+ *   1. Per-row path (2 to P_MIN_TOKS - 1 tokens, rows past the last whole group of 8, K past
  *      the panel): a row's block is decoded once per tile of up to TOKS tokens.
  *   2. Panel path (P_MIN_TOKS tokens or more: prefill, a decode step of several sequences):
  *      whole groups of 8 rows are repacked once per panel so that dword lane i of a ymm
@@ -25,6 +25,16 @@
  *      with (sc, sc) applies the scale and widens. msum: vpmaddwd of (m_p, m_p) with the
  *      bsum pair 2p, 2p+1. No horizontal sums; the float steps are lane-wise. The scale
  *      words are unpacked with kq_scales_u32's bit moves on 8 rows at once.
+ *   3. One token (decode), q4k_rows1: a row at a time, one block at a time, every sub-block
+ *      decoded, multiplied (vpmaddubsw) and scaled (vpmaddwd) straight into two int32
+ *      vectors: no token loop, so nothing spills (the per-row path of note 1 kept 16 ymm of
+ *      decoded quants and scales live across its token loop, and its accumulators in
+ *      memory). The sub-block scales come from one in-lane pshufb each of the 8 scales
+ *      broadcast to both lanes (1.27x against two vpbroadcastw of shifted words, measured
+ *      here; round 7 saw the opposite in the note 1 loop). The float step runs in xmm lanes:
+ *      [dw, dmin] from one vcvtph2ps of the block's first dword times dx (the scalar's two
+ *      products, one rounding each), [isum, msum] by one vcvtdq2ps, then vfmadd231ss and
+ *      vfnmadd231ss (fmaf(-a, b, c): negating a factor is exact), the scalar's two fmaf.
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -46,6 +56,9 @@
 #define P_PANEL_BLKS 48 /* packed super-blocks per panel: 126 KiB on the stack (L2); K <= 12288 */
 #ifndef PF_BYTES
 #define PF_BYTES 2048 /* software prefetch distance along the weight rows (measured) */
+#endif
+#ifndef PF1_BYTES
+#define PF1_BYTES 2048 /* the same for the one-token path (note 3; measured) */
 #endif
 
 static void q4k_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8k_block *xq,
@@ -106,6 +119,55 @@ static void q4k_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern
             }
             for (int t = 0; t < nt; t++) y[(t0 + t) * y_ld + r] = acc[t];
         }
+    }
+}
+
+/* One token (decode): note 3. Each sub-block is decoded, multiplied and scaled straight into
+ * one int32 vector (nothing spills); the float steps are the scalar's, in registers. */
+static void q4k_rows1(float *y, const uint8_t *w, const struct kern_q8k_block *xq, int64_t nb,
+                      int64_t r0, int64_t r1)
+{
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = w + (size_t)r * (size_t)nb * KERN_Q4K_BYTES;
+        __m128 accv = _mm_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = row + b * KERN_Q4K_BYTES;
+            const struct kern_q8k_block *xb = xq + b;
+            _mm_prefetch((const char *)blk + PF1_BYTES, _MM_HINT_T0);
+            _mm_prefetch((const char *)blk + PF1_BYTES + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)blk + PF1_BYTES + 128, _MM_HINT_T0);
+            __m128i sm = kq_scales_u32(blk + 4);
+            __m128i m8 = _mm_unpackhi_epi64(sm, sm);
+            __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+            __m256i m8s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsum), mins);
+            __m128i sc_lo = _mm_cvtepu8_epi16(sm);
+            __m256i shb = _mm256_broadcastsi128_si256(sc_lo);
+            __m256i s = _mm256_setzero_si256(), t = _mm256_setzero_si256();
+            _Pragma("GCC unroll 4")
+            for (int c = 0; c < 4; c++) {
+                __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * c));
+                __m256i x0 = _mm256_loadu_si256((const __m256i *)(xb->q + 64 * c));
+                __m256i x1 = _mm256_loadu_si256((const __m256i *)(xb->q + 64 * c + 32));
+                __m256i s0 = _mm256_shuffle_epi8(shb, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c))));
+                __m256i s1 = _mm256_shuffle_epi8(shb, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c + 1))));
+                s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, m4), x0), s0));
+                t = _mm256_add_epi32(t, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), x1), s1));
+            }
+            /* isum and msum reduced together: lanes [isum, msum, isum, msum] */
+            __m256i h = _mm256_hadd_epi32(_mm256_add_epi32(s, t), m8s);
+            h = _mm256_hadd_epi32(h, h);
+            __m128i h2 = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+            /* lanes [dw * dx, dmin * dx] and [isum, msum] as f32: the scalar's products and
+             * conversions, one rounding each; then its two fmaf (vfnmadd = fmaf(-a, b, c)) */
+            uint32_t dd;
+            memcpy(&dd, blk, 4);
+            __m128 f = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(xb->d));
+            __m128 v = _mm_cvtepi32_ps(h2);
+            accv = _mm_fmadd_ss(f, v, accv);
+            accv = _mm_fnmadd_ss(_mm_movehdup_ps(f), _mm_movehdup_ps(v), accv);
+        }
+        y[r] = _mm_cvtss_f32(accv);
     }
 }
 
@@ -263,6 +325,7 @@ void kern_matmul_k_avx2(float *y, int64_t y_ld, const void *w, int wt,
         r1g = r0 + (r1 - r0) / 8 * 8;
         q4p_rows(y, y_ld, w, xq, n_tok, nb, r0, r1g);
     }
+    if (n_tok == 1) { q4k_rows1(y, w, xq, nb, r1g, r1); return; }
     q4k_rows(y, y_ld, w, xq, n_tok, nb, r1g, r1);
 }
 

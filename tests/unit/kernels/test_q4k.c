@@ -404,6 +404,32 @@ static void panel_extremes(const struct kern_ops *ops)
 Test(kernels_q4k_panel, extremes_equal_scalar) { panel_extremes(cpu_level_ops_or_skip("avx512")); }
 Test(kernels_q4k_panel, avx2_extremes_equal_scalar) { panel_extremes(cpu_level_ops_or_skip("avx2")); }
 
+/* One token (a decode step, the LM head): q4k_avx2.c's q4k_rows1 and q6k_avx2.c's q6k_rows1
+ * take every row of a single-token call. Every fill mode (the integer sums at their bounds,
+ * q 0, zeros), then random K (one block to past the panels' capacity, the model's 3584) and
+ * row ranges that start and end anywhere. */
+static void one_token_cases(const struct kern_ops *ops)
+{
+    qk_seed(404);
+    static const enum qk_fill modes[][2] = {
+        { QK_MAX, QK_MAX }, { QK_MAX, QK_MAX_ALT }, { QK_MAX, QK_RANDOM }, { QK_RANDOM, QK_MAX },
+        { QK_ZERO, QK_RANDOM }, { QK_RANDOM, QK_ZERO }, { QK_ZERO, QK_ZERO }, { QK_QMIN, QK_MAX },
+        { QK_QMIN, QK_MAX_ALT }, { QK_RANDOM, QK_RANDOM },
+    };
+    for (int ti = 0; ti < 2; ti++)
+        for (int mi = 0; mi < 10; mi++)
+            panel_case(ops, ti ? KERN_K_Q6_K : KERN_K_Q4_K, 11, 1024, 1, 0, 11, modes[mi][0], modes[mi][1]);
+    static const int64_t ks[] = { 256, 512, 1024, 2048, 3584, 256 * 52 };
+    for (int it = 0; it < 36; it++) {
+        int wt = it % 2 ? KERN_K_Q6_K : KERN_K_Q4_K;
+        int64_t k = ks[(it / 2) % 6], rows = 1 + (int64_t)(qk_next() % 40);
+        int64_t r0 = (int64_t)(qk_next() % (uint64_t)rows), r1 = r0 + 1 + (int64_t)(qk_next() % (uint64_t)(rows - r0));
+        panel_case(ops, wt, rows, k, 1, r0, r1, QK_RANDOM, QK_RANDOM);
+    }
+}
+Test(kernels_q4k, one_token_equal_scalar) { one_token_cases(cpu_level_ops_or_skip("avx512")); }
+Test(kernels_q4k, avx2_one_token_equal_scalar) { one_token_cases(cpu_level_ops_or_skip("avx2")); }
+
 /* A hand-checked value through the panel: 16 rows, one block of Q4_K with q 15, sc 63, m 0,
  * d = 1, and activations all -1 (quants -127, d = 1/127 rounded): isum = 256 * 15 * 63 * -127. */
 static void panel_known(const struct kern_ops *ops)
