@@ -35,6 +35,15 @@
  *      [dw, dmin] from one vcvtph2ps of the block's first dword times dx (the scalar's two
  *      products, one rounding each), [isum, msum] by one vcvtdq2ps, then vfmadd231ss and
  *      vfnmadd231ss (fmaf(-a, b, c): negating a factor is exact), the scalar's two fmaf.
+ *   4. kern_q8k_quantize_avx2 (kern_ops.q8k_quantize) is q4k.c's kern_q8k_quantize step by
+ *      step: amax by vmaxps(|x|, acc), which keeps acc where |x| is NaN as the scalar's
+ *      `a > amax` skips it, and max is exact so the lane order is free; mx = x at the first
+ *      index whose |x| equals amax (vcmpeqps + movemask, vectors ascending, the lowest set
+ *      bit), which is the element the scalar's strict `>` keeps; iscale = -127 / mx and
+ *      d = 1 / iscale as scalar divisions; q = vroundps(iscale * x) (one rounded product,
+ *      round half to even as nearbyintf in the default rounding mode), clamped by
+ *      vmaxps(r, -127) (NaN -> -127, as the scalar's first test) then vminps(r, 127);
+ *      bsum_g from vpsadbw of q ^ 0x80 (eight bytes q + 128 per sum) less 2048 per group.
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -168,6 +177,65 @@ static void q4k_rows1(float *y, const uint8_t *w, const struct kern_q8k_block *x
             accv = _mm_fnmadd_ss(_mm_movehdup_ps(f), _mm_movehdup_ps(v), accv);
         }
         y[r] = _mm_cvtss_f32(accv);
+    }
+}
+
+/* ---- the Q8_K activation quantizer (note 4) ---------------------------------------------- */
+
+void kern_q8k_quantize_avx2(struct kern_q8k_block *xq, const float *x, int64_t n_tok, int64_t k)
+{
+    const int64_t nb = k / KERN_QK;
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int64_t t = 0; t < n_tok; t++) {
+        for (int64_t b = 0; b < nb; b++) {
+            const float *v = x + t * k + b * KERN_QK;
+            struct kern_q8k_block *o = xq + t * nb + b;
+            __m256 m0 = _mm256_setzero_ps(), m1 = _mm256_setzero_ps();
+            for (int i = 0; i < KERN_QK; i += 16) {
+                m0 = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(v + i), absm), m0);
+                m1 = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(v + i + 8), absm), m1);
+            }
+            __m256 m = _mm256_max_ps(m0, m1); /* no NaN lanes: exact, any order */
+            __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+            h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+            h = _mm_max_ss(h, _mm_movehdup_ps(h));
+            const float amax = _mm_cvtss_f32(h);
+            if (!(amax > 0.0f)) {
+                memset(o, 0, sizeof(*o));
+                continue;
+            }
+            const __m256 am = _mm256_set1_ps(amax);
+            int first = 0;
+            for (int i = 0; i < KERN_QK; i += 8) {
+                int bits = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(v + i), absm), am, _CMP_EQ_OQ));
+                if (bits) { first = i + __builtin_ctz((unsigned)bits); break; }
+            }
+            const float iscale = -127.0f / v[first];
+            const __m256 is = _mm256_set1_ps(iscale), lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+            const __m256i k80 = _mm256_set1_epi8((char)0x80);
+            for (int i = 0; i < KERN_QK; i += 32) {
+                __m256i q32[4];
+                _Pragma("GCC unroll 4")
+                for (int j = 0; j < 4; j++) {
+                    __m256 r = _mm256_round_ps(_mm256_mul_ps(is, _mm256_loadu_ps(v + i + 8 * j)),
+                                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                    q32[j] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi));
+                }
+                /* int32 -> int8 (in range, so the saturating packs are exact); the packs work
+                 * per 128-bit lane, the dword permute puts the 32 bytes back in order */
+                __m256i p16a = _mm256_packs_epi32(q32[0], q32[1]), p16b = _mm256_packs_epi32(q32[2], q32[3]);
+                __m256i p8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p16a, p16b), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+                _mm256_storeu_si256((__m256i *)(o->q + i), p8);
+                /* four sums of eight (q + 128): groups i / 16 and i / 16 + 1 */
+                __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(p8, k80), _mm256_setzero_si256());
+                __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm_unpackhi_epi64(_mm256_castsi256_si128(sad), _mm256_castsi256_si128(sad)));
+                __m128i s3 = _mm256_extracti128_si256(sad, 1);
+                s3 = _mm_add_epi64(s3, _mm_unpackhi_epi64(s3, s3));
+                o->bsum[i / 16] = (int16_t)(_mm_cvtsi128_si32(s2) - 2048);
+                o->bsum[i / 16 + 1] = (int16_t)(_mm_cvtsi128_si32(s3) - 2048);
+            }
+            o->d = 1.0f / iscale;
+        }
     }
 }
 
