@@ -92,7 +92,8 @@ void kern_gdn_step_avx2(float *o, float *S, const float *q, const float *k, cons
         for (; j0 + 8 * NV <= dv; j0 += 8 * NV)
             gdn_chunk(oh, Sh, kk, qq, vv, al, be, sc, dk, dv, j0, NV, V8_ALL, true);
         for (; j0 < dv; j0 += 8)
-            gdn_chunk(oh, Sh, kk, qq, vv, al, be, sc, dk, dv, j0, 1, v8_tail_mask(dv - j0), dv - j0 >= 8);
+            gdn_chunk(oh, Sh, kk, qq, vv, al, be, sc, dk, dv, j0, 1, v8_tail_mask(dv - j0),
+                      dv - j0 >= 8);
     }
 }
 
@@ -111,14 +112,19 @@ void kern_conv1d_step_avx2(float *out, float *state, const float *x, const float
             __m256 v2 = _mm256_loadu_ps(wc + 16), v3 = _mm256_loadu_ps(wc + 24);
             __m256 l01 = _mm256_unpacklo_ps(v0, v1), h01 = _mm256_unpackhi_ps(v0, v1);
             __m256 l23 = _mm256_unpacklo_ps(v2, v3), h23 = _mm256_unpackhi_ps(v2, v3);
-            __m256 w0 = _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(l01), _mm256_castps_pd(l23)));
-            __m256 w1 = _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(l01), _mm256_castps_pd(l23)));
-            __m256 w2 = _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(h01), _mm256_castps_pd(h23)));
-            __m256 w3 = _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(h01), _mm256_castps_pd(h23)));
+            __m256 w0 =
+                _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(l01), _mm256_castps_pd(l23)));
+            __m256 w1 =
+                _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(l01), _mm256_castps_pd(l23)));
+            __m256 w2 =
+                _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(h01), _mm256_castps_pd(h23)));
+            __m256 w3 =
+                _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(h01), _mm256_castps_pd(h23)));
             __m256 xc = _mm256_loadu_ps(x + c);
             __m256 s0 = _mm256_loadu_ps(state + c), s1 = _mm256_loadu_ps(state + n_ch + c);
             __m256 s2 = _mm256_loadu_ps(state + 2 * n_ch + c);
-            __m256 acc = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(w0, ord), s0, _mm256_setzero_ps());
+            __m256 acc =
+                _mm256_fmadd_ps(_mm256_permutevar8x32_ps(w0, ord), s0, _mm256_setzero_ps());
             acc = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(w1, ord), s1, acc);
             acc = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(w2, ord), s2, acc);
             acc = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(w3, ord), xc, acc);

@@ -70,7 +70,7 @@
 #define PF_BYTES 2048 /* software prefetch distance along the weight rows (measured) */
 #endif
 #ifndef PF1_BYTES
-#define PF1_BYTES 2048 /* the same for the one-token path (note 3; measured) */
+#define PF1_BYTES 2048 /* the same for the one-token path (note 3; PF_BYTES kept, not re-tuned) */
 #endif
 
 static void q4k_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8k_block *xq,
@@ -161,10 +161,16 @@ static void q4k_rows1(float *y, const uint8_t *w, const struct kern_q8k_block *x
                 __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * c));
                 __m256i x0 = _mm256_loadu_si256((const __m256i *)(xb->q + 64 * c));
                 __m256i x1 = _mm256_loadu_si256((const __m256i *)(xb->q + 64 * c + 32));
-                __m256i s0 = _mm256_shuffle_epi8(shb, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c))));
-                __m256i s1 = _mm256_shuffle_epi8(shb, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c + 1))));
-                s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, m4), x0), s0));
-                t = _mm256_add_epi32(t, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), x1), s1));
+                __m256i s0 =
+                    _mm256_shuffle_epi8(shb, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c))));
+                __m256i s1 = _mm256_shuffle_epi8(
+                    shb, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c + 1))));
+                s = _mm256_add_epi32(
+                    s, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, m4), x0), s0));
+                t = _mm256_add_epi32(
+                    t, _mm256_madd_epi16(
+                           _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), x1),
+                           s1));
             }
             /* isum and msum reduced together: lanes [isum, msum, isum, msum] */
             __m256i h = _mm256_hadd_epi32(_mm256_add_epi32(s, t), m8s);
@@ -210,11 +216,13 @@ void kern_q8k_quantize_avx2(struct kern_q8k_block *xq, const float *x, int64_t n
             const __m256 am = _mm256_set1_ps(amax);
             int first = 0;
             for (int i = 0; i < KERN_QK; i += 8) {
-                int bits = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(v + i), absm), am, _CMP_EQ_OQ));
+                int bits = _mm256_movemask_ps(
+                    _mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(v + i), absm), am, _CMP_EQ_OQ));
                 if (bits) { first = i + __builtin_ctz((unsigned)bits); break; }
             }
             const float iscale = -127.0f / v[first];
-            const __m256 is = _mm256_set1_ps(iscale), lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+            const __m256 is = _mm256_set1_ps(iscale), lo = _mm256_set1_ps(-127.0f),
+                         hi = _mm256_set1_ps(127.0f);
             const __m256i k80 = _mm256_set1_epi8((char)0x80);
             for (int i = 0; i < KERN_QK; i += 32) {
                 __m256i q32[4];
@@ -226,12 +234,16 @@ void kern_q8k_quantize_avx2(struct kern_q8k_block *xq, const float *x, int64_t n
                 }
                 /* int32 -> int8 (in range, so the saturating packs are exact); the packs work
                  * per 128-bit lane, the dword permute puts the 32 bytes back in order */
-                __m256i p16a = _mm256_packs_epi32(q32[0], q32[1]), p16b = _mm256_packs_epi32(q32[2], q32[3]);
-                __m256i p8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p16a, p16b), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+                __m256i p16a = _mm256_packs_epi32(q32[0], q32[1]),
+                        p16b = _mm256_packs_epi32(q32[2], q32[3]);
+                __m256i p8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p16a, p16b),
+                                                         _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
                 _mm256_storeu_si256((__m256i *)(o->q + i), p8);
                 /* four sums of eight (q + 128): groups i / 16 and i / 16 + 1 */
                 __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(p8, k80), _mm256_setzero_si256());
-                __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm_unpackhi_epi64(_mm256_castsi256_si128(sad), _mm256_castsi256_si128(sad)));
+                __m128i s2 = _mm_add_epi64(
+                    _mm256_castsi256_si128(sad),
+                    _mm_unpackhi_epi64(_mm256_castsi256_si128(sad), _mm256_castsi256_si128(sad)));
                 __m128i s3 = _mm256_extracti128_si256(sad, 1);
                 s3 = _mm_add_epi64(s3, _mm_unpackhi_epi64(s3, s3));
                 o->bsum[i / 16] = (int16_t)(_mm_cvtsi128_si32(s2) - 2048);
@@ -248,7 +260,8 @@ void kern_q8k_quantize_avx2(struct kern_q8k_block *xq, const float *x, int64_t n
 struct q4p_blk {
     __m256i w[8][8]; /* [s][u] lane i = quants 32s + 4u .. +3 of row i, one byte each (0..15) */
     __m256i sc[8];   /* [s] lane i = (sc_s, sc_s) of row i as two int16 */
-    __m256i mn[4];   /* [p] lane i = (m_2p, m_2p+1) of row i as two int16, paired with (B_2p, B_2p+1) */
+    __m256i
+        mn[4]; /* [p] lane i = (m_2p, m_2p+1) of row i as two int16, paired with (B_2p, B_2p+1) */
     __m256 dw, dmin; /* lane i = row i's f16 scales as f32 */
 };
 
@@ -313,11 +326,13 @@ static void q4p_pack_group(struct q4p_blk *dst, const uint8_t *w, size_t rb, int
 /* B_p = bsum_2p + bsum_2p+1 (the activation sum of sub-block p, |B_p| <= 2 * 16 * 127: an
  * int16) of blocks [0, nb) of tokens t0 .. t0+nt-1, as bp[(t - t0) * nb + b][p]: computed once
  * per token tile for every group of the panel. */
-static void q4p_bpairs(int16_t (*bp)[8], const struct kern_q8k_block *xq, int64_t t0, int nt, int64_t nb)
+static void q4p_bpairs(int16_t (*bp)[8], const struct kern_q8k_block *xq, int64_t t0, int nt,
+                       int64_t nb)
 {
     const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t i = 0; i < nt * nb; i++) {
-        __m256i s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xq[t0 * nb + i].bsum), ones);
+        __m256i s =
+            _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xq[t0 * nb + i].bsum), ones);
         __m128i p = _mm_packs_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
         _mm_storeu_si128((__m128i *)bp[i], p);
     }
@@ -359,8 +374,8 @@ INLINE void q4p_tile(float *y, int64_t y_ld, const struct q4p_blk *pk, int64_t n
         _Pragma("GCC unroll 4")
         for (int p = 0; p < 4; p++) {
             __m256i mn = _mm256_load_si256(&pb->mn[p]);
-            _Pragma("GCC unroll 8")
-            for (int t = 0; t < NT; t++) ms[t] = _mm256_add_epi32(ms[t], _mm256_madd_epi16(mn, kq_dup32(bp[t * nb + b] + 2 * p)));
+            _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) ms[t] =
+                _mm256_add_epi32(ms[t], _mm256_madd_epi16(mn, kq_dup32(bp[t * nb + b] + 2 * p)));
         }
         _Pragma("GCC unroll 8")
         for (int t = 0; t < NT; t++) {
@@ -399,7 +414,8 @@ static void q4p_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern
         for (int64_t t = 0; t < n_tok; t += P_TOKS) {
             int nt = (int)HS_MIN((int64_t)P_TOKS, n_tok - t);
             q4p_bpairs(bp, xq, t, nt, nb);
-            for (int64_t g = 0; g < groups; g++) q4p_tiles(y, y_ld, pk + g * nb, nb, p0 + 8 * g, xq, (const int16_t (*)[8])bp, t, nt);
+            for (int64_t g = 0; g < groups; g++)
+                q4p_tiles(y, y_ld, pk + g * nb, nb, p0 + 8 * g, xq, (const int16_t(*)[8])bp, t, nt);
         }
     }
 }

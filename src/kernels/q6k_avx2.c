@@ -55,7 +55,7 @@
 #define PF_BYTES 2048 /* software prefetch distance along the weight rows (q4k_avx2.c's) */
 #endif
 #ifndef PF1_BYTES
-#define PF1_BYTES 2048 /* the same for the one-token path (note 4; measured) */
+#define PF1_BYTES 2048 /* the one-token path (note 4): 1024, 4096, 8192 no better (noisy) */
 #endif
 
 /* pshufb controls: int16 entry 2k of a 128-bit lane in every int16 of the low lane, entry
@@ -155,25 +155,36 @@ static void q6k_rows1(float *y, const uint8_t *w, const struct kern_q8k_block *x
             _mm_prefetch((const char *)blk + PF1_BYTES + 192, _MM_HINT_T0);
             __m128i sc8 = _mm_loadu_si128((const __m128i *)(blk + 192));
             /* the -32 offset: 32 * sum_g sc_g * bsum_g, taken off lane by lane below */
-            __m256i s2 = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsum), _mm256_cvtepi8_epi16(sc8));
+            __m256i s2 = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsum),
+                                           _mm256_cvtepi8_epi16(sc8));
             __m256i s = _mm256_setzero_si256(), t = _mm256_setzero_si256();
             _Pragma("GCC unroll 2")
             for (int h = 0; h < 2; h++) {
-                __m256i sh = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(h ? _mm_unpackhi_epi64(sc8, sc8) : sc8));
+                __m256i sh = _mm256_broadcastsi128_si256(
+                    _mm_cvtepi8_epi16(h ? _mm_unpackhi_epi64(sc8, sc8) : sc8));
                 __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
                 __m256i ql0 = _mm256_loadu_si256((const __m256i *)(blk + 64 * h));
                 __m256i ql1 = _mm256_loadu_si256((const __m256i *)(blk + 64 * h + 32));
                 const int8_t *xh = xb->q + 128 * h;
-                s = _mm256_add_epi32(s, q6k_chunk_dot(ql0, qh, 0, _mm256_loadu_si256((const __m256i *)xh), _mm256_shuffle_epi8(sh, c0)));
-                t = _mm256_add_epi32(t, q6k_chunk_dot(ql1, qh, 1, _mm256_loadu_si256((const __m256i *)(xh + 32)), _mm256_shuffle_epi8(sh, c1)));
-                s = _mm256_add_epi32(s, q6k_chunk_dot(ql0, qh, 2, _mm256_loadu_si256((const __m256i *)(xh + 64)), _mm256_shuffle_epi8(sh, c2)));
-                t = _mm256_add_epi32(t, q6k_chunk_dot(ql1, qh, 3, _mm256_loadu_si256((const __m256i *)(xh + 96)), _mm256_shuffle_epi8(sh, c3)));
+                s = _mm256_add_epi32(s, q6k_chunk_dot(ql0, qh, 0,
+                                                      _mm256_loadu_si256((const __m256i *)xh),
+                                                      _mm256_shuffle_epi8(sh, c0)));
+                t = _mm256_add_epi32(
+                    t, q6k_chunk_dot(ql1, qh, 1, _mm256_loadu_si256((const __m256i *)(xh + 32)),
+                                     _mm256_shuffle_epi8(sh, c1)));
+                s = _mm256_add_epi32(
+                    s, q6k_chunk_dot(ql0, qh, 2, _mm256_loadu_si256((const __m256i *)(xh + 64)),
+                                     _mm256_shuffle_epi8(sh, c2)));
+                t = _mm256_add_epi32(
+                    t, q6k_chunk_dot(ql1, qh, 3, _mm256_loadu_si256((const __m256i *)(xh + 96)),
+                                     _mm256_shuffle_epi8(sh, c3)));
             }
             s = _mm256_sub_epi32(_mm256_add_epi32(s, t), _mm256_slli_epi32(s2, 5));
             __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
             s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
             s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1));
-            __m128 f = _mm_mul_ss(_mm_cvtph_ps(_mm_cvtsi32_si128(hs_rd_u16(blk + 208))), _mm_set_ss(xb->d));
+            __m128 f = _mm_mul_ss(_mm_cvtph_ps(_mm_cvtsi32_si128(hs_rd_u16(blk + 208))),
+                                  _mm_set_ss(xb->d));
             accv = _mm_fmadd_ss(f, _mm_cvtepi32_ps(s4), accv);
         }
         y[r] = _mm_cvtss_f32(accv);

@@ -161,11 +161,14 @@ static void q8k_quantize_cases(const char *variant)
     const struct kern_ops *ops = cpu_level_ops_or_skip(variant);
     qk_seed(505);
     for (int it = 0; it < 60; it++) {
-        int64_t n_tok = 1 + (int64_t)(qk_next() % 3), nb = 1 + (int64_t)(qk_next() % 14), k = nb * 256;
+        int64_t n_tok = 1 + (int64_t)(qk_next() % 3), nb = 1 + (int64_t)(qk_next() % 14),
+                k = nb * 256;
         float *x = malloc(sizeof(float) * (size_t)(n_tok * k));
-        struct kern_q8k_block *a = malloc(sizeof(*a) * (size_t)(n_tok * nb)), *b = malloc(sizeof(*b) * (size_t)(n_tok * nb));
+        struct kern_q8k_block *a = malloc(sizeof(*a) * (size_t)(n_tok * nb)),
+                              *b = malloc(sizeof(*b) * (size_t)(n_tok * nb));
         cr_assert(x && a && b);
-        for (int64_t i = 0; i < n_tok * k; i++) x[i] = ldexpf(qk_uniform(), (int)(qk_next() % 41) - 20);
+        for (int64_t i = 0; i < n_tok * k; i++)
+            x[i] = ldexpf(qk_uniform(), (int)(qk_next() % 41) - 20);
         for (int64_t blk = 0; blk < n_tok * nb; blk++) {
             float *v = x + blk * 256;
             int i0 = (int)(qk_next() % 256), i1 = (int)(qk_next() % 256);
@@ -177,7 +180,9 @@ static void q8k_quantize_cases(const char *variant)
             case 4: v[i0] = INFINITY; break;
             case 5: v[i0] = -INFINITY; v[i1] = NAN; break;
             case 6: for (int i = 0; i < 256; i++) v[i] = i % 3 ? 0.0f : -0.0f; break;
-            case 7: for (int i = 0; i < 256; i++) v[i] = ldexpf((float)(i % 7) - 3.0f, -140); break; /* subnormal */
+            case 7:
+                for (int i = 0; i < 256; i++) v[i] = ldexpf((float)(i % 7) - 3.0f, -140);
+                break; /* subnormal */
             case 8: /* ties: max 127 so iscale = -1, and halves */
                 for (int i = 0; i < 256; i++) v[i] = (float)((int)(qk_next() % 253) - 126) + 0.5f;
                 v[i0] = 127.0f;
@@ -192,10 +197,11 @@ static void q8k_quantize_cases(const char *variant)
         kern_q8k_quantize(a, x, n_tok, k);
         ops->q8k_quantize(b, x, n_tok, k);
         for (int64_t blk = 0; blk < n_tok * nb; blk++) {
-            cr_assert(memcmp(&a[blk].d, &b[blk].d, sizeof(float)) == 0 && memcmp(a[blk].q, b[blk].q, 256) == 0 &&
+            cr_assert(memcmp(&a[blk].d, &b[blk].d, sizeof(float)) == 0 &&
+                          memcmp(a[blk].q, b[blk].q, 256) == 0 &&
                           memcmp(a[blk].bsum, b[blk].bsum, sizeof a[blk].bsum) == 0,
-                      "%s it %d block %lld (case %lld) differs from scalar", variant, it, (long long)blk,
-                      (long long)((it + blk) % 12));
+                      "%s it %d block %lld (case %lld) differs from scalar", variant, it,
+                      (long long)blk, (long long)((it + blk) % 12));
         }
         free(x); free(a); free(b);
     }
@@ -471,12 +477,14 @@ static void one_token_cases(const struct kern_ops *ops)
     };
     for (int ti = 0; ti < 2; ti++)
         for (int mi = 0; mi < 10; mi++)
-            panel_case(ops, ti ? KERN_K_Q6_K : KERN_K_Q4_K, 11, 1024, 1, 0, 11, modes[mi][0], modes[mi][1]);
+            panel_case(ops, ti ? KERN_K_Q6_K : KERN_K_Q4_K, 11, 1024, 1, 0, 11, modes[mi][0],
+                       modes[mi][1]);
     static const int64_t ks[] = { 256, 512, 1024, 2048, 3584, 256 * 52 };
     for (int it = 0; it < 36; it++) {
         int wt = it % 2 ? KERN_K_Q6_K : KERN_K_Q4_K;
         int64_t k = ks[(it / 2) % 6], rows = 1 + (int64_t)(qk_next() % 40);
-        int64_t r0 = (int64_t)(qk_next() % (uint64_t)rows), r1 = r0 + 1 + (int64_t)(qk_next() % (uint64_t)(rows - r0));
+        int64_t r0 = (int64_t)(qk_next() % (uint64_t)rows),
+                r1 = r0 + 1 + (int64_t)(qk_next() % (uint64_t)(rows - r0));
         panel_case(ops, wt, rows, k, 1, r0, r1, QK_RANDOM, QK_RANDOM);
     }
 }
