@@ -41,6 +41,7 @@ static const struct kern_ops ops_table[] = {
         .conv1d_step = kern_conv1d_step,
         .attn_tokens = kern_attn_tokens,
         .matmul_x = kern_matmul_x,
+        .q8k_quantize = kern_q8k_quantize,
     },
 #if KERN_HAVE_X86
     {
@@ -59,6 +60,7 @@ static const struct kern_ops ops_table[] = {
         .conv1d_step = kern_conv1d_step_avx2,
         .attn_tokens = kern_attn_tokens_avx2,
         .matmul_x = kern_matmul_x_avx2,
+        .q8k_quantize = kern_q8k_quantize_avx2,
     },
     /* AVX-512 without AVX512_BF16: everything of "avx512" but the two bf16 entries, which
      * take the FMA forms of the same contract (bf16_avx512.c note 2, bf16_avx2.c) */
@@ -78,6 +80,7 @@ static const struct kern_ops ops_table[] = {
         .conv1d_step = kern_conv1d_step_avx512,
         .attn_tokens = kern_attn_tokens_avx512,
         .matmul_x = kern_matmul_x_avx512,
+        .q8k_quantize = kern_q8k_quantize_avx2,
     },
     {
         .name = "avx512",
@@ -95,6 +98,7 @@ static const struct kern_ops ops_table[] = {
         .conv1d_step = kern_conv1d_step_avx512,
         .attn_tokens = kern_attn_tokens_avx512,
         .matmul_x = kern_matmul_x_avx512,
+        .q8k_quantize = kern_q8k_quantize_avx2,
     },
 #endif
 };

@@ -181,6 +181,7 @@ void kern_q8k_quantize(struct kern_q8k_block *xq, const float *x, int64_t n_tok,
  * independent of n_tok, r0, r1. The scalar reference; variants through kern_ops. */
 void kern_matmul_k(float *y, int64_t y_ld, const void *w, int wt, const struct kern_q8k_block *xq,
                    int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+void kern_q8k_quantize_avx2(struct kern_q8k_block *xq, const float *x, int64_t n_tok, int64_t k);
 void kern_matmul_k_avx2(float *y, int64_t y_ld, const void *w, int wt,
                         const struct kern_q8k_block *xq, int64_t n_tok, int64_t k, int64_t r0,
                         int64_t r1);
@@ -571,6 +572,9 @@ struct kern_ops {
     void (*matmul_x)(float *y, int64_t y_ld, const void *w, int wt, const struct kern_q8_block *xq,
                      const struct kern_q8k_block *xk, int64_t n_tok, int64_t k, int64_t r0,
                      int64_t r1);
+    /* appended ([F14]): kern_q8k_quantize of the variant (q4k_avx2.c; the AVX-512 tables
+     * take the AVX2 one) */
+    void (*q8k_quantize)(struct kern_q8k_block *xq, const float *x, int64_t n_tok, int64_t k);
 };
 
 /* The table of variant `variant` ("scalar", "avx2", "avx512vnni", "avx512"); NULL for an

@@ -13,7 +13,7 @@
  * vfnmadd(dmin * dx, msum, a): negating a factor is exact, both round once), and every output
  * keeps its own accumulator with the blocks ascending, so tile shapes, panels, n_tok, r0 and
  * r1 cannot change a bit.
- *   1. Per-row path (fewer than P_MIN_TOKS tokens, rows past the last whole group of 8, K past
+ *   1. Per-row path (2 to P_MIN_TOKS - 1 tokens, rows past the last whole group of 8, K past
  *      the panel): a row's block is decoded once per tile of up to TOKS tokens.
  *   2. Panel path (P_MIN_TOKS tokens or more: prefill, a decode step of several sequences):
  *      whole groups of 8 rows are repacked once per panel so that dword lane i of a ymm
@@ -22,9 +22,31 @@
  *      pairs, dw and dmin as f32. A step broadcasts 4 activation quants of a token to every
  *      lane; vpmaddubsw gives two pair sums per lane (at most 2 * 15 * 127), and the 8 steps
  *      of a sub-block are added in int16 (at most 30480 < 2^15: exact) before one vpmaddwd
- *      with (sc, sc) applies the scale and widens. msum: vpmaddwd of (m_p, m_p) with the
- *      bsum pair 2p, 2p+1. No horizontal sums; the float steps are lane-wise. The scale
- *      words are unpacked with kq_scales_u32's bit moves on 8 rows at once.
+ *      with (sc, sc) applies the scale and widens. msum: vpmaddwd of (m_2p, m_2p+1) with
+ *      (B_2p, B_2p+1), B_p = bsum_2p + bsum_2p+1 the activation sum of sub-block p (at most
+ *      4064: int16), formed once per token tile for all the panel's groups (q4p_bpairs):
+ *      4 steps per block and token where the bsum pairs took 8 (1.03-1.08x on the kernel).
+ *      No horizontal sums; the float steps are lane-wise. The scale words are unpacked
+ *      with kq_scales_u32's bit moves on 8 rows at once.
+ *   3. One token (decode), q4k_rows1: a row at a time, one block at a time, every sub-block
+ *      decoded, multiplied (vpmaddubsw) and scaled (vpmaddwd) straight into two int32
+ *      vectors: no token loop, so nothing spills (the per-row path of note 1 kept 16 ymm of
+ *      decoded quants and scales live across its token loop, and its accumulators in
+ *      memory). The sub-block scales come from one in-lane pshufb each of the 8 scales
+ *      broadcast to both lanes (1.27x against two vpbroadcastw of shifted words, measured
+ *      here; round 7 saw the opposite in the note 1 loop). The float step runs in xmm lanes:
+ *      [dw, dmin] from one vcvtph2ps of the block's first dword times dx (the scalar's two
+ *      products, one rounding each), [isum, msum] by one vcvtdq2ps, then vfmadd231ss and
+ *      vfnmadd231ss (fmaf(-a, b, c): negating a factor is exact), the scalar's two fmaf.
+ *   4. kern_q8k_quantize_avx2 (kern_ops.q8k_quantize) is q4k.c's kern_q8k_quantize step by
+ *      step: amax by vmaxps(|x|, acc), which keeps acc where |x| is NaN as the scalar's
+ *      `a > amax` skips it, and max is exact so the lane order is free; mx = x at the first
+ *      index whose |x| equals amax (vcmpeqps + movemask, vectors ascending, the lowest set
+ *      bit), which is the element the scalar's strict `>` keeps; iscale = -127 / mx and
+ *      d = 1 / iscale as scalar divisions; q = vroundps(iscale * x) (one rounded product,
+ *      round half to even as nearbyintf in the default rounding mode), clamped by
+ *      vmaxps(r, -127) (NaN -> -127, as the scalar's first test) then vminps(r, 127);
+ *      bsum_g from vpsadbw of q ^ 0x80 (eight bytes q + 128 per sum) less 2048 per group.
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -46,6 +68,9 @@
 #define P_PANEL_BLKS 48 /* packed super-blocks per panel: 126 KiB on the stack (L2); K <= 12288 */
 #ifndef PF_BYTES
 #define PF_BYTES 2048 /* software prefetch distance along the weight rows (measured) */
+#endif
+#ifndef PF1_BYTES
+#define PF1_BYTES 2048 /* the same for the one-token path (note 3; PF_BYTES kept, not re-tuned) */
 #endif
 
 static void q4k_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8k_block *xq,
@@ -109,13 +134,134 @@ static void q4k_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern
     }
 }
 
+/* One token (decode): note 3. Each sub-block is decoded, multiplied and scaled straight into
+ * one int32 vector (nothing spills); the float steps are the scalar's, in registers. */
+static void q4k_rows1(float *y, const uint8_t *w, const struct kern_q8k_block *xq, int64_t nb,
+                      int64_t r0, int64_t r1)
+{
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = w + (size_t)r * (size_t)nb * KERN_Q4K_BYTES;
+        __m128 accv = _mm_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = row + b * KERN_Q4K_BYTES;
+            const struct kern_q8k_block *xb = xq + b;
+            _mm_prefetch((const char *)blk + PF1_BYTES, _MM_HINT_T0);
+            _mm_prefetch((const char *)blk + PF1_BYTES + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)blk + PF1_BYTES + 128, _MM_HINT_T0);
+            __m128i sm = kq_scales_u32(blk + 4);
+            __m128i m8 = _mm_unpackhi_epi64(sm, sm);
+            __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+            __m256i m8s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsum), mins);
+            __m128i sc_lo = _mm_cvtepu8_epi16(sm);
+            __m256i shb = _mm256_broadcastsi128_si256(sc_lo);
+            __m256i s = _mm256_setzero_si256(), t = _mm256_setzero_si256();
+            _Pragma("GCC unroll 4")
+            for (int c = 0; c < 4; c++) {
+                __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * c));
+                __m256i x0 = _mm256_loadu_si256((const __m256i *)(xb->q + 64 * c));
+                __m256i x1 = _mm256_loadu_si256((const __m256i *)(xb->q + 64 * c + 32));
+                __m256i s0 =
+                    _mm256_shuffle_epi8(shb, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c))));
+                __m256i s1 = _mm256_shuffle_epi8(
+                    shb, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c + 1))));
+                s = _mm256_add_epi32(
+                    s, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, m4), x0), s0));
+                t = _mm256_add_epi32(
+                    t, _mm256_madd_epi16(
+                           _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), x1),
+                           s1));
+            }
+            /* isum and msum reduced together: lanes [isum, msum, isum, msum] */
+            __m256i h = _mm256_hadd_epi32(_mm256_add_epi32(s, t), m8s);
+            h = _mm256_hadd_epi32(h, h);
+            __m128i h2 = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+            /* lanes [dw * dx, dmin * dx] and [isum, msum] as f32: the scalar's products and
+             * conversions, one rounding each; then its two fmaf (vfnmadd = fmaf(-a, b, c)) */
+            uint32_t dd;
+            memcpy(&dd, blk, 4);
+            __m128 f = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(xb->d));
+            __m128 v = _mm_cvtepi32_ps(h2);
+            accv = _mm_fmadd_ss(f, v, accv);
+            accv = _mm_fnmadd_ss(_mm_movehdup_ps(f), _mm_movehdup_ps(v), accv);
+        }
+        y[r] = _mm_cvtss_f32(accv);
+    }
+}
+
+/* ---- the Q8_K activation quantizer (note 4) ---------------------------------------------- */
+
+void kern_q8k_quantize_avx2(struct kern_q8k_block *xq, const float *x, int64_t n_tok, int64_t k)
+{
+    const int64_t nb = k / KERN_QK;
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int64_t t = 0; t < n_tok; t++) {
+        for (int64_t b = 0; b < nb; b++) {
+            const float *v = x + t * k + b * KERN_QK;
+            struct kern_q8k_block *o = xq + t * nb + b;
+            __m256 m0 = _mm256_setzero_ps(), m1 = _mm256_setzero_ps();
+            for (int i = 0; i < KERN_QK; i += 16) {
+                m0 = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(v + i), absm), m0);
+                m1 = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(v + i + 8), absm), m1);
+            }
+            __m256 m = _mm256_max_ps(m0, m1); /* no NaN lanes: exact, any order */
+            __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+            h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+            h = _mm_max_ss(h, _mm_movehdup_ps(h));
+            const float amax = _mm_cvtss_f32(h);
+            if (!(amax > 0.0f)) {
+                memset(o, 0, sizeof(*o));
+                continue;
+            }
+            const __m256 am = _mm256_set1_ps(amax);
+            int first = 0;
+            for (int i = 0; i < KERN_QK; i += 8) {
+                int bits = _mm256_movemask_ps(
+                    _mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(v + i), absm), am, _CMP_EQ_OQ));
+                if (bits) { first = i + __builtin_ctz((unsigned)bits); break; }
+            }
+            const float iscale = -127.0f / v[first];
+            const __m256 is = _mm256_set1_ps(iscale), lo = _mm256_set1_ps(-127.0f),
+                         hi = _mm256_set1_ps(127.0f);
+            const __m256i k80 = _mm256_set1_epi8((char)0x80);
+            for (int i = 0; i < KERN_QK; i += 32) {
+                __m256i q32[4];
+                _Pragma("GCC unroll 4")
+                for (int j = 0; j < 4; j++) {
+                    __m256 r = _mm256_round_ps(_mm256_mul_ps(is, _mm256_loadu_ps(v + i + 8 * j)),
+                                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                    q32[j] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi));
+                }
+                /* int32 -> int8 (in range, so the saturating packs are exact); the packs work
+                 * per 128-bit lane, the dword permute puts the 32 bytes back in order */
+                __m256i p16a = _mm256_packs_epi32(q32[0], q32[1]),
+                        p16b = _mm256_packs_epi32(q32[2], q32[3]);
+                __m256i p8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p16a, p16b),
+                                                         _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+                _mm256_storeu_si256((__m256i *)(o->q + i), p8);
+                /* four sums of eight (q + 128): groups i / 16 and i / 16 + 1 */
+                __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(p8, k80), _mm256_setzero_si256());
+                __m128i s2 = _mm_add_epi64(
+                    _mm256_castsi256_si128(sad),
+                    _mm_unpackhi_epi64(_mm256_castsi256_si128(sad), _mm256_castsi256_si128(sad)));
+                __m128i s3 = _mm256_extracti128_si256(sad, 1);
+                s3 = _mm_add_epi64(s3, _mm_unpackhi_epi64(s3, s3));
+                o->bsum[i / 16] = (int16_t)(_mm_cvtsi128_si32(s2) - 2048);
+                o->bsum[i / 16 + 1] = (int16_t)(_mm_cvtsi128_si32(s3) - 2048);
+            }
+            o->d = 1.0f / iscale;
+        }
+    }
+}
+
 /* ---- several tokens: 8-row panels (note 2) ------------------------------------------------ */
 
 /* One super-block of an 8-row group: dword lane i of every vector belongs to row i. */
 struct q4p_blk {
     __m256i w[8][8]; /* [s][u] lane i = quants 32s + 4u .. +3 of row i, one byte each (0..15) */
     __m256i sc[8];   /* [s] lane i = (sc_s, sc_s) of row i as two int16 */
-    __m256i mn[8];   /* [p] lane i = (m_p, m_p) of row i as two int16, paired with bsum 2p, 2p+1 */
+    __m256i
+        mn[4]; /* [p] lane i = (m_2p, m_2p+1) of row i as two int16, paired with (B_2p, B_2p+1) */
     __m256 dw, dmin; /* lane i = row i's f16 scales as f32 */
 };
 
@@ -159,9 +305,13 @@ static void q4p_pack_group(struct q4p_blk *dst, const uint8_t *w, size_t rb, int
         _Pragma("GCC unroll 8")
         for (int s = 0; s < 8; s++) {
             __m256i sv = _mm256_and_si256(_mm256_srli_epi32(w4[s / 4], 8 * (s % 4)), kff);
-            __m256i mv = _mm256_and_si256(_mm256_srli_epi32(w4[2 + s / 4], 8 * (s % 4)), kff);
             _mm256_store_si256(&d->sc[s], _mm256_or_si256(sv, _mm256_slli_epi32(sv, 16)));
-            _mm256_store_si256(&d->mn[s], _mm256_or_si256(mv, _mm256_slli_epi32(mv, 16)));
+        }
+        _Pragma("GCC unroll 4")
+        for (int p = 0; p < 4; p++) {
+            __m256i m0 = _mm256_and_si256(_mm256_srli_epi32(w4[2 + p / 2], 16 * (p % 2)), kff);
+            __m256i m1 = _mm256_and_si256(_mm256_srli_epi32(w4[2 + p / 2], 16 * (p % 2) + 8), kff);
+            _mm256_store_si256(&d->mn[p], _mm256_or_si256(m0, _mm256_slli_epi32(m1, 16)));
         }
         uint16_t dh[8], mh[8];
         for (int i = 0; i < 8; i++) {
@@ -173,9 +323,24 @@ static void q4p_pack_group(struct q4p_blk *dst, const uint8_t *w, size_t rb, int
     }
 }
 
+/* B_p = bsum_2p + bsum_2p+1 (the activation sum of sub-block p, |B_p| <= 2 * 16 * 127: an
+ * int16) of blocks [0, nb) of tokens t0 .. t0+nt-1, as bp[(t - t0) * nb + b][p]: computed once
+ * per token tile for every group of the panel. */
+static void q4p_bpairs(int16_t (*bp)[8], const struct kern_q8k_block *xq, int64_t t0, int nt,
+                       int64_t nb)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t i = 0; i < nt * nb; i++) {
+        __m256i s =
+            _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xq[t0 * nb + i].bsum), ones);
+        __m128i p = _mm_packs_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        _mm_storeu_si128((__m128i *)bp[i], p);
+    }
+}
+
 /* Tokens t0 .. t0+NT-1 against one packed 8-row group pk[0 .. nb) (rows r .. r+7). */
 INLINE void q4p_tile(float *y, int64_t y_ld, const struct q4p_blk *pk, int64_t nb, int64_t r,
-                     const struct kern_q8k_block *xq, int64_t t0, int NT)
+                     const struct kern_q8k_block *xq, const int16_t (*bp)[8], int64_t t0, int NT)
 {
     __m256 acc[P_TMAX];
     const struct kern_q8k_block *xt[P_TMAX];
@@ -206,11 +371,11 @@ INLINE void q4p_tile(float *y, int64_t y_ld, const struct q4p_blk *pk, int64_t n
             _Pragma("GCC unroll 8")
             for (int t = 0; t < NT; t++) is[t] = _mm256_add_epi32(is[t], _mm256_madd_epi16(a16[t], sc));
         }
-        _Pragma("GCC unroll 8")
-        for (int p = 0; p < 8; p++) {
+        _Pragma("GCC unroll 4")
+        for (int p = 0; p < 4; p++) {
             __m256i mn = _mm256_load_si256(&pb->mn[p]);
-            _Pragma("GCC unroll 8")
-            for (int t = 0; t < NT; t++) ms[t] = _mm256_add_epi32(ms[t], _mm256_madd_epi16(mn, kq_dup32(xt[t][b].bsum + 2 * p)));
+            _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) ms[t] =
+                _mm256_add_epi32(ms[t], _mm256_madd_epi16(mn, kq_dup32(bp[t * nb + b] + 2 * p)));
         }
         _Pragma("GCC unroll 8")
         for (int t = 0; t < NT; t++) {
@@ -224,13 +389,13 @@ INLINE void q4p_tile(float *y, int64_t y_ld, const struct q4p_blk *pk, int64_t n
 }
 
 static void q4p_tiles(float *y, int64_t y_ld, const struct q4p_blk *pk, int64_t nb, int64_t r,
-                      const struct kern_q8k_block *xq, int64_t t0, int nt)
+                      const struct kern_q8k_block *xq, const int16_t (*bp)[8], int64_t t0, int nt)
 {
     switch (nt) {
-    case 4: q4p_tile(y, y_ld, pk, nb, r, xq, t0, 4); break;
-    case 3: q4p_tile(y, y_ld, pk, nb, r, xq, t0, 3); break;
-    case 2: q4p_tile(y, y_ld, pk, nb, r, xq, t0, 2); break;
-    default: q4p_tile(y, y_ld, pk, nb, r, xq, t0, 1); break;
+    case 4: q4p_tile(y, y_ld, pk, nb, r, xq, bp, t0, 4); break;
+    case 3: q4p_tile(y, y_ld, pk, nb, r, xq, bp, t0, 3); break;
+    case 2: q4p_tile(y, y_ld, pk, nb, r, xq, bp, t0, 2); break;
+    default: q4p_tile(y, y_ld, pk, nb, r, xq, bp, t0, 1); break;
     }
 }
 
@@ -240,6 +405,7 @@ static void q4p_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern
                      int64_t n_tok, int64_t nb, int64_t r0, int64_t r1g)
 {
     struct q4p_blk pk[P_PANEL_BLKS];
+    int16_t bp[P_TMAX * P_PANEL_BLKS][8];
     const int64_t gmax = P_PANEL_BLKS / nb; /* >= 1: nb <= P_PANEL_BLKS */
     const size_t rb = (size_t)nb * KERN_Q4K_BYTES;
     for (int64_t p0 = r0; p0 < r1g; p0 += gmax * 8) {
@@ -247,7 +413,9 @@ static void q4p_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern
         for (int64_t g = 0; g < groups; g++) q4p_pack_group(pk + g * nb, w, rb, p0 + 8 * g, nb);
         for (int64_t t = 0; t < n_tok; t += P_TOKS) {
             int nt = (int)HS_MIN((int64_t)P_TOKS, n_tok - t);
-            for (int64_t g = 0; g < groups; g++) q4p_tiles(y, y_ld, pk + g * nb, nb, p0 + 8 * g, xq, t, nt);
+            q4p_bpairs(bp, xq, t, nt, nb);
+            for (int64_t g = 0; g < groups; g++)
+                q4p_tiles(y, y_ld, pk + g * nb, nb, p0 + 8 * g, xq, (const int16_t(*)[8])bp, t, nt);
         }
     }
 }
@@ -263,6 +431,7 @@ void kern_matmul_k_avx2(float *y, int64_t y_ld, const void *w, int wt,
         r1g = r0 + (r1 - r0) / 8 * 8;
         q4p_rows(y, y_ld, w, xq, n_tok, nb, r0, r1g);
     }
+    if (n_tok == 1) { q4k_rows1(y, w, xq, nb, r1g, r1); return; }
     q4k_rows(y, y_ld, w, xq, n_tok, nb, r1g, r1);
 }
 

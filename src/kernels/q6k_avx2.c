@@ -26,6 +26,12 @@
  *      bsum_g by vpmaddwd of (sc_2p, sc_2p+1) with the bsum pair. No horizontal sums; the
  *      float step is lane-wise and as in note 1; every output keeps its own accumulator with
  *      the blocks ascending. Rows past the last whole group take the per-row path.
+ *   4. One token (decode, and the LM head of every generated token), q6k_rows1: a row at a
+ *      time, each 32-value chunk decoded, multiplied and scaled straight into two int32
+ *      vectors (no token loop, nothing spills: note 2's loop keeps 16 ymm of decoded quants
+ *      and scales live across tokens and its accumulators in memory), the -32 offset taken
+ *      off lane by lane before one horizontal sum as in note 2, and the float step in an xmm
+ *      lane (dw from vcvtph2ps, times dx: one rounding; vcvtdq2ps; vfmadd231ss).
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -47,6 +53,9 @@
 #define P_PANEL_BLKS 40 /* packed super-blocks per panel: 111 KiB on the stack (L2); K <= 10240 */
 #ifndef PF_BYTES
 #define PF_BYTES 2048 /* software prefetch distance along the weight rows (q4k_avx2.c's) */
+#endif
+#ifndef PF1_BYTES
+#define PF1_BYTES 2048 /* the one-token path (note 4): 1024, 4096, 8192 no better (noisy) */
 #endif
 
 /* pshufb controls: int16 entry 2k of a 128-bit lane in every int16 of the low lane, entry
@@ -114,6 +123,71 @@ static void q6k_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern
             }
             for (int t = 0; t < nt; t++) y[(t0 + t) * y_ld + r] = acc[t];
         }
+    }
+}
+
+/* One token (decode; the LM head): note 4. The block's chunks are decoded, multiplied and
+ * scaled one at a time, straight into one int32 vector, so nothing spills; the float step is
+ * the scalar's, in a register. */
+INLINE __m256i q6k_chunk_dot(__m256i ql, __m256i qh, int k, __m256i x, __m256i sc)
+{
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+    __m256i lo = k < 2 ? _mm256_and_si256(ql, m4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
+    __m256i hi = k == 0 ? _mm256_slli_epi16(qh, 4) : k == 1 ? _mm256_slli_epi16(qh, 2)
+               : k == 2 ? qh : _mm256_srli_epi16(qh, 2);
+    __m256i q = _mm256_or_si256(lo, _mm256_and_si256(hi, m30));
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), sc);
+}
+
+static void q6k_rows1(float *y, const uint8_t *w, const struct kern_q8k_block *xq, int64_t nb,
+                      int64_t r0, int64_t r1)
+{
+    const __m256i c0 = pair_ctrl(0), c1 = pair_ctrl(1), c2 = pair_ctrl(2), c3 = pair_ctrl(3);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = w + (size_t)r * (size_t)nb * KERN_Q6K_BYTES;
+        __m128 accv = _mm_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = row + b * KERN_Q6K_BYTES;
+            const struct kern_q8k_block *xb = xq + b;
+            _mm_prefetch((const char *)blk + PF1_BYTES, _MM_HINT_T0);
+            _mm_prefetch((const char *)blk + PF1_BYTES + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)blk + PF1_BYTES + 128, _MM_HINT_T0);
+            _mm_prefetch((const char *)blk + PF1_BYTES + 192, _MM_HINT_T0);
+            __m128i sc8 = _mm_loadu_si128((const __m128i *)(blk + 192));
+            /* the -32 offset: 32 * sum_g sc_g * bsum_g, taken off lane by lane below */
+            __m256i s2 = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsum),
+                                           _mm256_cvtepi8_epi16(sc8));
+            __m256i s = _mm256_setzero_si256(), t = _mm256_setzero_si256();
+            _Pragma("GCC unroll 2")
+            for (int h = 0; h < 2; h++) {
+                __m256i sh = _mm256_broadcastsi128_si256(
+                    _mm_cvtepi8_epi16(h ? _mm_unpackhi_epi64(sc8, sc8) : sc8));
+                __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
+                __m256i ql0 = _mm256_loadu_si256((const __m256i *)(blk + 64 * h));
+                __m256i ql1 = _mm256_loadu_si256((const __m256i *)(blk + 64 * h + 32));
+                const int8_t *xh = xb->q + 128 * h;
+                s = _mm256_add_epi32(s, q6k_chunk_dot(ql0, qh, 0,
+                                                      _mm256_loadu_si256((const __m256i *)xh),
+                                                      _mm256_shuffle_epi8(sh, c0)));
+                t = _mm256_add_epi32(
+                    t, q6k_chunk_dot(ql1, qh, 1, _mm256_loadu_si256((const __m256i *)(xh + 32)),
+                                     _mm256_shuffle_epi8(sh, c1)));
+                s = _mm256_add_epi32(
+                    s, q6k_chunk_dot(ql0, qh, 2, _mm256_loadu_si256((const __m256i *)(xh + 64)),
+                                     _mm256_shuffle_epi8(sh, c2)));
+                t = _mm256_add_epi32(
+                    t, q6k_chunk_dot(ql1, qh, 3, _mm256_loadu_si256((const __m256i *)(xh + 96)),
+                                     _mm256_shuffle_epi8(sh, c3)));
+            }
+            s = _mm256_sub_epi32(_mm256_add_epi32(s, t), _mm256_slli_epi32(s2, 5));
+            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+            s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1));
+            __m128 f = _mm_mul_ss(_mm_cvtph_ps(_mm_cvtsi32_si128(hs_rd_u16(blk + 208))),
+                                  _mm_set_ss(xb->d));
+            accv = _mm_fmadd_ss(f, _mm_cvtepi32_ps(s4), accv);
+        }
+        y[r] = _mm_cvtss_f32(accv);
     }
 }
 
@@ -252,6 +326,7 @@ void kern_matmul_q6k_avx2(float *y, int64_t y_ld, const void *w, const struct ke
         r1g = r0 + (r1 - r0) / 8 * 8;
         q6p_rows(y, y_ld, w, xq, n_tok, nb, r0, r1g);
     }
+    if (n_tok == 1) { q6k_rows1(y, w, xq, nb, r1g, r1); return; }
     q6k_rows(y, y_ld, w, xq, n_tok, nb, r1g, r1);
 }
 

@@ -151,6 +151,65 @@ Test(kernels_q4k, q8k_quantize_known)
     cr_assert_eq(b[0].bsum[5], 0);
 }
 
+/* Every variant's q8k_quantize equals kern_q8k_quantize byte for byte (the whole block: d, q,
+ * bsum): random blocks of many magnitudes; the largest |x| at both signs, twice, first / last
+ * in the block (the first one sets the sign of iscale); exact ties (x * iscale = n + 0.5);
+ * NaN (skipped by the max, then -127) and +-inf (iscale -0); all zero, -0, subnormal only;
+ * several tokens, K of 1 to 14 blocks. */
+static void q8k_quantize_cases(const char *variant)
+{
+    const struct kern_ops *ops = cpu_level_ops_or_skip(variant);
+    qk_seed(505);
+    for (int it = 0; it < 60; it++) {
+        int64_t n_tok = 1 + (int64_t)(qk_next() % 3), nb = 1 + (int64_t)(qk_next() % 14),
+                k = nb * 256;
+        float *x = malloc(sizeof(float) * (size_t)(n_tok * k));
+        struct kern_q8k_block *a = malloc(sizeof(*a) * (size_t)(n_tok * nb)),
+                              *b = malloc(sizeof(*b) * (size_t)(n_tok * nb));
+        cr_assert(x && a && b);
+        for (int64_t i = 0; i < n_tok * k; i++)
+            x[i] = ldexpf(qk_uniform(), (int)(qk_next() % 41) - 20);
+        for (int64_t blk = 0; blk < n_tok * nb; blk++) {
+            float *v = x + blk * 256;
+            int i0 = (int)(qk_next() % 256), i1 = (int)(qk_next() % 256);
+            switch ((it + blk) % 12) {
+            case 0: v[i0] = 3.0f; v[i1] = -3.0f; break;          /* the same |x| at both signs */
+            case 1: v[0] = -7.0f; v[255] = 7.0f; break;
+            case 2: v[255] = -1e3f; break;
+            case 3: v[i0] = NAN; v[i1] = -NAN; break;
+            case 4: v[i0] = INFINITY; break;
+            case 5: v[i0] = -INFINITY; v[i1] = NAN; break;
+            case 6: for (int i = 0; i < 256; i++) v[i] = i % 3 ? 0.0f : -0.0f; break;
+            case 7:
+                for (int i = 0; i < 256; i++) v[i] = ldexpf((float)(i % 7) - 3.0f, -140);
+                break; /* subnormal */
+            case 8: /* ties: max 127 so iscale = -1, and halves */
+                for (int i = 0; i < 256; i++) v[i] = (float)((int)(qk_next() % 253) - 126) + 0.5f;
+                v[i0] = 127.0f;
+                break;
+            case 9: for (int i = 0; i < 256; i++) v[i] = NAN; break;
+            case 10: for (int i = 0; i < 256; i++) v[i] = (i % 2) ? 1e-3f : -1e-3f; break;
+            default: break;
+            }
+        }
+        memset(a, 0x5a, sizeof(*a) * (size_t)(n_tok * nb));
+        memset(b, 0xa5, sizeof(*b) * (size_t)(n_tok * nb));
+        kern_q8k_quantize(a, x, n_tok, k);
+        ops->q8k_quantize(b, x, n_tok, k);
+        for (int64_t blk = 0; blk < n_tok * nb; blk++) {
+            cr_assert(memcmp(&a[blk].d, &b[blk].d, sizeof(float)) == 0 &&
+                          memcmp(a[blk].q, b[blk].q, 256) == 0 &&
+                          memcmp(a[blk].bsum, b[blk].bsum, sizeof a[blk].bsum) == 0,
+                      "%s it %d block %lld (case %lld) differs from scalar", variant, it,
+                      (long long)blk, (long long)((it + blk) % 12));
+        }
+        free(x); free(a); free(b);
+    }
+}
+Test(kernels_q4k, q8k_quantize_scalar_table) { q8k_quantize_cases("scalar"); }
+Test(kernels_q4k, q8k_quantize_avx2_equals_scalar) { q8k_quantize_cases("avx2"); }
+Test(kernels_q4k, q8k_quantize_avx512_equals_scalar) { q8k_quantize_cases("avx512"); }
+
 /* ---- matmul ------------------------------------------------------------------------------- */
 
 /* A random [rows, k] K-quant matrix; scales of both signs for Q6_K, finite f16 d / dmin. */
@@ -403,6 +462,34 @@ static void panel_extremes(const struct kern_ops *ops)
 }
 Test(kernels_q4k_panel, extremes_equal_scalar) { panel_extremes(cpu_level_ops_or_skip("avx512")); }
 Test(kernels_q4k_panel, avx2_extremes_equal_scalar) { panel_extremes(cpu_level_ops_or_skip("avx2")); }
+
+/* One token (a decode step, the LM head): q4k_avx2.c's q4k_rows1 and q6k_avx2.c's q6k_rows1
+ * take every row of a single-token call. Every fill mode (the integer sums at their bounds,
+ * q 0, zeros), then random K (one block to past the panels' capacity, the model's 3584) and
+ * row ranges that start and end anywhere. */
+static void one_token_cases(const struct kern_ops *ops)
+{
+    qk_seed(404);
+    static const enum qk_fill modes[][2] = {
+        { QK_MAX, QK_MAX }, { QK_MAX, QK_MAX_ALT }, { QK_MAX, QK_RANDOM }, { QK_RANDOM, QK_MAX },
+        { QK_ZERO, QK_RANDOM }, { QK_RANDOM, QK_ZERO }, { QK_ZERO, QK_ZERO }, { QK_QMIN, QK_MAX },
+        { QK_QMIN, QK_MAX_ALT }, { QK_RANDOM, QK_RANDOM },
+    };
+    for (int ti = 0; ti < 2; ti++)
+        for (int mi = 0; mi < 10; mi++)
+            panel_case(ops, ti ? KERN_K_Q6_K : KERN_K_Q4_K, 11, 1024, 1, 0, 11, modes[mi][0],
+                       modes[mi][1]);
+    static const int64_t ks[] = { 256, 512, 1024, 2048, 3584, 256 * 52 };
+    for (int it = 0; it < 36; it++) {
+        int wt = it % 2 ? KERN_K_Q6_K : KERN_K_Q4_K;
+        int64_t k = ks[(it / 2) % 6], rows = 1 + (int64_t)(qk_next() % 40);
+        int64_t r0 = (int64_t)(qk_next() % (uint64_t)rows),
+                r1 = r0 + 1 + (int64_t)(qk_next() % (uint64_t)(rows - r0));
+        panel_case(ops, wt, rows, k, 1, r0, r1, QK_RANDOM, QK_RANDOM);
+    }
+}
+Test(kernels_q4k, one_token_equal_scalar) { one_token_cases(cpu_level_ops_or_skip("avx512")); }
+Test(kernels_q4k, avx2_one_token_equal_scalar) { one_token_cases(cpu_level_ops_or_skip("avx2")); }
 
 /* A hand-checked value through the panel: 16 rows, one block of Q4_K with q 15, sc 63, m 0,
  * d = 1, and activations all -1 (quants -127, d = 1/127 rounded): isum = 256 * 15 * 63 * -127. */

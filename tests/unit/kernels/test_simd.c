@@ -202,7 +202,7 @@ Test(kern_simd_dispatch, every_member_set)
         cr_assert_str_eq(o->name, names[i]);
         cr_assert(o->matmul && o->q8_quantize && o->dot && o->attn && o->gdn_step && o->matmul_k &&
                       o->bf16_round && o->bf16_matmul && o->swiglu && o->sigmoid_mul && o->gated_scale &&
-                      o->conv1d_step && o->attn_tokens && o->matmul_x,
+                      o->conv1d_step && o->attn_tokens && o->matmul_x && o->q8k_quantize,
                   "table %s has a NULL member", names[i]);
     }
     cr_assert_geq(n_tables, 1);
