@@ -49,7 +49,8 @@
  * thread count. The GDN recurrence runs token by token (per head; heads and channels are
  * independent, so the head-major loop order computes the same bits). MoE experts run as
  * T = 1 matmuls per token, in pick order. Q8_0 activations are quantized per token (kern_q8_quantize
- * works per token and block; so does kern_q8k_quantize for Q4_K / Q6_K weights, which
+ * works per token and block; so does kern_q8k_quantize (the variant's, byte-identical, split across
+ * the pool by token) for Q4_K / Q6_K weights, which
  * go through kern_ops.matmul_k), so batching does not change them either; their scales are
  * then rounded to f16 as llama.cpp stores them (see quant()), which is what makes our
  * Q8_0 logits agree with llama.cpp's. bf16 matrices read the activations rounded to
@@ -188,6 +189,22 @@ static void round_fn(void *ctx, int64_t t0, int64_t t1, int ti)
     j->ops->bf16_round(j->xb + t0 * j->K, j->x + t0 * j->K, (t1 - t0) * j->K);
 }
 
+/* The variant's Q8_K quantizer over tokens [t0, t1) (per token and block: any split gives
+ * kern_q8k_quantize's bytes). */
+struct q8k_job {
+    const struct kern_ops *ops;
+    struct kern_q8k_block *xq;
+    const float *x;
+    int64_t K;
+};
+
+static void q8k_fn(void *ctx, int64_t t0, int64_t t1, int ti)
+{
+    const struct q8k_job *j = ctx;
+    (void)ti;
+    j->ops->q8k_quantize(j->xq + t0 * (j->K / KERN_QK), j->x + t0 * j->K, t1 - t0, j->K);
+}
+
 /* Which quantized activations a weight reads (ACT_* bits; 0 for float weights). */
 static int act_need(const struct model_weight *w)
 {
@@ -223,7 +240,9 @@ static struct act quant(const struct engine *e, struct kern_q8_block *buf, struc
     }
     if (need & ACT_QK) {
         /* Q4_K / Q6_K: llama.cpp's block_q8_K keeps an f32 scale, so nothing is rounded */
-        kern_q8k_quantize(kbuf, x, T, K);
+        struct q8k_job qj = { e->ops, kbuf, x, K };
+        if (T == 1) e->ops->q8k_quantize(kbuf, x, 1, K);
+        else sys_pool_run(e->pool, T, q8k_fn, &qj);
         a.qk = kbuf;
     }
     if (!(need & ACT_Q8)) return a;
