@@ -8,7 +8,9 @@
 #   sh bench/run.sh [BUILD]        (BUILD defaults to build; make bench passes $(BUILD))
 #
 # Environment (defaults in brackets):
-#   BENCH_MODELS   ["0.8b 2b"]  mkmodel --preset values (qwen35, seed 1)
+#   BENCH_MODELS   ["0.8b 2b"]  mkmodel --preset values (qwen35, seed 1); "qwen4exp" is
+#                  mkmodel's tiny Qwen3.8-Flash-Next
+#   (BENCH_DTYPES takes any mkmodel --dtype: iq4_xs, iq4_nl and q5_1 rows too)
 #   BENCH_DTYPES   ["bf16 q8_0 q4_k_m"]  q4_k_m is kept only when `headstart mkmodel`
 #                  accepts it (detected from its --help)
 #   BENCH_PHASES   ["prefill512 prefill4096 decode128"]  decode128 = 128 greedy tokens after
@@ -182,13 +184,16 @@ def measure():
     written = set()
 
     def model_path(preset, dt):
-        name = f"qwen35-{preset}-{dt}-s1.gguf"
+        # "qwen4exp": mkmodel's tiny Qwen3.8-Flash-Next geometry ([F12]); else a qwen35 preset
+        arch = "qwen4exp" if preset == "qwen4exp" else "qwen35"
+        name = f"{arch}-{'tiny' if arch == 'qwen4exp' else preset}-{dt}-s1.gguf"
         path = os.path.join(model_dir, name)
         if (refresh and path not in written) or not os.path.exists(path):
             log(f"writing {path}")
             written.add(path)
             part = os.path.join(model_dir, ".part-" + name)  # mkmodel wants the .gguf suffix
-            subprocess.run([hs, "mkmodel", "--arch", "qwen35", "--preset", preset, "--dtype", dt, "--seed", "1",
+            shape = [] if arch == "qwen4exp" else ["--preset", preset]
+            subprocess.run([hs, "mkmodel", "--arch", arch] + shape + ["--dtype", dt, "--seed", "1",
                             "--out", part], check=True, stdout=subprocess.DEVNULL)
             os.replace(part, path)
         return path
@@ -224,19 +229,28 @@ def measure():
                 "gdn_state_bytes": state_bytes, "matrix_params": mat_params, "params_main": d["params"]["main"],
                 "file_bytes": d["file_bytes"], "prefill_flops": prefill_flops}
 
-    def ids_file(n):
-        path = os.path.join(tmp, f"ids{n}")
+    vocabs = {}
+    def vocab_of(path):
+        if path not in vocabs:
+            d = json.loads(subprocess.run([hs, "inspect", path, "--json"], check=True, capture_output=True,
+                                          text=True).stdout)
+            vocabs[path] = d["hparams"]["n_vocab"]
+        return vocabs[path]
+
+    def ids_file(n, vocab):
+        lim = min(idmax, vocab)   # a tiny model's vocabulary is smaller than idmax
+        path = os.path.join(tmp, f"ids{n}-{lim}")
         if not os.path.exists(path):
             r = random.Random(1)
-            open(path, "w").write(" ".join(str(r.randrange(idmax)) for _ in range(n)))
+            open(path, "w").write(" ".join(str(r.randrange(lim)) for _ in range(n)))
         return path
 
     llama_bench = os.path.join(build, "llama_bench")
     def engine_cmd(engine, path, n_prompt, n_gen):
         if engine == "headstart":
-            return [hs, "run", "-m", path, "--ids-file", ids_file(n_prompt), "-n", str(n_gen + 1), "--temp", "0",
+            return [hs, "run", "-m", path, "--ids-file", ids_file(n_prompt, vocab_of(path)), "-n", str(n_gen + 1), "--temp", "0",
                     "--threads", str(threads), "--json"]
-        return [llama_bench, "--lib-dir", libdir, path, "--prompt-ids", ids_file(n_prompt), "-n", str(n_gen + 1),
+        return [llama_bench, "--lib-dir", libdir, path, "--prompt-ids", ids_file(n_prompt, vocab_of(path)), "-n", str(n_gen + 1),
                 "--threads", str(threads)] + (["--cpu-lib", llama_cpu_lib] if llama_cpu_lib else [])
 
     # the runs: a 512-token prompt (serves prefill512 and decode128), a 4096-token prompt
@@ -349,7 +363,7 @@ def measure():
         cdt = "q8_0" if "q8_0" in dtypes else dtypes[0]
         path = model_path(models[0], cdt)
         log(f"capture cost: {models[0]} {cdt}, {cap_tokens} tokens, {cap_n} captures vs none, {cap_reps} reps each")
-        recs, _ = run_json([os.path.join(build, "capture_bench"), "-m", path, "--ids-file", ids_file(cap_tokens),
+        recs, _ = run_json([os.path.join(build, "capture_bench"), "-m", path, "--ids-file", ids_file(cap_tokens, vocab_of(path)),
                             "--captures", str(cap_n), "--threads", str(threads), "--reps", str(cap_reps)], "capture_bench")
         capture = dict(recs[-1], model=models[0], dtype=cdt)
 
