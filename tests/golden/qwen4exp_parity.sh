@@ -4,7 +4,9 @@
 # independent python writer: one HF directory and one f32 GGUF with the same weights):
 #   1. llama.cpp (prebuilt, npm) on the GGUF, where QSA is dense (a 64-token prompt under the
 #      2048-token budget): `headstart logits --all` within 1e-3 of llama.cpp relative to the
-#      largest |logit| (measured 8e-7), greedy continuation of 32 tokens identical;
+#      largest |logit| (measured 8e-7), greedy continuation of 32 tokens identical; and a
+#      2,050-token prompt (the longest that stays dense under the real 2048-token budget):
+#      every row within 1e-3, every argmax the same;
 #   2. the numpy float64 reference tools/ref/forward_qwen4exp.py on the HF directory, within
 #      1e-4 (measured 2e-6): dense, and on a model whose budget is 8 blocks with a 200-token
 #      prompt, where every query from position 35 on keeps 8 of its blocks; and that model
@@ -53,6 +55,24 @@ if "$hs" logits -m "$tmp/dense.gguf" --ids "$ids_sp" --all --threads 2 -o "$tmp/
     case $v in OK*) pass "llama.cpp greedy, dense: $v" ;; *) fail "llama.cpp greedy, dense: $v" ;; esac
 else
     fail "logits (headstart or llama.cpp), dense"; cat "$tmp/log"
+fi
+# ... and a 2,050-token prompt, the longest whose every query is still dense (the real model's
+# budget, 2048 tokens = 512 blocks): every row within 1e-3 and the same argmax
+long_ids=$($py -c "import random; random.seed(9); print(','.join(str(random.randrange(0, 600)) for _ in range(2050)))")
+if "$hs" logits -m "$tmp/dense.gguf" --ids "$(echo "$long_ids" | tr ',' ' ')" --all --threads 2 -o "$tmp/long.hs" 2>"$tmp/log" &&
+    timeout 300 "$eval_bin" --lib-dir "$libdir" "$tmp/dense.gguf" --tokens "$long_ids" --logits-out "$tmp/long.ll" \
+        $kv_flag >"$tmp/log" 2>&1; then
+    v=$($py - "$tmp/long.hs" "$tmp/long.ll" <<'PY'
+import sys, numpy as np
+a = np.fromfile(sys.argv[1], '<f4').reshape(2050, -1); b = np.fromfile(sys.argv[2], '<f4').reshape(2050, -1)
+rel = np.abs(a - b).max() / np.abs(b).max()
+same = int((a.argmax(1) == b.argmax(1)).sum())
+print(("OK" if rel <= 1e-3 and same == 2050 else "BAD") + " rel=%.2e argmax_equal=%d/2050" % (rel, same))
+PY
+)
+    case $v in OK*) pass "llama.cpp logits, 2,050 dense tokens: $v" ;; *) fail "llama.cpp logits, 2,050 dense tokens: $v" ;; esac
+else
+    fail "logits (headstart or llama.cpp), 2,050 tokens"; cat "$tmp/log"
 fi
 
 # 2 + 3. the numpy reference, dense and sparse; HF = GGUF
