@@ -308,4 +308,20 @@ static char *write_model(const char *dir, const struct q4_opts *o)
     return path;
 }
 
+/* The suites' temporary directory (Criterion .init / .fini of both test files). */
+static char tmpdir[64];
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/hs-q4exp-XXXXXX");
+    cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    cr_assert_eq(system(cmd), 0);
+}
+
 #endif

@@ -19,21 +19,6 @@
 
 #define N_TOK 60
 
-static char tmpdir[64];
-
-static void setup(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/hs-q4fwd-XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir));
-}
-
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    cr_assert_eq(system(cmd), 0);
-}
-
 static struct model *load_opts(const struct q4_opts *op, const char *sub)
 {
     char dir[128];

@@ -13,21 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char tmpdir[64];
-
-static void setup(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/hs-q4exp-XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir));
-}
-
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    cr_assert_eq(system(cmd), 0);
-}
-
 static struct model *load_ok(const struct q4_opts *o, const char *sub)
 {
     char dir[128];
