@@ -68,11 +68,13 @@
  *      page cannot reach the API or read /metrics (the "who may ask" section below).
  *   5. No request body reaches jansson unless its element count and depth are bounded
  *      (api_body_prescan): the parse costs a bounded multiple of --max-body.
- *   6. A client that half-closes its socket (shutdown(SHUT_WR)) after its request reads
- *      as gone to a generation waiting for the engine (a FIN from a half-close and from a
- *      close are the same bytes; cancelling on it frees the engine for the others, as Go's
- *      net/http does): it is cancelled and gets no answer. Answers made on the connection
- *      thread (/health, /v1/models, count_tokens, every error) still reach it.
+ *   6. A client that half-closes its socket (shutdown(SHUT_WR)) after its request is
+ *      answered, generations included. A FIN from a half-close and from a close are the
+ *      same bytes, so an EOF seen while waiting is probed: before the status line an
+ *      HTTP/1.1 connection gets "102 Processing" (an interim response every HTTP/1.1
+ *      client must skip), on a stream an SSE comment; a closed client answers either with
+ *      a reset, and the job is cancelled at the next poll (50 ms). HTTP/1.0 has no interim
+ *      responses: there an EOF before the answer cancels, as it always did.
  */
 #include "server/server_int.h"
 
@@ -120,6 +122,7 @@ struct conn_req {
     struct conn_slot *slot;    /* the connection guard's entry; NULL when it has none */
     const char *cors_origin;   /* a listed Origin to echo (MHD's header string), else NULL */
     bool close;                /* answer with Connection: close (a reserve connection) */
+    bool http11;               /* HTTP/1.1: an interim 102 may precede the answer */
     /* for the request log (reqlog.c), written by on_completed */
     double t_start;            /* sys_time_sec() when the request line arrived */
     int status;                /* the HTTP status sent (499: the client went away); 0: none */
@@ -129,7 +132,7 @@ struct conn_req {
 
 struct stream_ctx {
     struct job *job;           /* the response's reference */
-    int fd;
+    struct peer peer;
 };
 
 static enum MHD_Result route_root(struct server *srv, struct MHD_Connection *c, struct conn_req *rq);
@@ -307,7 +310,14 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         size_t n = job_take(sc->job, buf, max, &eof);
         if (n) return (ssize_t)n;
         if (eof) return MHD_CONTENT_READER_END_OF_STREAM;
-        if (job_wait(sc->job, true, sc->fd) == JOB_WAIT_GONE) return MHD_CONTENT_READER_END_WITH_ERROR;
+        enum job_wait_result w = job_wait(sc->job, true, &sc->peer);
+        if (w == JOB_WAIT_GONE) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (w == JOB_WAIT_PROBE) { /* an EOF: a comment every SSE client skips tells a close from a half-close */
+            static const char probe[] = ": \n\n";
+            if (max < sizeof probe - 1) continue;
+            memcpy(buf, probe, sizeof probe - 1);
+            return (ssize_t)(sizeof probe - 1);
+        }
     }
 }
 
@@ -423,8 +433,10 @@ static enum MHD_Result run_job(struct server *srv, struct MHD_Connection *c, str
     if (rc == API_ERR_QUEUE_FULL) return reply_error(srv, c, rq, rc, "the request queue is full; retry later");
     if (rc != HS_OK) return reply_error(srv, c, rq, rc, "the server is shutting down");
 
-    int fd = conn_fd(c);
-    if (job_wait(j, req->stream, fd) == JOB_WAIT_GONE) {
+    /* a half-closed client is answered; until a status line went out, a 102 tells it from
+     * a closed one (HTTP/1.0 has no interim responses: its EOF is a close) */
+    struct peer peer = { .fd = conn_fd(c), .probe = rq->http11 ? PEER_PROBE_INTERIM : PEER_PROBE_NONE };
+    if (job_wait(j, req->stream, &peer) == JOB_WAIT_GONE) {
         rq_status(srv, rq, 499);
         return MHD_NO; /* the client is gone: close without a response */
     }
@@ -435,7 +447,7 @@ static enum MHD_Result run_job(struct server *srv, struct MHD_Connection *c, str
         struct stream_ctx *sc = hs_calloc(1, sizeof(*sc));
         job_retain(j);
         sc->job = j;
-        sc->fd = fd;
+        sc->peer = (struct peer){ .fd = peer.fd, .probe = PEER_PROBE_SSE, .half_closed = peer.half_closed };
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK,
                                                                    stream_read, sc, stream_free);
         if (!r) { stream_free(sc); return MHD_NO; }
@@ -449,7 +461,7 @@ static enum MHD_Result run_job(struct server *srv, struct MHD_Connection *c, str
         return ret;
     }
     /* a whole body: wait for the end (an error before a stream began is one too) */
-    if (job_wait(j, false, fd) == JOB_WAIT_GONE) {
+    if (job_wait(j, false, &peer) == JOB_WAIT_GONE) {
         rq_status(srv, rq, 499);
         return MHD_NO;
     }
@@ -946,6 +958,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         rq->slot = conn_slot_of(c);
         guard_state(srv->guard, rq->slot, CONN_BODY);
         rq->close = rq->slot && rq->slot->reserve;
+        rq->http11 = version && !strcmp(version, MHD_HTTP_VERSION_1_1);
         rq->route = route_find(url);
         rq->kind = rq->route == ROUTE_OTHER && !strncmp(url, "/v1/messages", 12) ? API_KIND_ANTHROPIC_MESSAGES
                                                                                   : routes[rq->route].kind;

@@ -38,6 +38,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <string.h>
 #include <time.h>
 
@@ -107,24 +108,49 @@ void job_cancel(struct job *j)
     pthread_mutex_unlock(&j->mu);
 }
 
-/* The peer closed or reset the connection. A request body is complete before we wait, so
- * any readable data now is either EOF or a pipelined request; only EOF/errors count. */
-static bool peer_gone(int fd)
+/* What the client's socket says: nothing new; EOF (the client shut its sending side:
+ * closed, or only half-closed: the bytes on the wire are the same); or gone (reset, or an
+ * error). A request body is complete before we wait, so readable data now is either EOF or
+ * a pipelined request; only EOF and errors count. */
+enum peer_state { PEER_OPEN = 0, PEER_EOF, PEER_GONE };
+
+static enum peer_state peer_poll(int fd)
 {
-    if (fd < 0) return false;
     struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
-    if (poll(&p, 1, 0) <= 0) return false;
-    return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+    if (poll(&p, 1, 0) <= 0) return PEER_OPEN;
+    if (p.revents & (POLLHUP | POLLERR | POLLNVAL)) return PEER_GONE;
+    return (p.revents & POLLRDHUP) ? PEER_EOF : PEER_OPEN;
 }
 
-enum job_wait_result job_wait(struct job *j, bool want_output, int fd)
+/* An interim response a client that reads on ignores (RFC 9110 15.2: an HTTP/1.1 client
+ * parses any 1xx before the final answer); a client that closed answers it with a reset. */
+static bool peer_interim(int fd)
+{
+    static const char msg[] = "HTTP/1.1 102 Processing\r\n\r\n";
+    ssize_t n = send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    return n == (ssize_t)(sizeof msg - 1);
+}
+
+enum job_wait_result job_wait(struct job *j, bool want_output, struct peer *p)
 {
     pthread_mutex_lock(&j->mu);
     for (;;) {
         if (j->done || (want_output && j->out.len > j->out_off)) break;
         /* only the client's hang-up ends the wait: a job the server cancelled still gets
          * job_done (invariant 3), and its answer (503, an in-stream error) goes out */
-        if (peer_gone(fd)) {
+        enum peer_state ps = p && p->fd >= 0 ? peer_poll(p->fd) : PEER_OPEN;
+        if (ps == PEER_EOF && !p->half_closed) {
+            /* closed or half-closed? write something: a closed client resets (GONE at a
+             * later poll), a half-closed one reads on */
+            if (p->probe == PEER_PROBE_SSE) {
+                p->half_closed = true;
+                pthread_mutex_unlock(&j->mu);
+                return JOB_WAIT_PROBE;
+            }
+            if (p->probe == PEER_PROBE_INTERIM && peer_interim(p->fd)) p->half_closed = true;
+            else ps = PEER_GONE;
+        }
+        if (ps == PEER_GONE) {
             pthread_mutex_unlock(&j->mu);
             atomic_store(&j->cancelled, true);
             return JOB_WAIT_GONE;

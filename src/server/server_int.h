@@ -69,11 +69,27 @@ void job_done(struct job *j, int status);
 bool job_cancelled(struct job *j);
 void job_cancel(struct job *j);
 
-enum job_wait_result { JOB_WAIT_READY = 0, JOB_WAIT_GONE };
+/* The client's socket, as a connection thread waiting on its job watches it. An EOF is
+ * a close or a half-close (shutdown(SHUT_WR) after the request: the same FIN on the wire);
+ * `probe` says how to tell them apart: write something a reading client skips, and a
+ * closed one answers with a reset. */
+enum peer_probe {
+    PEER_PROBE_NONE = 0,      /* EOF is gone (HTTP/1.0: no interim responses) */
+    PEER_PROBE_INTERIM,       /* no status line yet: write a 102 Processing (HTTP/1.1) */
+    PEER_PROBE_SSE,           /* an SSE stream: the caller writes a comment (JOB_WAIT_PROBE) */
+};
+struct peer {
+    int fd;                   /* < 0: not watched */
+    enum peer_probe probe;
+    bool half_closed;         /* EOF seen and probed: only a reset or an error is gone now */
+};
+
+enum job_wait_result { JOB_WAIT_READY = 0, JOB_WAIT_GONE, JOB_WAIT_PROBE };
 /* Connection side: wait until the job has output not yet taken (want_output) or is done,
- * polling `fd` for a client hang-up every 50 ms (fd < 0: no polling). GONE (the client hung
- * up) cancels the job; a job cancelled otherwise is waited for, as it always ends done. */
-enum job_wait_result job_wait(struct job *j, bool want_output, int fd);
+ * polling p's socket every 50 ms (p NULL: no polling). GONE (the client hung up) cancels the
+ * job; a job cancelled otherwise is waited for, as it always ends done. PROBE: EOF on an
+ * SSE stream; the caller sends an SSE comment (p->half_closed is set) and waits again. */
+enum job_wait_result job_wait(struct job *j, bool want_output, struct peer *p);
 /* Connection side: move up to max pending bytes into buf; *eof when done and drained. */
 size_t job_take(struct job *j, char *buf, size_t max, bool *eof);
 

@@ -19,10 +19,10 @@
 #                response_format / text.format other than text are 400s naming the field
 #                (n 1, logprobs false, type text accepted); count_tokens answers while a
 #                generation runs with --max-queue 0 (it used to be queued: 429), and
-#                reaches a client that half-closed its socket after the request; a tool
-#                call to a name not in `tools` is passed through (pinned: a decision).
-#                What is not fixed (libmicrohttpd's own HTML pages, a generation for a
-#                half-closed client) is in docs/API.md.
+#                reaches a client that half-closed its socket after the request, and so
+#                does a generation (a 102 first, a stream whole) while a client that
+#                closed is still cancelled; a tool call to a name not in `tools` is
+#                passed through (pinned: a decision).
 # Ends with "RESULT: N passed, N failed".
 set -u
 py=/usr/bin/python3
@@ -138,15 +138,20 @@ print(body.decode(errors="replace"))
 EOF
 
 cat > "$tmp/halfclose.py" <<'EOF'
-# halfclose.py PORT PATH BODY — sends one request, half-closes (shutdown SHUT_WR), prints
-# the status line of what comes back ("" when nothing does within 5 s)
+# halfclose.py PORT PATH BODY [close] — sends one request, then half-closes (shutdown
+# SHUT_WR) and prints every status line that comes back, joined by "|", then " body:" and
+# the last 200 bytes of the body ("" when nothing comes within 20 s). With "close" it
+# closes the socket instead and prints nothing.
 import socket, sys
 port, path, body = int(sys.argv[1]), sys.argv[2], sys.argv[3].encode()
 s = socket.create_connection(("127.0.0.1", port))
 s.sendall(b"POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
           b"Content-Length: %d\r\n\r\n" % (path.encode(), len(body)) + body)
+if sys.argv[4:] == ["close"]:
+    s.close()
+    sys.exit(0)
 s.shutdown(socket.SHUT_WR)
-s.settimeout(5)
+s.settimeout(20)
 d = b""
 try:
     while True:
@@ -156,7 +161,11 @@ try:
         d += b
 except OSError:
     pass
-print(d.split(b"\r\n")[0].decode(errors="replace") if d else "")
+lines, rest = [], d
+while rest.startswith(b"HTTP/"):
+    head, _, rest = rest.partition(b"\r\n\r\n")
+    lines.append(head.split(b"\r\n")[0].decode(errors="replace"))
+print("|".join(lines) + " body:" + rest[-200:].decode(errors="replace").replace("\n", " "))
 EOF
 
 oa_err='j is not None and set(j["error"]) == {"message", "type", "param", "code"}'
@@ -234,6 +243,25 @@ $py -c 'import json,sys; a,b=(json.load(open(f))["choices"][0]["message"] for f 
 
 out=$($py "$tmp/halfclose.py" "$port" /v1/messages/count_tokens '{"messages":[{"role":"user","content":"hi"}]}')
 echo "$out" | grep -q ' 200' && pass "count_tokens from a half-closed client is answered" || fail "half-close count_tokens: '$out'"
+# a generation for a half-closed client: a 102 goes first (a closed client would reset it),
+# then the whole answer; a stream's answer ends with [DONE]
+gen='{"messages":[{"role":"user","content":"hi"}],"max_tokens":300,"ignore_eos":true'
+out=$($py "$tmp/halfclose.py" "$port" /v1/chat/completions "$gen}")
+case $out in "HTTP/1.1 102 Processing|HTTP/1.1 200 OK body:"*'"finish_reason":"length"'*) pass "a generation for a half-closed client: 102, then 200 with the answer" ;;
+    *) fail "half-closed generation: '$out'" ;; esac
+out=$($py "$tmp/halfclose.py" "$port" /v1/chat/completions "$gen,\"stream\":true}")
+case $out in "HTTP/1.1 102 Processing|HTTP/1.1 200 OK body:"*'data: [DONE]'*) pass "a stream for a half-closed client: 102, then the whole stream" ;;
+    *) fail "half-closed stream: '$out'" ;; esac
+# a client that closes (not half-closes) still cancels its generation: the 102 is reset
+cancelled() { curl -s "$base/metrics" | awk '/^headstart_cancelled_requests_total\{stage="(prefill|generation)"\}/ { n += $2 } END { print n + 0 }'; }
+c0=$(cancelled)
+$py "$tmp/halfclose.py" "$port" /v1/chat/completions '{"messages":[{"role":"user","content":"go"}],"ignore_eos":true,"max_tokens":16000}' close
+i=0
+while [ $i -lt 100 ] && [ "$(cancelled)" = "$c0" ]; do sleep 0.05; i=$((i + 1)); done
+i=0
+while [ $i -lt 100 ] && ! curl -s "$base/health" | grep -q '"queue_depth":0'; do sleep 0.05; i=$((i + 1)); done
+[ "$(cancelled)" = $((c0 + 1)) ] && pass "a closed client's generation is still cancelled" \
+    || fail "closed client: cancelled $c0 -> $(cancelled)"
 
 # count_tokens while a generation holds the engine (--max-queue 0: nothing may wait)
 long='{"messages":[{"role":"user","content":"go"}],"stream":true,"ignore_eos":true,"max_tokens":16000}'

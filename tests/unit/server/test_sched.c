@@ -6,6 +6,9 @@
 
 #include "server/server_int.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -94,9 +97,9 @@ Test(sched_queue, fifo_and_bound)
     cr_assert_eq(sched_depth(&s), 3);
     cr_assert_eq(sched_submit(&s, j[3]), API_ERR_QUEUE_FULL);
     gate_set(true);
-    for (int i = 0; i < 3; i++) cr_assert_eq(job_wait(j[i], false, -1), JOB_WAIT_READY);
+    for (int i = 0; i < 3; i++) cr_assert_eq(job_wait(j[i], false, NULL), JOB_WAIT_READY);
     cr_assert_eq(sched_submit(&s, j[4]), HS_OK);
-    cr_assert_eq(job_wait(j[4], false, -1), JOB_WAIT_READY);
+    cr_assert_eq(job_wait(j[4], false, NULL), JOB_WAIT_READY);
     sched_stop(&s);
     sched_free(&s);
     cr_assert_eq(n_ran, 4);
@@ -114,10 +117,10 @@ Test(sched_queue, max_queue_zero_only_when_idle)
     cr_assert_eq(sched_submit(&s, a), HS_OK);
     cr_assert_eq(sched_submit(&s, b), API_ERR_QUEUE_FULL);
     gate_set(true);
-    cr_assert_eq(job_wait(a, false, -1), JOB_WAIT_READY);
+    cr_assert_eq(job_wait(a, false, NULL), JOB_WAIT_READY);
     for (int i = 0; i < 2000 && sched_depth(&s); i++) usleep(1000);
     cr_assert_eq(sched_submit(&s, b), HS_OK);
-    cr_assert_eq(job_wait(b, false, -1), JOB_WAIT_READY);
+    cr_assert_eq(job_wait(b, false, NULL), JOB_WAIT_READY);
     sched_stop(&s);
     struct job *late = numbered(3);
     cr_assert_eq(sched_submit(&s, late), API_ERR_OVERLOADED, "a stopped scheduler refuses work");
@@ -142,7 +145,7 @@ Test(sched_queue, cancelled_before_run_is_skipped)
     cr_assert_eq(sched_submit(&s, c), HS_OK);
     job_cancel(b);
     gate_set(true);
-    cr_assert_eq(job_wait(c, false, -1), JOB_WAIT_READY);
+    cr_assert_eq(job_wait(c, false, NULL), JOB_WAIT_READY);
     sched_stop(&s);
     sched_free(&s);
     cr_assert_eq(n_ran, 2);
@@ -226,7 +229,7 @@ Test(sched_job, early_error_keeps_status)
 {
     struct job *j = job_new();
     job_done(j, 429);
-    cr_assert_eq(job_wait(j, true, -1), JOB_WAIT_READY);
+    cr_assert_eq(job_wait(j, true, NULL), JOB_WAIT_READY);
     cr_assert_eq(j->status, 429);
     struct job *k = job_new();
     job_emit(k, "x", 1);
@@ -242,9 +245,93 @@ Test(sched_job, wait_sees_a_closed_socket)
     cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     struct job *j = job_new();
     close(sv[1]);
-    cr_assert_eq(job_wait(j, true, sv[0]), JOB_WAIT_GONE);
+    struct peer p = { .fd = sv[0], .probe = PEER_PROBE_INTERIM };
+    cr_assert_eq(job_wait(j, true, &p), JOB_WAIT_GONE);
     cr_assert(job_cancelled(j));
     close(sv[0]);
+    job_release(j);
+}
+
+/* A TCP connection over loopback: *srv is the server's end, *cli the client's. A reset
+ * only exists on TCP, so the close / half-close cases need one. */
+static void tcp_pair(int *srv, int *cli)
+{
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t n = sizeof a;
+    cr_assert_eq(bind(l, (struct sockaddr *)&a, sizeof a), 0);
+    cr_assert_eq(listen(l, 1), 0);
+    cr_assert_eq(getsockname(l, (struct sockaddr *)&a, &n), 0);
+    *cli = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_eq(connect(*cli, (struct sockaddr *)&a, sizeof a), 0);
+    *srv = accept(l, NULL, NULL);
+    cr_assert_geq(*srv, 0);
+    close(l);
+}
+
+static void *finish_later(void *arg)
+{
+    usleep(300 * 1000);
+    job_done(arg, 200);
+    return NULL;
+}
+
+/* A client that shut only its sending side gets its answer: the 102 is read, not reset. */
+Test(sched_job, half_closed_client_is_waited_for)
+{
+    int s, c;
+    tcp_pair(&s, &c);
+    shutdown(c, SHUT_WR);
+    struct job *j = job_new();
+    pthread_t t;
+    pthread_create(&t, NULL, finish_later, j);
+    struct peer p = { .fd = s, .probe = PEER_PROBE_INTERIM };
+    cr_assert_eq(job_wait(j, false, &p), JOB_WAIT_READY);
+    cr_assert(p.half_closed);
+    cr_assert_not(job_cancelled(j));
+    pthread_join(t, NULL);
+    char buf[64] = { 0 };
+    cr_assert_eq(recv(c, buf, sizeof buf - 1, 0), 27);
+    cr_assert_str_eq(buf, "HTTP/1.1 102 Processing\r\n\r\n");
+    close(s);
+    close(c);
+    job_release(j);
+}
+
+/* A client that closed resets the 102: the wait ends GONE and cancels the job. */
+Test(sched_job, closed_client_resets_the_probe)
+{
+    int s, c;
+    tcp_pair(&s, &c);
+    close(c);
+    struct job *j = job_new();
+    struct peer p = { .fd = s, .probe = PEER_PROBE_INTERIM };
+    cr_assert_eq(job_wait(j, false, &p), JOB_WAIT_GONE);
+    cr_assert(p.half_closed); /* it was probed, then reset */
+    cr_assert(job_cancelled(j));
+    close(s);
+    job_release(j);
+}
+
+/* HTTP/1.0 (no interim responses): an EOF is a close. A stream: the caller probes. */
+Test(sched_job, eof_without_interim_or_on_a_stream)
+{
+    int s, c;
+    tcp_pair(&s, &c);
+    shutdown(c, SHUT_WR);
+    struct job *j = job_new();
+    struct peer p = { .fd = s, .probe = PEER_PROBE_NONE };
+    cr_assert_eq(job_wait(j, false, &p), JOB_WAIT_GONE);
+    job_release(j);
+    j = job_new();
+    p = (struct peer){ .fd = s, .probe = PEER_PROBE_SSE };
+    cr_assert_eq(job_wait(j, true, &p), JOB_WAIT_PROBE);
+    cr_assert(p.half_closed);
+    cr_assert_not(job_cancelled(j));
+    job_emit(j, "x", 1);
+    cr_assert_eq(job_wait(j, true, &p), JOB_WAIT_READY); /* probed: the EOF no longer counts */
+    close(s);
+    close(c);
     job_release(j);
 }
 
@@ -319,9 +406,9 @@ Test(sched_queue, parallel_slots_and_wait)
     /* the head waits for room: no slot counts as free, max_queue (2) are waiting */
     cr_assert_eq(sched_submit(&s, j[4]), API_ERR_QUEUE_FULL);
     gate_set(true);
-    for (int i = 0; i < 4; i++) cr_assert_eq(job_wait(j[i], false, -1), JOB_WAIT_READY);
+    for (int i = 0; i < 4; i++) cr_assert_eq(job_wait(j[i], false, NULL), JOB_WAIT_READY);
     cr_assert_eq(sched_submit(&s, j[5]), HS_OK, "room again once they ended");
-    cr_assert_eq(job_wait(j[5], false, -1), JOB_WAIT_READY);
+    cr_assert_eq(job_wait(j[5], false, NULL), JOB_WAIT_READY);
     sched_stop(&s);
     sched_free(&s);
     cr_assert_eq(p.n_admitted, 5);
