@@ -242,6 +242,8 @@ enum api_error_code {
     API_ERR_INTERNAL = -106,     /* a bug or an engine failure: 500 */
     API_ERR_FORBIDDEN = -107,    /* a Host or Origin this server does not answer: 403 */
     API_ERR_MEDIA_TYPE = -108,   /* a POST body that is not application/json: 415 */
+    API_ERR_HEADERS_TOO_LARGE = -109, /* a request head over the server's limit: 431 */
+    API_ERR_HTTP_VERSION = -110, /* an HTTP version other than 1.0 and 1.1: 505 */
     API_ERR_CONTEXT = -120,      /* the prompt does not fit the context: 400, in each API's
                                     own overflow wording (api_context_error) */
 };

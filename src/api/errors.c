@@ -33,6 +33,8 @@ static const struct api_error_info error_table[] = {
     {API_ERR_OVERLOADED,  503, "server_error",          NULL,                  "overloaded_error"},
     {API_ERR_FORBIDDEN,   403, "invalid_request_error", NULL,                  "permission_error"},
     {API_ERR_MEDIA_TYPE,  415, "invalid_request_error", NULL,                  "invalid_request_error"},
+    {API_ERR_HEADERS_TOO_LARGE, 431, "invalid_request_error", NULL,            "request_too_large"},
+    {API_ERR_HTTP_VERSION, 505, "invalid_request_error", NULL,                 "invalid_request_error"},
     {API_ERR_CONTEXT,     400, "invalid_request_error", "context_length_exceeded", "invalid_request_error"},
     {API_ERR_INTERNAL,    500, "server_error",          NULL,                  "api_error"},
 };

@@ -33,9 +33,10 @@
  * /v1/messages/count_tokens, POST /v1/responses (OpenAI Responses: Codex). Errors take the
  * Anthropic shape under /v1/messages, the OpenAI shape elsewhere. count_tokens never enters
  * the engine's queue: it is rendered and tokenized on its connection's thread (the side
- * path, SERVER_SIDE_MAX at once). libmicrohttpd's own answers to requests it cannot parse
- * (a bad request line, headers over the memory limit, a bad chunk) are its HTML pages: the
- * 0.9.75 API has no hook to replace them.
+ * path, SERVER_SIDE_MAX at once). A request head libmicrohttpd could not parse never
+ * reaches it: the front (our own listening socket) checks every head first and answers a
+ * broken one in the API's shape (libmicrohttpd's own answers are HTML pages, and 0.9.75 has
+ * no hook to replace them).
  *
  * The session bank (RAM, and its disk tier unless --no-bank-disk) is made here before the
  * engine thread starts and is touched only by that thread afterwards (session_run); its
@@ -82,12 +83,16 @@
 #include "sys/sys.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -123,6 +128,8 @@ struct conn_req {
     const char *cors_origin;   /* a listed Origin to echo (MHD's header string), else NULL */
     bool close;                /* answer with Connection: close (a reserve connection) */
     bool http11;               /* HTTP/1.1: an interim 102 may precede the answer */
+    bool keep_alive;           /* HTTP/1.1 without Connection: close: the connection stays */
+    bool body_done;            /* the whole request was read (not answered at its headers) */
     /* for the request log (reqlog.c), written by on_completed */
     double t_start;            /* sys_time_sec() when the request line arrived */
     int status;                /* the HTTP status sent (499: the client went away); 0: none */
@@ -523,14 +530,15 @@ static enum MHD_Result route_responses(struct server *srv, struct MHD_Connection
 /* ---- the connection guard -------------------------------------------------------------
  * One local client must not make the server unreachable. libmicrohttpd counts connections
  * but cannot tell a slow request from a busy one, so the guard keeps its own table of open
- * connections (the notify-connection callback adds and removes them) and the state of each:
+ * connections (the front admits each one it accepts, libmicrohttpd's notify-connection
+ * callback takes the slot over, and its close frees it) and the state of each:
  *
  *   opened ─> WAITING ──headers──> BODY ──body ended──> HANDLING ──answered──> WAITING ...
  *   (a keep-alive connection waits for its next request in WAITING)
  *
  *   1. A WAITING or BODY connection older than --request-timeout is shut down (a watchdog
  *      thread): a header or body trickled one byte at a time never holds a slot longer.
- *      Silence for --idle-timeout closes any connection (libmicrohttpd's own timeout).
+ *      Silence for --idle-timeout closes any connection (the front's, then libmicrohttpd's).
  *   2. A new connection over --max-connections-per-ip from one address, or over
  *      --max-connections in all, shuts down the oldest WAITING or BODY connection (of that
  *      address first): a fresh request always finds a slot while any slot only waits.
@@ -538,8 +546,9 @@ static enum MHD_Result route_responses(struct server *srv, struct MHD_Connection
  *      SERVER_CONN_RESERVE slots that answers only /, /health and /metrics (others 503)
  *      and closes after each answer: /health answers while the pool is full.
  *   4. A slot is freed in the CLOSED notification, which libmicrohttpd sends before it
- *      closes the socket; shutdown() is called only under the table's lock on a slot still
- *      in use, so it never reaches a reused descriptor. */
+ *      closes the socket, or by the front before it closes a socket it never handed over;
+ *      shutdown() is called only under the table's lock on a slot still in use and not
+ *      being handed over, so it never reaches a reused descriptor. */
 
 enum conn_state { CONN_WAITING = 0, CONN_BODY, CONN_HANDLING };
 
@@ -547,6 +556,7 @@ struct conn_slot {
     bool used;
     bool shut;                    /* shutdown() sent: closing, no longer counted */
     bool reserve;                 /* admitted over --max-connections (invariant 3) */
+    bool handoff;                 /* being handed to libmicrohttpd: not evicted (guard_handoff) */
     int fd;
     uint8_t ip[16];
     uint8_t ip_len;
@@ -575,7 +585,7 @@ static void guard_shut(struct conn_guard *g, struct conn_slot *s)
 
 static bool guard_evictable(const struct conn_slot *s)
 {
-    return s->used && !s->shut && s->state != CONN_HANDLING;
+    return s->used && !s->shut && !s->handoff && s->state != CONN_HANDLING;
 }
 
 /* The oldest WAITING or BODY slot other than self (of self's address when same_ip). */
@@ -644,28 +654,23 @@ static void guard_free(struct conn_guard *g)
     hs_free(g);
 }
 
-/* A connection opened (invariants 2 and 3). */
-static void guard_open(struct conn_guard *g, struct MHD_Connection *c, void **socket_context)
+/* A connection accepted (invariants 2 and 3), before its head is checked (the front):
+ * its slot, or NULL when the table is full (the caller closes it). */
+static struct conn_slot *guard_admit(struct conn_guard *g, int fd, const struct sockaddr *sa)
 {
-    const union MHD_ConnectionInfo *fi = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    const union MHD_ConnectionInfo *ai = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    *socket_context = NULL;
-    if (!fi) return;
     pthread_mutex_lock(&g->mu);
     struct conn_slot *self = NULL;
     for (int i = 0; i < g->cap && !self; i++)
         if (!g->slots[i].used) self = &g->slots[i];
-    if (!self) { /* libmicrohttpd's own limit is the table's size: not reached */
-        shutdown(fi->connect_fd, SHUT_RDWR);
+    if (!self) {
         pthread_mutex_unlock(&g->mu);
-        return;
+        return NULL;
     }
     memset(self, 0, sizeof(*self));
     self->used = true;
-    self->fd = fi->connect_fd;
+    self->fd = fd;
     self->state = CONN_WAITING;
     self->t_state = sys_time_sec();
-    const struct sockaddr *sa = ai ? ai->client_addr : NULL;
     if (sa && sa->sa_family == AF_INET) {
         self->ip_len = 4;
         memcpy(self->ip, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
@@ -693,7 +698,34 @@ static void guard_open(struct conn_guard *g, struct MHD_Connection *c, void **so
         guard_shut(g, v);
     }
     pthread_mutex_unlock(&g->mu);
-    *socket_context = self;
+    return self;
+}
+
+/* The front hands fd's connection to libmicrohttpd: until its STARTED notification takes
+ * the slot (guard_attach), the guard leaves it alone (libmicrohttpd closes the socket when
+ * it cannot take it, and the descriptor may be reused before the front frees the slot). */
+static void guard_handoff(struct conn_guard *g, struct conn_slot *s, bool on)
+{
+    pthread_mutex_lock(&g->mu);
+    s->handoff = on;
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void guard_attach(struct conn_guard *g, struct MHD_Connection *c, void **socket_context)
+{
+    const union MHD_ConnectionInfo *fi = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    *socket_context = NULL;
+    if (!fi) return;
+    pthread_mutex_lock(&g->mu);
+    for (int i = 0; i < g->cap; i++) {
+        struct conn_slot *s = &g->slots[i];
+        if (s->used && s->handoff && s->fd == fi->connect_fd) {
+            s->handoff = false;
+            *socket_context = s;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g->mu);
 }
 
 static void guard_close(struct conn_guard *g, struct conn_slot *s)
@@ -717,7 +749,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
                           enum MHD_ConnectionNotificationCode code)
 {
     struct server *srv = cls;
-    if (code == MHD_CONNECTION_NOTIFY_STARTED) guard_open(srv->guard, c, socket_context);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) guard_attach(srv->guard, c, socket_context);
     else if (code == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) guard_close(srv->guard, *socket_context);
 }
 
@@ -725,6 +757,245 @@ static struct conn_slot *conn_slot_of(struct MHD_Connection *c)
 {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     return ci ? ci->socket_context : NULL;
+}
+
+/* ---- the front: our listening socket, and each request head checked before libmicrohttpd
+ * reads it ----------------------------------------------------------------------------------
+ * libmicrohttpd answers a head it cannot parse with its own HTML page, and 0.9.75 has no
+ * hook to replace it. So the server listens itself: a thread accepts, the connection guard
+ * admits the socket (limits, deadlines), and a short-lived gate thread peeks at the head
+ * as it arrives (MSG_PEEK: nothing is consumed; SO_RCVLOWAT wakes it only when more bytes
+ * came) and has reqhead.c judge it. A valid head goes to libmicrohttpd with
+ * MHD_add_connection and is read there as if it had accepted the socket; a broken one gets
+ * the API's JSON error (Anthropic's shape under /v1/messages) and the connection closes.
+ * A keep-alive connection's next head is checked the same way, on its own thread, in the
+ * completed notification, before libmicrohttpd reads again.
+ *
+ *   1. The gate only peeks: libmicrohttpd reads exactly the bytes it would have read.
+ *   2. A silent connection closes after --idle-timeout; a head still incomplete at
+ *      --request-timeout is the guard's (it shuts the socket; the gate sees the end).
+ *   3. A refused head's answer is written, the write side shut, and the rest of what the
+ *      client sent drained (up to 1 s) before the close, so the client reads the answer
+ *      rather than a reset.
+ *   4. Stop: no new accepts; every gate sees the flag within 200 ms; libmicrohttpd stops
+ *      only when no gate is left to hand it a connection. */
+
+#define HEAD_LIMIT (64 << 10)     /* the largest request head accepted (431 beyond) */
+
+struct front {
+    struct server *srv;
+    struct MHD_Daemon *d;
+    int lfd;
+    int port;                     /* the bound port (--port 0: the kernel's choice) */
+    pthread_t thread;
+    bool started;
+    atomic_bool stop;
+    atomic_int n_gates;           /* gate threads alive */
+    atomic_llong n_refused;       /* heads answered with an error here */
+};
+
+enum gate_result { GATE_PASS = 0, GATE_CLOSE, GATE_REFUSED };
+
+/* Invariant 3. */
+static void gate_refuse(struct front *f, int fd, const struct reqhead *h)
+{
+    struct strbuf body, out;
+    strbuf_init(&body);
+    strbuf_init(&out);
+    int status = api_error_write(h->anthropic ? API_KIND_ANTHROPIC_MESSAGES : API_KIND_OPENAI_CHAT, h->code, h->msg,
+                                 &body);
+    const char *reason = MHD_get_reason_phrase_for((unsigned)status);
+    strbuf_printf(&out, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                  "Connection: close\r\n\r\n", status, reason && *reason ? reason : "Error", body.len);
+    strbuf_append(&out, body.buf, body.len);
+    metrics_request(&f->srv->metrics, ROUTE_OTHER, status);
+    atomic_fetch_add(&f->n_refused, 1);
+    log_debug("serve: refused a request head (%d): %s", status, h->msg);
+    double t_end = sys_time_sec() + 1.0;
+    size_t off = 0;
+    while (off < out.len && sys_time_sec() < t_end) {
+        ssize_t n = send(fd, out.buf + off, out.len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) { off += (size_t)n; continue; }
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) break;
+        struct pollfd p = { .fd = fd, .events = POLLOUT };
+        poll(&p, 1, 100);
+    }
+    shutdown(fd, SHUT_WR);
+    char sink[4096];
+    while (sys_time_sec() < t_end) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        if (poll(&p, 1, 100) <= 0) continue;
+        ssize_t n = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) break;
+    }
+    strbuf_free(&out);
+    strbuf_free(&body);
+}
+
+/* Wait for fd's next request head and judge it (invariants 1 and 2). */
+static enum gate_result gate_head(struct front *f, int fd)
+{
+    char *buf = NULL;
+    size_t have = 0, cap = 0;
+    int lowat = 1;
+    double t_byte = sys_time_sec();
+    enum gate_result res = GATE_CLOSE;
+    while (!atomic_load(&f->stop)) {
+        struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
+        int r = poll(&p, 1, 200);
+        if (r < 0 && errno != EINTR) break;
+        if (r <= 0) {
+            if (sys_time_sec() - t_byte >= f->srv->opts.idle_timeout_s) break; /* silence */
+            continue;
+        }
+        if (p.revents & (POLLERR | POLLHUP | POLLNVAL)) break;
+        int avail = 0;
+        if (ioctl(fd, FIONREAD, &avail) < 0) break;
+        size_t want = HS_MIN((size_t)avail, (size_t)HEAD_LIMIT + 1);
+        if (want <= have) {
+            if (p.revents & POLLRDHUP) break; /* the client ended with a partial head */
+            continue;
+        }
+        if (want > cap) {
+            cap = HS_MAX(want, 2 * cap);
+            buf = hs_realloc(buf, cap);
+        }
+        ssize_t n = recv(fd, buf, want, MSG_PEEK | MSG_DONTWAIT);
+        if (n <= 0) {
+            if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+            break;
+        }
+        have = (size_t)n;
+        t_byte = sys_time_sec();
+        struct reqhead h;
+        reqhead_check(buf, have, HEAD_LIMIT, &h);
+        if (h.verdict == REQHEAD_OK) { res = GATE_PASS; break; }
+        if (h.verdict == REQHEAD_BAD) { gate_refuse(f, fd, &h); res = GATE_REFUSED; break; }
+        lowat = (int)have + 1; /* wake when more than this arrived */
+        setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof lowat);
+    }
+    if (lowat != 1) {
+        lowat = 1;
+        setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof lowat);
+    }
+    hs_free(buf);
+    return res;
+}
+
+struct gate_arg {
+    struct front *f;
+    int fd;
+    struct conn_slot *slot;
+    struct sockaddr_storage sa;
+    socklen_t sa_len;
+};
+
+static void *gate_main(void *arg)
+{
+    struct gate_arg *a = arg;
+    struct front *f = a->f;
+    struct conn_guard *g = f->srv->guard;
+    if (gate_head(f, a->fd) == GATE_PASS && !atomic_load(&f->stop)) {
+        guard_handoff(g, a->slot, true);
+        /* libmicrohttpd closes the socket when it cannot take it */
+        if (MHD_add_connection(f->d, a->fd, (const struct sockaddr *)&a->sa, a->sa_len) != MHD_YES) guard_close(g, a->slot);
+    } else {
+        guard_close(g, a->slot); /* before the close: the guard never shuts a reused descriptor */
+        close(a->fd);
+    }
+    atomic_fetch_sub(&f->n_gates, 1);
+    hs_free(a);
+    return NULL;
+}
+
+static void *front_main(void *arg)
+{
+    struct front *f = arg;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 << 10);
+    while (!atomic_load(&f->stop)) {
+        struct pollfd p = { .fd = f->lfd, .events = POLLIN };
+        if (poll(&p, 1, 200) <= 0) continue;
+        struct gate_arg *a = hs_calloc(1, sizeof(*a));
+        a->sa_len = sizeof a->sa;
+        a->fd = accept4(f->lfd, (struct sockaddr *)&a->sa, &a->sa_len, SOCK_CLOEXEC);
+        if (a->fd < 0) {
+            hs_free(a);
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                struct timespec ts = { 0, 100 * 1000000L }; /* out of descriptors: let some close */
+                nanosleep(&ts, NULL);
+            }
+            continue;
+        }
+        a->f = f;
+        a->slot = guard_admit(f->srv->guard, a->fd, (const struct sockaddr *)&a->sa);
+        pthread_t t;
+        atomic_fetch_add(&f->n_gates, 1);
+        if (!a->slot || pthread_create(&t, &attr, gate_main, a) != 0) {
+            if (a->slot) guard_close(f->srv->guard, a->slot);
+            close(a->fd);
+            hs_free(a);
+            atomic_fetch_sub(&f->n_gates, 1);
+        }
+    }
+    pthread_attr_destroy(&attr);
+    return NULL;
+}
+
+/* Listen on sa; NULL with err set when the address cannot be bound. */
+static struct front *front_new(struct server *srv, const struct sockaddr *sa, socklen_t len, struct hs_err *err)
+{
+    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (fd >= 0 && sa->sa_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    if (fd < 0 || bind(fd, sa, len) != 0 || listen(fd, SOMAXCONN) != 0) {
+        hs_err_set(err, HS_ERR_IO, "cannot listen on %s port %d (%s)", srv->opts.host, srv->opts.port, strerror(errno));
+        if (fd >= 0) close(fd);
+        return NULL;
+    }
+    struct front *f = hs_calloc(1, sizeof(*f));
+    f->srv = srv;
+    f->lfd = fd;
+    f->port = srv->opts.port;
+    struct sockaddr_storage b;
+    socklen_t bl = sizeof b;
+    if (getsockname(fd, (struct sockaddr *)&b, &bl) == 0)
+        f->port = ntohs(b.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&b)->sin6_port
+                                                : ((struct sockaddr_in *)&b)->sin_port);
+    return f;
+}
+
+static bool front_start(struct front *f, struct MHD_Daemon *d)
+{
+    f->d = d;
+    f->started = pthread_create(&f->thread, NULL, front_main, f) == 0;
+    return f->started;
+}
+
+/* Invariant 4, first half: no new connections, no gate left. */
+static void front_quiesce(struct front *f)
+{
+    if (!f) return;
+    atomic_store(&f->stop, true);
+    if (f->started) pthread_join(f->thread, NULL);
+    f->started = false;
+    if (f->lfd >= 0) close(f->lfd);
+    f->lfd = -1;
+    while (atomic_load(&f->n_gates) > 0) {
+        struct timespec ts = { 0, 10 * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void front_free(struct front *f)
+{
+    if (!f) return;
+    front_quiesce(f);
+    log_debug("serve: front: %lld request heads refused", (long long)atomic_load(&f->n_refused));
+    hs_free(f);
 }
 
 /* ---- who may ask: Host, Origin, Content-Type ----------------------------------------------
@@ -959,6 +1230,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         guard_state(srv->guard, rq->slot, CONN_BODY);
         rq->close = rq->slot && rq->slot->reserve;
         rq->http11 = version && !strcmp(version, MHD_HTTP_VERSION_1_1);
+        const char *conn = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONNECTION);
+        rq->keep_alive = rq->http11 && !(conn && strcasestr(conn, "close"));
         rq->route = route_find(url);
         rq->kind = rq->route == ROUTE_OTHER && !strncmp(url, "/v1/messages", 12) ? API_KIND_ANTHROPIC_MESSAGES
                                                                                   : routes[rq->route].kind;
@@ -1025,6 +1298,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         return MHD_YES;
     }
     guard_state(srv->guard, rq->slot, CONN_HANDLING);
+    rq->body_done = true;
     if (rq->err_code) {
         char msg[256];
         switch (rq->err_code) {
@@ -1053,9 +1327,16 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls, en
         job_cancel(rq->job); /* no-op when done */
         job_release(rq->job);
     }
+    /* only after a request read to its end: one answered at its headers may leave its body
+     * unread in the socket, which is no head */
+    bool next = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && rq->keep_alive && rq->body_done && !rq->close;
     strbuf_free(&rq->body);
     hs_free(rq);
     *req_cls = NULL;
+    if (next && srv->front) { /* the front checks the next head before libmicrohttpd reads it */
+        int fd = conn_fd(c);
+        if (fd >= 0 && gate_head(srv->front, fd) != GATE_PASS) shutdown(fd, SHUT_RDWR);
+    }
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -1188,34 +1469,44 @@ static struct MHD_Daemon *http_start(struct server *srv, struct hs_err *err)
     struct sockaddr_in a4;
     struct sockaddr_in6 a6;
     const struct sockaddr *sa;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    socklen_t sa_len;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC |
+                     MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET;
     memset(&a4, 0, sizeof(a4));
     memset(&a6, 0, sizeof(a6));
     if (inet_pton(AF_INET, host, &a4.sin_addr) == 1) {
         a4.sin_family = AF_INET;
         a4.sin_port = htons((uint16_t)srv->opts.port);
         sa = (const struct sockaddr *)&a4;
+        sa_len = sizeof a4;
     } else if (inet_pton(AF_INET6, host, &a6.sin6_addr) == 1) {
         a6.sin6_family = AF_INET6;
         a6.sin6_port = htons((uint16_t)srv->opts.port);
         sa = (const struct sockaddr *)&a6;
+        sa_len = sizeof a6;
         flags |= MHD_USE_IPv6;
     } else {
         hs_err_set(err, HS_ERR_INVALID, "--host '%s' is not a numeric IPv4 or IPv6 address", srv->opts.host);
         return NULL;
     }
+    srv->front = front_new(srv, sa, sa_len, err);
+    if (!srv->front) return NULL;
     struct MHD_Daemon *d = MHD_start_daemon(
-        flags, (uint16_t)srv->opts.port, NULL, NULL, on_access, srv,
+        flags, 0, NULL, NULL, on_access, srv,
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,
-        MHD_OPTION_SOCK_ADDR, sa,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)srv->opts.idle_timeout_s,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)(srv->opts.max_conns + SERVER_CONN_RESERVE),
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 << 10),
         MHD_OPTION_END);
-    if (!d) hs_err_set(err, HS_ERR_IO, "cannot listen on %s port %d (in use, or not an address of this machine)",
-                       srv->opts.host, srv->opts.port);
+    if (!d || !front_start(srv->front, d)) {
+        hs_err_set(err, HS_ERR_IO, "cannot start the HTTP server on %s port %d", srv->opts.host, srv->opts.port);
+        if (d) MHD_stop_daemon(d);
+        front_free(srv->front);
+        srv->front = NULL;
+        return NULL;
+    }
     return d;
 }
 
@@ -1285,8 +1576,7 @@ int server_run(const struct server_opts *o)
     srv->guard = guard_new(&srv->opts);
     d = http_start(srv, &err);
     if (!d) goto out;
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    int port = di ? di->port : o->port;
+    int port = srv->front->port;
     bool v6 = strchr(srv->opts.host, ':') != NULL;
     char start[8192];
     snprintf(start, sizeof start, "headstart serve: model %s (%s, %s), context %lld, threads %d, kernels %s, "
@@ -1306,8 +1596,7 @@ int server_run(const struct server_opts *o)
     int sig = 0;
     sigwait(&sigs, &sig);
     log_info("serve: signal %d, stopping", sig);
-    MHD_socket lfd = MHD_quiesce_daemon(d); /* no new connections; the socket is ours now */
-    if (lfd != MHD_INVALID_SOCKET) close(lfd);
+    front_quiesce(srv->front); /* no new connections */
     status = 0;
 out:
     if (status) fprintf(stderr, "headstart serve: %s\n", err.msg);
@@ -1320,7 +1609,9 @@ out:
         nanosleep(&ts, NULL);
     }
     double t1 = sys_time_sec();
+    front_quiesce(srv->front); /* no gate left to hand libmicrohttpd a connection */
     if (d) MHD_stop_daemon(d);
+    front_free(srv->front);
     guard_free(srv->guard);
     sched_free(&srv->sched);
     batch_free(srv->batch);

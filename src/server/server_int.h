@@ -93,6 +93,23 @@ enum job_wait_result job_wait(struct job *j, bool want_output, struct peer *p);
 /* Connection side: move up to max pending bytes into buf; *eof when done and drained. */
 size_t job_take(struct job *j, char *buf, size_t max, bool *eof);
 
+/* ---- request heads (reqhead.c) ---- */
+
+enum reqhead_verdict { REQHEAD_MORE = 0, REQHEAD_OK, REQHEAD_BAD };
+struct reqhead {
+    enum reqhead_verdict verdict;
+    int code;                     /* BAD: HS_ERR_FORMAT (400), API_ERR_HEADERS_TOO_LARGE (431),
+                                     API_ERR_HTTP_VERSION (505) */
+    char msg[256];                /* BAD: what is wrong, for the error body */
+    bool anthropic;               /* the target is under /v1/messages: Anthropic's error shape */
+    bool http11;                  /* the request line said HTTP/1.1 */
+    size_t len;                   /* OK: the head's bytes, empty line included */
+};
+/* Judge the first n bytes of a connection's next request (n may end anywhere): a complete
+ * valid head (OK), not yet complete but valid so far (MORE), or broken (BAD), as
+ * libmicrohttpd would judge it. limit: the most bytes a head may take. */
+void reqhead_check(const char *buf, size_t n, size_t limit, struct reqhead *h);
+
 /* ---- scheduler (sched.c): a bounded FIFO and the one engine thread ---- */
 
 /* A job finished with an error in the API's shape: a whole body with its status, or an
@@ -309,6 +326,7 @@ struct server {
     atomic_bool ready;
     atomic_int n_inflight;        /* requests between their first byte and their end */
     struct conn_guard *guard;     /* http.c: open connections, their deadlines and limits */
+    struct front *front;          /* http.c: the listening socket and the request-head check */
     int64_t max_piece_len;        /* the longest token's bytes: tokens >= bytes / this */
     sem_t side;                   /* render + tokenize on connection threads (count_tokens, a
                                      large prompt's context check): SERVER_SIDE_MAX at once */

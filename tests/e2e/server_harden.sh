@@ -15,6 +15,9 @@
 #                preflight), POST bodies that are not application/json 415; --host 0.0.0.0
 #                without a key refuses to start.
 #   smaller      duplicate Content-Length (and Content-Length with chunked) 400 in JSON;
+#                heads libmicrohttpd cannot parse (a broken request line or header line,
+#                no Host, HTTP/2.0, a bad Content-Length, a 70 kB head, a TLS hello, a
+#                keep-alive connection's broken second head) get JSON errors, not HTML;
 #                seed 0 is a seed (two sampled answers equal); n > 1, logprobs, top_logprobs,
 #                response_format / text.format other than text are 400s naming the field
 #                (n 1, logprobs false, type text accepted); count_tokens answers while a
@@ -117,8 +120,10 @@ print("%.1f" % (time.time() - t))
 EOF
 
 cat > "$tmp/raw.py" <<'EOF'
-# raw.py PORT — sends stdin as the request bytes, prints the status line and the body
-import socket, sys
+# raw.py PORT — sends stdin as the request bytes, prints the status line and the body (and
+# on stderr the seconds from the connect to the answer)
+import socket, sys, time
+t0 = time.time()
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
 s.sendall(sys.stdin.buffer.read())
 data = b""
@@ -130,6 +135,34 @@ try:
         data += b
         if b"\r\n\r\n" in data and len(data.split(b"\r\n\r\n", 1)[1]) > 0:
             break
+except OSError:
+    pass
+head, _, body = data.partition(b"\r\n\r\n")
+print(head.split(b"\r\n")[0].decode(errors="replace"))
+print(body.decode(errors="replace"))
+print("%.3f" % (time.time() - t0), file=sys.stderr)
+EOF
+
+cat > "$tmp/then.py" <<'EOF'
+# then.py PORT — on one keep-alive connection: GET /health, read its answer, then send stdin
+# as the next request's bytes; prints that answer's status line and body (as raw.py)
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+d = b""
+while b"\r\n\r\n" not in d or b"}" not in d.split(b"\r\n\r\n", 1)[1]:
+    b = s.recv(65536)
+    if not b:
+        sys.exit("no answer to the first request")
+    d += b
+s.sendall(sys.stdin.buffer.read())
+data = b""
+try:
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
 except OSError:
     pass
 head, _, body = data.partition(b"\r\n\r\n")
@@ -224,6 +257,30 @@ echo "$out" | head -1 | grep -q ' 400' && echo "$out" | tail -n +2 > "$tmp/d1" &
 out=$(printf 'POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 7\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n' | $py "$tmp/raw.py" "$port")
 echo "$out" | head -1 | grep -q ' 400' && echo "$out" | tail -n +2 > "$tmp/d2" && check "$tmp/d2" "$oa_err"' and "Transfer-Encoding" in j["error"]["message"]' \
     && pass "Content-Length with chunked: 400 in the API's shape" || fail "CL + chunked: $out"
+# heads libmicrohttpd cannot parse are answered by the front in the API's shape, never with
+# libmicrohttpd's HTML page: head_err STATUS SHAPE(oa|an) TEXT SCRIPT < BYTES
+head_err() {
+    out=$($py "$tmp/$4" "$port" 2>"$tmp/he_s")
+    printf '%s\n' "$out" | tail -n +2 > "$tmp/he" # not echo: dash's echo reads the body's backslashes
+    if [ "$2" = oa ]; then want="$oa_err"; else want='j is not None and j["type"] == "error" and set(j["error"]) == {"type", "message"}'; fi
+    printf '%s\n' "$out" | head -1 | grep -q "^HTTP/1.1 $1 " && check "$tmp/he" "$want and '$3' in str(j)"
+}
+printf 'GARBAGE\r\n\r\n' | head_err 400 oa "not a request line" raw.py && pass "a broken request line: 400 in OpenAI's shape" || fail "broken request line: $(cat "$tmp/he")"
+printf 'POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nno colon\r\n\r\n' | head_err 400 an "not a header line" raw.py \
+    && pass "a broken header line under /v1/messages: 400 in Anthropic's shape" || fail "broken header line: $out"
+printf 'GET /health HTTP/1.1\r\n\r\n' | head_err 400 oa "without a Host" raw.py && pass "HTTP/1.1 without Host: 400 in JSON" || fail "no Host: $out"
+printf 'GET /health HTTP/2.0\r\nHost: 127.0.0.1\r\n\r\n' | head_err 505 oa "HTTP/1.0 and HTTP/1.1" raw.py && pass "HTTP/2.0: 505 in JSON" || fail "HTTP/2.0: $out"
+printf 'POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1x\r\n\r\n' | head_err 400 oa "Content-Length is not a number" raw.py \
+    && pass "a Content-Length that is not a number: 400 in JSON" || fail "bad Content-Length: $out"
+$py -c 'import sys; sys.stdout.write("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + "a" * 70000 + "\r\n\r\n")' \
+    | head_err 431 oa "larger than the limit" raw.py && pass "a 70 kB head: 431 in JSON" || fail "big head: $out"
+printf 'GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n bad fold\r\nbroken\r\n\r\n' | head_err 400 oa "not a header line" then.py \
+    && pass "a keep-alive connection's second head, broken: 400 in JSON" || fail "second head: $out"
+printf '\026\003\001\002\000\001\000\001\374\003\003' | head_err 400 oa "not a request line" raw.py \
+    && $py -c 'import sys; sys.exit(0 if float(open(sys.argv[1]).read()) < 0.5 else 1)' "$tmp/he_s" \
+    && pass "a TLS hello on the plain port: 400 in JSON at once ($(cat "$tmp/he_s") s)" || fail "TLS hello: $(cat "$tmp/he" "$tmp/he_s")"
+grep -q -i '<html' "$tmp/a.log" && fail "an HTML page in the log" || true
+
 for f in '"n":2' '"logprobs":true' '"top_logprobs":3' '"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{}}}'; do
     name=$(echo "$f" | sed 's/^"\([a-z_]*\)".*/\1/')
     st=$(code POST /v1/chat/completions "$tmp/f" -H "$ct" -d '{"messages":[{"role":"user","content":"x"}],"max_tokens":2,'"$f"'}')
@@ -244,13 +301,15 @@ $py -c 'import json,sys; a,b=(json.load(open(f))["choices"][0]["message"] for f 
 out=$($py "$tmp/halfclose.py" "$port" /v1/messages/count_tokens '{"messages":[{"role":"user","content":"hi"}]}')
 echo "$out" | grep -q ' 200' && pass "count_tokens from a half-closed client is answered" || fail "half-close count_tokens: '$out'"
 # a generation for a half-closed client: a 102 goes first (a closed client would reset it),
-# then the whole answer; a stream's answer ends with [DONE]
-gen='{"messages":[{"role":"user","content":"hi"}],"max_tokens":300,"ignore_eos":true'
+# then the whole answer; a stream whose first bytes went out before the EOF was seen is
+# probed with an SSE comment instead, and ends with [DONE]
+gen='{"messages":[{"role":"user","content":"hi"}],"max_tokens":2000,"ignore_eos":true'
 out=$($py "$tmp/halfclose.py" "$port" /v1/chat/completions "$gen}")
 case $out in "HTTP/1.1 102 Processing|HTTP/1.1 200 OK body:"*'"finish_reason":"length"'*) pass "a generation for a half-closed client: 102, then 200 with the answer" ;;
     *) fail "half-closed generation: '$out'" ;; esac
 out=$($py "$tmp/halfclose.py" "$port" /v1/chat/completions "$gen,\"stream\":true}")
-case $out in "HTTP/1.1 102 Processing|HTTP/1.1 200 OK body:"*'data: [DONE]'*) pass "a stream for a half-closed client: 102, then the whole stream" ;;
+case $out in "HTTP/1.1 102 Processing|HTTP/1.1 200 OK body:"*'data: [DONE]'*|"HTTP/1.1 200 OK body:"*'data: [DONE]'*)
+        pass "a stream for a half-closed client: the whole stream" ;;
     *) fail "half-closed stream: '$out'" ;; esac
 # a client that closes (not half-closes) still cancels its generation: the 102 is reset
 cancelled() { curl -s "$base/metrics" | awk '/^headstart_cancelled_requests_total\{stage="(prefill|generation)"\}/ { n += $2 } END { print n + 0 }'; }
