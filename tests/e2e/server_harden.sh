@@ -121,8 +121,8 @@ EOF
 
 cat > "$tmp/raw.py" <<'EOF'
 # raw.py PORT — sends stdin as the request bytes, prints the status line and the body (and
-# on stderr the seconds from the connect to the answer)
-import socket, sys, time
+# writes the seconds from the connect to the answer to $RAW_TIME, when set)
+import os, socket, sys, time
 t0 = time.time()
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
 s.sendall(sys.stdin.buffer.read())
@@ -140,7 +140,8 @@ except OSError:
 head, _, body = data.partition(b"\r\n\r\n")
 print(head.split(b"\r\n")[0].decode(errors="replace"))
 print(body.decode(errors="replace"))
-print("%.3f" % (time.time() - t0), file=sys.stderr)
+if os.environ.get("RAW_TIME"):
+    open(os.environ["RAW_TIME"], "w").write("%.3f" % (time.time() - t0))
 EOF
 
 cat > "$tmp/then.py" <<'EOF'
@@ -260,7 +261,7 @@ echo "$out" | head -1 | grep -q ' 400' && echo "$out" | tail -n +2 > "$tmp/d2" &
 # heads libmicrohttpd cannot parse are answered by the front in the API's shape, never with
 # libmicrohttpd's HTML page: head_err STATUS SHAPE(oa|an) TEXT SCRIPT < BYTES
 head_err() {
-    out=$($py "$tmp/$4" "$port" 2>"$tmp/he_s")
+    out=$(RAW_TIME="$tmp/he_s" $py "$tmp/$4" "$port")
     printf '%s\n' "$out" | tail -n +2 > "$tmp/he" # not echo: dash's echo reads the body's backslashes
     if [ "$2" = oa ]; then want="$oa_err"; else want='j is not None and j["type"] == "error" and set(j["error"]) == {"type", "message"}'; fi
     printf '%s\n' "$out" | head -1 | grep -q "^HTTP/1.1 $1 " && check "$tmp/he" "$want and '$3' in str(j)"
