@@ -53,6 +53,8 @@
 #   BENCH_STREAMS  ["1 2 4 8"]   BENCH_GEN [128]   BENCH_PROMPT [512]   BENCH_THREADS [2]
 #   BENCH_REPS     [1]           runs of each engine per stream count (best kept; alternating)
 #   BENCH_PARTS    ["streams ttft head"]
+#   BENCH_LLAMA    [1]           0: the streams part runs headstart only (comparing two builds or
+#                  settings of headstart side by side, e.g. HEADSTART_NO_Q8P=1; llama.cpp columns "-")
 #   BENCH_SHORT    [64]          BENCH_LONG [4096]   BENCH_TTFT_AT [0.3]: the short request is
 #                  sent at this fraction of the lone long request's TTFT after the long one
 #   BENCH_HEAD     [8192]        BENCH_HEAD_SESSIONS [4]   BENCH_HEAD_SPREAD_MS [100]
@@ -106,6 +108,7 @@ gen = int(env("BENCH_GEN", "128"))
 prompt_len = int(env("BENCH_PROMPT", "512"))
 threads = int(env("BENCH_THREADS", "2"))
 reps = int(env("BENCH_REPS", "1"))
+with_llama = env("BENCH_LLAMA", "1") != "0"
 parts = env("BENCH_PARTS", "streams ttft head").split()
 short_len, long_len = int(env("BENCH_SHORT", "64")), int(env("BENCH_LONG", "4096"))
 ttft_at = float(env("BENCH_TTFT_AT", "0.3"))
@@ -394,7 +397,8 @@ def part_streams(srv, path, pr):
     for n in streams:
         hs_samples, ll_samples, hs_runs, ll_runs = [], [], [], []
         for rep in range(reps):
-            for eng in (["headstart", "llama.cpp"] if rep % 2 == 0 else ["llama.cpp", "headstart"]):
+            engines = ["headstart", "llama.cpp"] if with_llama else ["headstart"]
+            for eng in (engines if rep % 2 == 0 else engines[::-1]):
                 loads.append(loadavg())
                 if eng == "headstart":
                     rs = run_together([lambda p=p: srv.stream(body(p["text"], max_tokens=gen)) for p in sp[:n]])
@@ -422,7 +426,7 @@ def part_streams(srv, path, pr):
                     log(f"{n} streams: llama.cpp {j['aggregate_tok_s']:.2f} tok/s "
                         f"({j['decode_tokens']} tokens in {j['decode_seconds']:.2f} s)")
         best = max(range(len(hs_samples)), key=lambda i: hs_samples[i] or 0)
-        rows.append({"streams": n, "headstart_tok_s": hs_samples[best], "llama_tok_s": max(ll_samples),
+        rows.append({"streams": n, "headstart_tok_s": hs_samples[best], "llama_tok_s": max(ll_samples) if ll_samples else None,
                      "headstart_samples": hs_samples, "llama_samples": ll_samples, "headstart_run": hs_runs[best],
                      "headstart_runs": hs_runs, "llama_runs": ll_runs})
     one = next((r["headstart_tok_s"] for r in rows if r["streams"] == 1), None)
