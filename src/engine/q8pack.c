@@ -13,11 +13,14 @@
  *   1. Exactness: the packed matmul gives kern_matmul's bits on the unpacked rows (the
  *      kernels' contract, tests/unit/kernels/test_q8p.c), so packing or not, and which
  *      matrices are packed, never changes a logit; the fingerprint does not include it.
- *   2. Memory: a copy is the size of its matrix (padded to 16 rows). The file mapping stays
- *      untouched after the pack, so its pages become clean page cache the kernel may drop;
- *      resident memory grows by the packed bytes (`headstart serve` logs them). The
- *      embedding lookup keeps reading the mapping (a few rows per step), also when lm_head
- *      is token_embd (tied): then both exist.
+ *   2. Memory: a copy is the size of its matrix (padded to 16 rows), in huge pages where
+ *      the kernel offers them (sys_mem_huge). Once a matrix is packed, its pages of the
+ *      file mapping are dropped from the resident set (sys_mem_cold; only for matrices that
+ *      lie in the mapping, never a copy the model owns): resident memory stays about what
+ *      it was, the file's pages become page cache the kernel may keep or drop, and packing
+ *      reads the file once. The embedding lookup keeps reading the mapping (a few rows per
+ *      step, faulted back in), also when lm_head is token_embd (tied). engine_packed_bytes
+ *      reports the copies' size.
  *   3. Lifecycle: built in engine_new (threads of the engine's pool split each matrix's
  *      row groups), read-only afterwards, freed in engine_free. engine_force_variant to a
  *      table without matmul_q8p makes the forward pass ignore the copies (the Q8_0 rows are
@@ -91,6 +94,19 @@ static void visit_all(struct engine *e, int64_t *n)
     }
 }
 
+/* [p, p + n) lies inside one of the model's file mappings (not a copy the model owns). */
+static bool in_mapping(const struct model *m, const void *p, size_t n)
+{
+    const struct tensor_set *ts = model_tensors(m);
+    for (int i = 0; ts && i < tensor_set_n_files(ts); i++) {
+        const struct sys_map *f = tensor_set_file(ts, i);
+        if (f && f->data && (const uint8_t *)p >= f->data && (uint64_t)((const uint8_t *)p - f->data) <= f->len &&
+            n <= f->len - (uint64_t)((const uint8_t *)p - f->data))
+            return true;
+    }
+    return false;
+}
+
 static int by_src(const void *a, const void *b)
 {
     uintptr_t x = (uintptr_t)((const struct engine_q8p *)a)->src, y = (uintptr_t)((const struct engine_q8p *)b)->src;
@@ -126,11 +142,14 @@ void engine_q8p_build(struct engine *e)
     e->n_q8p = u;
     for (int64_t i = 0; i < u; i++) {
         struct engine_q8p *q = &e->q8p[i];
-        size_t bytes = kern_q8p_bytes(q->rows, q->cols);
-        q->packed = hs_aligned_alloc(64, bytes);
+        size_t bytes = kern_q8p_bytes(q->rows, q->cols), huge = (size_t)2 << 20;
+        q->packed = hs_aligned_alloc(bytes >= huge ? huge : 64, bytes);
+        if (bytes >= huge) sys_mem_huge(q->packed, bytes);
         e->q8p_bytes += bytes;
         struct pack_job j = { q };
         sys_pool_run(e->pool, (q->rows + KERN_Q8P_ROWS - 1) / KERN_Q8P_ROWS, pack_fn, &j);
+        size_t src_bytes = (size_t)q->rows * kern_row_bytes(KERN_W_Q8_0, q->cols);
+        if (in_mapping(e->m, q->src, src_bytes)) sys_mem_cold(q->src, src_bytes);
     }
 }
 

@@ -56,8 +56,12 @@ void kern_q8p_pack(void *dst, const void *w, int64_t rows, int64_t k, int64_t g0
                 /* a padding row: quants 0 (0x80 offset), scale 0 */
                 const uint8_t *blk = r < rows ? (const uint8_t *)w + (size_t)r * rb + (size_t)b * KERN_Q8_BLOCK_BYTES : NULL;
                 uint8_t *q = gp + kern_q8p_quants_at(b) + 4 * i;
-                for (int s = 0; s < 8; s++)
-                    for (int c = 0; c < 4; c++) q[64 * s + c] = (uint8_t)((blk ? blk[2 + 4 * s + c] : 0) ^ 0x80);
+                for (int s = 0; s < 8; s++) { /* 4 quants at a time: xor 0x80 on each byte */
+                    uint32_t v = 0;
+                    if (blk) memcpy(&v, blk + 2 + 4 * s, 4);
+                    v ^= 0x80808080u;
+                    memcpy(q + 64 * s, &v, 4);
+                }
                 if (blk) memcpy(gp + kern_q8p_scales_at(b) + 2 * i, blk, 2);
             }
         }
