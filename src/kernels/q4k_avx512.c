@@ -20,7 +20,7 @@
  *      reduction per block. The mins use the activation bsums (vpmaddwd of 16 bsums with 16
  *      mins), as the scalar formula writes them. A row's super-block is decoded once and
  *      applied to up to TOKS tokens.
- *   3. Panel path (n_tok >= P_MIN_TOKS: a prefill, or a decode step of several sequences): a panel of 16-row groups is repacked
+ *   3. Panel path (n_tok >= P_MIN_TOKS, the prefill): a panel of 16-row groups is repacked
  *      once per call (P_PANEL_BYTES on the stack, so K <= P_NB4 super-blocks; longer rows take
  *      note 2) so that lane i of a zmm belongs to row i: per group and super-block the weights
  *      as bytes (0..15), the scales and mins as int16 lanes and dw, dmin as f32 lanes. A tile
@@ -127,10 +127,7 @@ static void q4k_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern
  */
 #define P_PANEL_BYTES (256 * 1024) /* repacked weights per panel (L2, on the stack) */
 #ifndef P_MIN_TOKS
-#define P_MIN_TOKS 4 /* fewer tokens: the per-row code. A decode step of 4 or more sequences is
-                        * compute-bound once the weights are shared, and packing per call pays
-                        * there (bench/profile.md, round 9: 8 tokens 1.9x, 4 tokens 1.2-1.3x;
-                        * 2 tokens 0.85x); Q6_K (q6k_avx512.c) measured no gain and keeps 16 */
+#define P_MIN_TOKS 16 /* fewer tokens: the per-row code (packing does not pay: a decode step of several sequences streams the weights from memory once; measured) */
 #endif
 
 struct q4p_blk {
