@@ -59,6 +59,7 @@
 #                  in place of llama.cpp, alternating the two within each stream count as it
 #                  alternates with llama.cpp (a loaded machine's swings then hit both alike);
 #                  the llama.cpp columns hold B and say so
+#   BENCH_B_HS     [""]          a headstart binary for B (another build; with or without BENCH_B_ENV)
 #   BENCH_SHORT    [64]          BENCH_LONG [4096]   BENCH_TTFT_AT [0.3]: the short request is
 #                  sent at this fraction of the lone long request's TTFT after the long one
 #   BENCH_HEAD     [8192]        BENCH_HEAD_SESSIONS [4]   BENCH_HEAD_SPREAD_MS [100]
@@ -114,6 +115,8 @@ threads = int(env("BENCH_THREADS", "2"))
 reps = int(env("BENCH_REPS", "1"))
 with_llama = env("BENCH_LLAMA", "1") != "0"
 b_env = dict(kv.split("=", 1) for kv in env("BENCH_B_ENV", "").split() if "=" in kv)
+b_hs = env("BENCH_B_HS", "")
+b_label = " ".join([f"headstart {b_hs}" if b_hs else "headstart"] + [f"{k}={v}" for k, v in b_env.items()])
 parts = env("BENCH_PARTS", "streams ttft head").split()
 short_len, long_len = int(env("BENCH_SHORT", "64")), int(env("BENCH_LONG", "4096"))
 ttft_at = float(env("BENCH_TTFT_AT", "0.3"))
@@ -248,8 +251,8 @@ class Prompts:
 
 # ---- the server -----------------------------------------------------------------------------
 class Server:
-    def __init__(self, path, tag, extra_env=None):
-        cmd = [hs, "serve", "-m", path, "--port", "0", "--threads", str(threads), "--no-bank-disk",
+    def __init__(self, path, tag, extra_env=None, binary=None):
+        cmd = [binary or hs, "serve", "-m", path, "--port", "0", "--threads", str(threads), "--no-bank-disk",
                "--step-tokens", str(step_tokens)]
         if parallel: cmd += ["--parallel", parallel]
         if ctx: cmd += ["--ctx", ctx]
@@ -397,8 +400,8 @@ def part_streams(srv, path, pr):
     ids_path = os.path.join(tmp, "stream-ids")
     with open(ids_path, "w") as f:
         for p in sp: f.write(" ".join(p["ids"]) + "\n")
-    srv_b = Server(path, "streams-b", b_env) if b_env else None
-    if srv_b: log(f"B ({' '.join(f'{k}={v}' for k, v in b_env.items())}): {srv_b.start_line}")
+    srv_b = Server(path, "streams-b", b_env, b_hs) if b_env or b_hs else None
+    if srv_b: log(f"B ({b_label}): {srv_b.start_line}")
     if warm:
         log(f"sending the {n_max} stream prompts once (max_tokens 1) so the measured requests restore them")
         for p in sp:
@@ -575,10 +578,10 @@ md = [f"# headstart concurrency benchmark ([F10])", "",
 if start_lines:
     md += [f"Start line: `{start_lines[0]}`", ""]
 if "streams" in parts:
-    other = f"B = headstart with {' '.join(f'{k}={v}' for k, v in b_env.items())}" if b_env else "llama.cpp"
+    other = f"B = {b_label}" if b_env or b_hs else "llama.cpp"
     md += [f"## Aggregate decode tokens/s ({prompt_len}-token prompts, {gen} tokens per stream, best of {reps})", "",
            f"| dtype | streams | headstart tok/s | headstart N / 1 (goal) | {other} tok/s | headstart / {other}"
-           f"{'' if b_env else ' (goal >= 1.3)'} | cached / prompt | start skew s |",
+           f"{'' if b_env or b_hs else ' (goal >= 1.3)'} | cached / prompt | start skew s |",
            "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for res in results:
         for r in res["streams"]["rows"]:
