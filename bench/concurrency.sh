@@ -629,13 +629,14 @@ if "streams" in parts and results and shutil.which("gnuplot"):
                 fh.write(f"{r['streams']} {r['headstart_tok_s'] or 0:.4f} {r['llama_tok_s'] or 0:.4f} "
                          f"{r['vs_one'] or 0:.4f} {r['vs_llama'] or 0:.4f}\n")
     colors = ["#3a78b5", "#2ca02c", "#9467bd", "#8c564b"]
+    chart_b = "B (headstart, " + " ".join(([os.path.basename(b_hs)] if b_hs else []) + [f"{k}={v}" for k, v in b_env.items()]) + ")" if b_env or b_hs else "llama.cpp"
     speed = ", ".join(
         f"'{dpath}' index {k} using 1:2 with linespoints lw 2 pt 7 lc rgb '{colors[k % 4]}' title 'headstart {res['dtype']}', "
-        f"'' index {k} using 1:3 with linespoints lw 2 dt 2 pt 5 lc rgb '{colors[k % 4]}' title 'llama.cpp {res['dtype']}'"
+        f"'' index {k} using 1:3 with linespoints lw 2 dt 2 pt 5 lc rgb '{colors[k % 4]}' title '{chart_b} {res['dtype']}'"
         for k, res in enumerate(results))
     ratio = ", ".join(
         f"'{dpath}' index {k} using 1:4 with linespoints lw 2 pt 7 lc rgb '{colors[k % 4]}' title 'headstart N / 1, {res['dtype']}', "
-        f"'' index {k} using 1:5 with linespoints lw 2 dt 2 pt 5 lc rgb '{colors[k % 4]}' title 'headstart / llama.cpp, {res['dtype']}'"
+        f"'' index {k} using 1:5 with linespoints lw 2 dt 2 pt 5 lc rgb '{colors[k % 4]}' title 'headstart / {chart_b}, {res['dtype']}'"
         for k, res in enumerate(results))
     title = (f"aggregate decode, {preset} qwen35, {prompt_len}-token prompts, {gen} tokens per stream, {threads} threads, "
              f"kernels {kernels}, commit {ver}\\n{cpu_model}; load average {la['min']:.1f}-{la['max']:.1f}; {out['date']}")
