@@ -53,6 +53,13 @@
 #   BENCH_STREAMS  ["1 2 4 8"]   BENCH_GEN [128]   BENCH_PROMPT [512]   BENCH_THREADS [2]
 #   BENCH_REPS     [1]           runs of each engine per stream count (best kept; alternating)
 #   BENCH_PARTS    ["streams ttft head"]
+#   BENCH_LLAMA    [1]           0: the streams part runs headstart only (llama.cpp columns "-")
+#   BENCH_B_ENV    [""]          "NAME=VALUE ...": the streams part compares headstart with a second
+#                  headstart server started with these variables added (e.g. HEADSTART_NO_Q8P=1),
+#                  in place of llama.cpp, alternating the two within each stream count as it
+#                  alternates with llama.cpp (a loaded machine's swings then hit both alike);
+#                  the llama.cpp columns hold B and say so
+#   BENCH_B_HS     [""]          a headstart binary for B (another build; with or without BENCH_B_ENV)
 #   BENCH_SHORT    [64]          BENCH_LONG [4096]   BENCH_TTFT_AT [0.3]: the short request is
 #                  sent at this fraction of the lone long request's TTFT after the long one
 #   BENCH_HEAD     [8192]        BENCH_HEAD_SESSIONS [4]   BENCH_HEAD_SPREAD_MS [100]
@@ -106,6 +113,10 @@ gen = int(env("BENCH_GEN", "128"))
 prompt_len = int(env("BENCH_PROMPT", "512"))
 threads = int(env("BENCH_THREADS", "2"))
 reps = int(env("BENCH_REPS", "1"))
+with_llama = env("BENCH_LLAMA", "1") != "0"
+b_env = dict(kv.split("=", 1) for kv in env("BENCH_B_ENV", "").split() if "=" in kv)
+b_hs = env("BENCH_B_HS", "")
+b_label = " ".join([f"headstart {b_hs}" if b_hs else "headstart"] + [f"{k}={v}" for k, v in b_env.items()])
 parts = env("BENCH_PARTS", "streams ttft head").split()
 short_len, long_len = int(env("BENCH_SHORT", "64")), int(env("BENCH_LONG", "4096"))
 ttft_at = float(env("BENCH_TTFT_AT", "0.3"))
@@ -240,15 +251,16 @@ class Prompts:
 
 # ---- the server -----------------------------------------------------------------------------
 class Server:
-    def __init__(self, path, tag):
-        cmd = [hs, "serve", "-m", path, "--port", "0", "--threads", str(threads), "--no-bank-disk",
+    def __init__(self, path, tag, extra_env=None, binary=None):
+        cmd = [binary or hs, "serve", "-m", path, "--port", "0", "--threads", str(threads), "--no-bank-disk",
                "--step-tokens", str(step_tokens)]
         if parallel: cmd += ["--parallel", parallel]
         if ctx: cmd += ["--ctx", ctx]
         self.err_path = os.path.join(tmp, f"serve-{tag}.err")
         # --log-format json: the start line and one line per request (its TTFT) on stderr
         self.p = subprocess.Popen(cmd + ["--log-format", "json"], stdout=subprocess.DEVNULL,
-                                  stderr=open(self.err_path, "w"))
+                                  stderr=open(self.err_path, "w"),
+                                  env=dict(os.environ, **extra_env) if extra_env else None)
         self.start_line, self.seen = "", 0
         deadline = time.time() + 600
         while time.time() < deadline and not self.start_line and self.p.poll() is None:
@@ -299,8 +311,9 @@ class Server:
 
     def request_log(self, msg_id):
         """The server's log record of a request, which the connection thread writes as the
-        stream ends: waited for a moment."""
-        for _ in range(100):
+        stream ends: waited for up to 30 s (2 s were too short on a machine loaded 3x over,
+        where the line came later and the run died)."""
+        for _ in range(1500):
             if msg_id in self.requests:
                 return self.requests[msg_id]
             for rec in self.log_records():
@@ -387,29 +400,52 @@ def part_streams(srv, path, pr):
     ids_path = os.path.join(tmp, "stream-ids")
     with open(ids_path, "w") as f:
         for p in sp: f.write(" ".join(p["ids"]) + "\n")
+    srv_b = Server(path, "streams-b", b_env, b_hs) if b_env or b_hs else None
+    if srv_b: log(f"B ({b_label}): {srv_b.start_line}")
     if warm:
         log(f"sending the {n_max} stream prompts once (max_tokens 1) so the measured requests restore them")
-        for p in sp: srv.stream(body(p["text"]))
+        for p in sp:
+            srv.stream(body(p["text"]))
+            if srv_b: srv_b.stream(body(p["text"]))
+    try:
+        return streams_rows(srv, srv_b, path, sp, ids_path)
+    finally:
+        if srv_b: srv_b.stop()
+
+
+def streams_rows(srv, srv_b, path, sp, ids_path):
     rows = []
     for n in streams:
         hs_samples, ll_samples, hs_runs, ll_runs = [], [], [], []
         for rep in range(reps):
-            for eng in (["headstart", "llama.cpp"] if rep % 2 == 0 else ["llama.cpp", "headstart"]):
+            engines = ["headstart", "llama.cpp"] if with_llama or srv_b else ["headstart"]
+            for eng in (engines if rep % 2 == 0 else engines[::-1]):
                 loads.append(loadavg())
-                if eng == "headstart":
-                    rs = run_together([lambda p=p: srv.stream(body(p["text"], max_tokens=gen)) for p in sp[:n]])
+                if eng == "headstart" or srv_b:
+                    s_ = srv_b if eng != "headstart" else srv
+                    samples, runs, label = ((hs_samples, hs_runs, "headstart") if eng == "headstart"
+                                            else (ll_samples, ll_runs, "headstart B"))
+                    try:
+                        rs = run_together([lambda p=p: s_.stream(body(p["text"], max_tokens=gen)) for p in sp[:n]])
+                    except RuntimeError as ex:
+                        # seen only on a machine loaded 3x over: a request's log line never
+                        # came; the run counts as no sample (the other reps still do)
+                        log(f"warning: {label}, {n} streams, rep {rep}: {ex}; no sample")
+                        samples.append(None)
+                        runs.append(None)
+                        continue
                     tok = sum(r["generated"] - 1 for r in rs)
                     span = union_length([(r["first"], r["last"]) for r in rs])
                     rate = tok / span if span > 0 else None
                     short = [r["generated"] for r in rs if r["generated"] != gen]
                     if short: log(f"warning: streams generated {short} tokens, not {gen}")
-                    hs_samples.append(rate)
-                    hs_runs.append({"rate": rate, "decode_tokens": tok, "union_s": span,
+                    samples.append(rate)
+                    runs.append({"rate": rate, "decode_tokens": tok, "union_s": span,
                                     "start_skew_s": max(r["first"] for r in rs) - min(r["first"] for r in rs),
                                     "ttft_s": [r["ttft_s"] for r in rs], "prompt": [r["prompt"] for r in rs],
                                     "cached": [r["cached"] for r in rs], "generated": [r["generated"] for r in rs],
                                     "deltas": [r["deltas"] for r in rs]})
-                    log(f"{n} streams: headstart {rate or 0:.2f} tok/s ({tok} tokens in {span:.2f} s)")
+                    log(f"{n} streams: {label} {rate or 0:.2f} tok/s ({tok} tokens in {span:.2f} s)")
                 else:
                     p = subprocess.run([llama_batch, "--lib-dir", libdir, path, "--prompt-ids", ids_path,
                                         "--streams", str(n), "-n", str(gen), "--threads", str(threads)],
@@ -422,7 +458,7 @@ def part_streams(srv, path, pr):
                     log(f"{n} streams: llama.cpp {j['aggregate_tok_s']:.2f} tok/s "
                         f"({j['decode_tokens']} tokens in {j['decode_seconds']:.2f} s)")
         best = max(range(len(hs_samples)), key=lambda i: hs_samples[i] or 0)
-        rows.append({"streams": n, "headstart_tok_s": hs_samples[best], "llama_tok_s": max(ll_samples),
+        rows.append({"streams": n, "headstart_tok_s": hs_samples[best], "llama_tok_s": max((x for x in ll_samples if x), default=None),
                      "headstart_samples": hs_samples, "llama_samples": ll_samples, "headstart_run": hs_runs[best],
                      "headstart_runs": hs_runs, "llama_runs": ll_runs})
     one = next((r["headstart_tok_s"] for r in rows if r["streams"] == 1), None)
@@ -542,9 +578,10 @@ md = [f"# headstart concurrency benchmark ([F10])", "",
 if start_lines:
     md += [f"Start line: `{start_lines[0]}`", ""]
 if "streams" in parts:
+    other = f"B = {b_label}" if b_env or b_hs else "llama.cpp"
     md += [f"## Aggregate decode tokens/s ({prompt_len}-token prompts, {gen} tokens per stream, best of {reps})", "",
-           "| dtype | streams | headstart tok/s | headstart N / 1 (goal) | llama.cpp tok/s | headstart / llama.cpp (goal >= 1.3) "
-           "| cached / prompt | start skew s |",
+           f"| dtype | streams | headstart tok/s | headstart N / 1 (goal) | {other} tok/s | headstart / {other}"
+           f"{'' if b_env or b_hs else ' (goal >= 1.3)'} | cached / prompt | start skew s |",
            "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for res in results:
         for r in res["streams"]["rows"]:
@@ -552,7 +589,7 @@ if "streams" in parts:
             hr = r["headstart_run"]
             md.append(f"| {res['dtype']} | {r['streams']} | {f(r['headstart_tok_s'], '.2f')} | {f(r['vs_one'], '.2f')}{goal} "
                       f"| {f(r['llama_tok_s'], '.2f')} | {f(r['vs_llama'], '.2f')} "
-                      f"| {sum(hr['cached'])}/{sum(hr['prompt'])} | {hr['start_skew_s']:.2f} |")
+                      + (f"| {sum(hr['cached'])}/{sum(hr['prompt'])} | {hr['start_skew_s']:.2f} |" if hr else "| - | - |"))
     md.append("")
 if "ttft" in parts:
     md += [f"## TTFT of a short request during a long prefill (--step-tokens {step_tokens})", "",
@@ -592,13 +629,14 @@ if "streams" in parts and results and shutil.which("gnuplot"):
                 fh.write(f"{r['streams']} {r['headstart_tok_s'] or 0:.4f} {r['llama_tok_s'] or 0:.4f} "
                          f"{r['vs_one'] or 0:.4f} {r['vs_llama'] or 0:.4f}\n")
     colors = ["#3a78b5", "#2ca02c", "#9467bd", "#8c564b"]
+    chart_b = "B (headstart, " + " ".join(([os.path.basename(b_hs)] if b_hs else []) + [f"{k}={v}" for k, v in b_env.items()]) + ")" if b_env or b_hs else "llama.cpp"
     speed = ", ".join(
         f"'{dpath}' index {k} using 1:2 with linespoints lw 2 pt 7 lc rgb '{colors[k % 4]}' title 'headstart {res['dtype']}', "
-        f"'' index {k} using 1:3 with linespoints lw 2 dt 2 pt 5 lc rgb '{colors[k % 4]}' title 'llama.cpp {res['dtype']}'"
+        f"'' index {k} using 1:3 with linespoints lw 2 dt 2 pt 5 lc rgb '{colors[k % 4]}' title '{chart_b} {res['dtype']}'"
         for k, res in enumerate(results))
     ratio = ", ".join(
         f"'{dpath}' index {k} using 1:4 with linespoints lw 2 pt 7 lc rgb '{colors[k % 4]}' title 'headstart N / 1, {res['dtype']}', "
-        f"'' index {k} using 1:5 with linespoints lw 2 dt 2 pt 5 lc rgb '{colors[k % 4]}' title 'headstart / llama.cpp, {res['dtype']}'"
+        f"'' index {k} using 1:5 with linespoints lw 2 dt 2 pt 5 lc rgb '{colors[k % 4]}' title 'headstart / {chart_b}, {res['dtype']}'"
         for k, res in enumerate(results))
     title = (f"aggregate decode, {preset} qwen35, {prompt_len}-token prompts, {gen} tokens per stream, {threads} threads, "
              f"kernels {kernels}, commit {ver}\\n{cpu_model}; load average {la['min']:.1f}-{la['max']:.1f}; {out['date']}")

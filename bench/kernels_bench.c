@@ -1,7 +1,8 @@
 /*
  * kernels_bench.c — speed of the matmul variants (scalar, AVX2, AVX-512) side by side, one
  * thread, on the Qwen3.5-0.8B shapes (K = 1024; 3584 and 6144 output rows; T = 1 decode and
- * T = 64 prefill), for f32 / f16 / bf16 / Q8_0 weights, plus the Q8_0 quantizer and kern_dot.
+ * T = 64 prefill), for f32 / f16 / bf16 / Q8_0 weights, plus the Q8_0 quantizer and kern_dot,
+ * and Q8_0 rows against the packed panel layout (kern_ops.matmul_q8p) at T = 1, 2, 4, 8, 64.
  * Each variant's output is checked against scalar (memcmp) on the way. Prints one JSON
  * object per line and a human summary with GFLOP/s (2 * rows * K * T per call) and the
  * ratio to scalar; absolute times on a shared machine are noise, the ratios are the point.
@@ -293,6 +294,42 @@ int main(int argc, char **argv)
                 fprintf(stderr, "%s\n", line);
             }
             free(w);
+        }
+    }
+
+    /* Q8_0 rows against the panel layout (kern_ops.matmul_q8p, packed outside the timing as
+     * the engine packs once at start), at a decode step's token counts and a prefill's: the
+     * variant's own matmul on the rows is the baseline (x = rows / packed), bits compared */
+    for (int vi = 1; vi < 3; vi++) {
+        const struct kern_ops *ops = cpu_has(variants[vi]) ? kern_ops_for(variants[vi]) : NULL;
+        if (!ops || !ops->matmul_q8p) continue;
+        static const int64_t few[] = {1, 2, 4, 8, 64};
+        for (int ri = 0; ri < 2; ri++) {
+            int64_t rows = rows_set[ri];
+            uint8_t *w = make_weights(KERN_W_Q8_0, rows, k);
+            void *wp = hs_aligned_alloc(64, kern_q8p_bytes(rows, k));
+            kern_q8p_pack(wp, w, rows, k, 0, (rows + KERN_Q8P_ROWS - 1) / KERN_Q8P_ROWS);
+            for (int tk = 0; tk < 5; tk++) {
+                int64_t T = few[tk];
+                double s_rows = time_matmul(ops, yref, w, KERN_W_Q8_0, x, xq, T, k, rows, min_s), best = 1e30;
+                double start = now_s();
+                for (int rep = 0; rep < 15; rep++) {
+                    double t0 = now_s();
+                    ops->matmul_q8p(y, rows, wp, xq, T, k, 0, rows);
+                    best = fmin(best, now_s() - t0);
+                    if (now_s() - start > min_s) break;
+                }
+                bool same = !memcmp(yref, y, (size_t)(T * rows) * sizeof(float));
+                n_bad += !same;
+                printf("{\"kernel\":\"matmul_q8p\",\"variant\":\"%s\",\"rows\":%ld,\"k\":%ld,\"tokens\":%ld,"
+                       "\"seconds_rows\":%.6g,\"seconds_packed\":%.6g,\"rows_over_packed\":%.2f,\"bit_identical\":%s}\n",
+                       variants[vi], (long)rows, (long)k, (long)T, s_rows, best, s_rows / best, same ? "true" : "false");
+                fprintf(stderr, "q8_0 packed rows=%-5ld T=%-3ld %s rows %8.1f us  packed %8.1f us  (%4.2fx)%s\n",
+                        (long)rows, (long)T, variants[vi], s_rows * 1e6, best * 1e6, s_rows / best,
+                        same ? "" : " DIFFERS");
+            }
+            free(w);
+            hs_free(wp);
         }
     }
 

@@ -517,6 +517,7 @@ int engine_new(const struct model *m, const struct engine_opts *o, struct engine
     }
     scratch_alloc(e);
     e->pool = sys_pool_new(e->n_threads);
+    engine_q8p_build(e);
     e->fingerprint = fingerprint(e);
     *out = e;
     return HS_OK;
@@ -526,6 +527,7 @@ void engine_free(struct engine *e)
 {
     if (!e) return;
     sys_pool_free(e->pool);
+    engine_q8p_free(e);
     scratch_free(&e->s);
     hs_free(e);
 }
@@ -558,6 +560,7 @@ bool engine_fingerprint_persistent(const struct engine *e, uint64_t *fp)
 
 const struct model *engine_model(const struct engine *e) { return e->m; }
 const char *engine_kernel_variant(const struct engine *e) { return e->variant; }
+uint64_t engine_packed_bytes(const struct engine *e) { return e->q8p_bytes; }
 uint64_t engine_fingerprint(const struct engine *e) { return e->fingerprint; }
 
 uint64_t engine_snapshot_bytes(const struct engine *e)

@@ -116,6 +116,13 @@ struct engine_scratch {
     int64_t *row_idx;                      /* [n_batch] step indices of the logit rows */
 };
 
+/* One Q8_0 matrix [rows, cols] at src and its copy in the panel layout (q8pack.c). */
+struct engine_q8p {
+    const void *src;
+    void *packed;
+    int64_t rows, cols;
+};
+
 struct engine {
     const struct model *m;
     struct engine_geom g;
@@ -129,6 +136,9 @@ struct engine {
     uint64_t fingerprint_persistent;       /* valid when has_identity */
     const char *variant;
     const struct kern_ops *ops;            /* matmul / q8_quantize of the variant */
+    struct engine_q8p *q8p;                /* packed Q8_0 copies, sorted by src (q8pack.c) */
+    int64_t n_q8p;
+    uint64_t q8p_bytes;                    /* their bytes in all */
 };
 
 struct seq {
@@ -152,6 +162,12 @@ void engine_attn_reserve(struct engine *e, int64_t n_pos);
 /* Switch the engine to a lower kernel variant ("scalar", "avx2", "avx512"; at most the
  * CPU's best) and recompute the fingerprints. For tests that compare variants. */
 int engine_force_variant(struct engine *e, const char *name, struct hs_err *err);
+
+/* Pack every Q8_0 matrix of the model when the variant has kern_ops.matmul_q8p (and
+ * HEADSTART_NO_Q8P is unset); needs e->pool. The copy of src, or NULL; free them all. */
+void engine_q8p_build(struct engine *e);
+const void *engine_q8p_find(const struct engine *e, const void *src);
+void engine_q8p_free(struct engine *e);
 
 /* FNV-1a 64 over bytes, continuing from h (start with ENGINE_FNV_INIT). */
 #define ENGINE_FNV_INIT 0xcbf29ce484222325ull

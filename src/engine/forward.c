@@ -114,7 +114,9 @@ struct mm_job {
 
 static void mm_part_run(const struct mm_job *j, const struct mm_part *p, int64_t r0, int64_t r1)
 {
-    if (kern_wtype_is_k((int)p->wt))
+    if ((int)p->wt == KERN_P_Q8_0) /* packed at engine start (q8pack.c) */
+        j->ops->matmul_q8p(p->y, p->y_ld, p->w, j->xa.q8, j->T, j->K, r0, r1);
+    else if (kern_wtype_is_k((int)p->wt))
         j->ops->matmul_k(p->y, p->y_ld, p->w, (int)p->wt, j->xa.qk, j->T, j->K, r0, r1);
     else if (kern_wtype_is_x((int)p->wt)) /* Q5_1, IQ4_NL, IQ4_XS ([F12]) */
         j->ops->matmul_x(p->y, p->y_ld, p->w, (int)p->wt, j->xa.q8, j->xa.qk, j->T, j->K, r0, r1);
@@ -153,6 +155,12 @@ static void mm_n(struct engine *e, const float *x, struct act xa, int64_t T, int
     for (int i = 0; i < n; i++) {
         j.p[i] = p[i];
         rows += p[i].rows;
+        /* a Q8_0 matrix with a packed copy multiplies in the panel layout: same bits */
+        const void *pk = p[i].wt == KERN_W_Q8_0 && e->ops->matmul_q8p ? engine_q8p_find(e, p[i].w) : NULL;
+        if (pk) {
+            j.p[i].w = pk;
+            j.p[i].wt = (enum kern_wtype)KERN_P_Q8_0;
+        }
     }
     if (T > ENGINE_FEW_TOKENS) {
         sys_pool_run(e->pool, rows, mm_fn, &j);

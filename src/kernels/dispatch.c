@@ -23,7 +23,8 @@
 
 /* In rank order (kern_variant_rank): each row's instructions are a superset of the rows above.
  * Designated initializers: a member added to struct kern_ops and forgotten here is NULL,
- * which test_simd.c's every_member_set catches, never a shifted pointer. */
+ * which test_simd.c's every_member_set catches, never a shifted pointer (matmul_q8p is
+ * NULL by design where a table has no panel-layout kernel: written out, and tested so). */
 static const struct kern_ops ops_table[] = {
     {
         .name = "scalar",
@@ -42,6 +43,7 @@ static const struct kern_ops ops_table[] = {
         .attn_tokens = kern_attn_tokens,
         .matmul_x = kern_matmul_x,
         .q8k_quantize = kern_q8k_quantize,
+        .matmul_q8p = NULL, /* no panel layout: the engine keeps Q8_0 rows */
     },
 #if KERN_HAVE_X86
     {
@@ -61,6 +63,7 @@ static const struct kern_ops ops_table[] = {
         .attn_tokens = kern_attn_tokens_avx2,
         .matmul_x = kern_matmul_x_avx2,
         .q8k_quantize = kern_q8k_quantize_avx2,
+        .matmul_q8p = NULL,
     },
     /* AVX-512 without AVX512_BF16: everything of "avx512" but the two bf16 entries, which
      * take the FMA forms of the same contract (bf16_avx512.c note 2, bf16_avx2.c) */
@@ -81,6 +84,7 @@ static const struct kern_ops ops_table[] = {
         .attn_tokens = kern_attn_tokens_avx512,
         .matmul_x = kern_matmul_x_avx512,
         .q8k_quantize = kern_q8k_quantize_avx2,
+        .matmul_q8p = kern_matmul_q8p_avx512,
     },
     {
         .name = "avx512",
@@ -99,6 +103,7 @@ static const struct kern_ops ops_table[] = {
         .attn_tokens = kern_attn_tokens_avx512,
         .matmul_x = kern_matmul_x_avx512,
         .q8k_quantize = kern_q8k_quantize_avx2,
+        .matmul_q8p = kern_matmul_q8p_avx512,
     },
 #endif
 };

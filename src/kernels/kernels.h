@@ -343,6 +343,32 @@ void kern_row_from_f32(void *w, enum kern_wtype wt, const float *x, int64_t k);
 /* The 32-lane dot product of the header (the float matmul's order with x as weights). */
 float kern_dot(const float *a, const float *b, int64_t n);
 
+/* ---- Q8_0 in the panel layout (q8p.c; matmul q8p_avx512.c) ------------------------------
+ * Q8_0 weights rearranged once (at engine start) so that a VNNI kernel serves any number of
+ * tokens without repacking and without horizontal sums; the layout is q8p.c's design note.
+ * A matmul over it keeps the Q8_0 order above to the bit: same results as kern_matmul on
+ * the Q8_0 rows. Same size as the Q8_0 matrix (rows padded to groups of KERN_Q8P_ROWS). */
+#define KERN_Q8P_ROWS 16
+#define KERN_Q8P_KMAX 65536 /* matmul_q8p takes k <= this (its stack buffers); longer rows stay Q8_0 */
+/* A pseudo weight type for the engine's matmul parts (not a member of enum kern_wtype, nor
+ * a format dtype): the weights are kern_q8p_pack's output, computed by kern_ops.matmul_q8p. */
+#define KERN_P_Q8_0 64
+#define KERN_Q8P_PAIR_BYTES 1088 /* two blocks of 16 rows: 2 x 512 quant bytes, 2 x 32 scale bytes */
+/* Byte offsets, inside a group, of block b's 512 quant bytes and of its 16 f16 scales. */
+static inline size_t kern_q8p_quants_at(int64_t b) { return (size_t)(b >> 1) * KERN_Q8P_PAIR_BYTES + (size_t)(b & 1) * 512; }
+static inline size_t kern_q8p_scales_at(int64_t b) { return (size_t)(b >> 1) * KERN_Q8P_PAIR_BYTES + 1024 + (size_t)(b & 1) * 32; }
+/* Bytes of one group of KERN_Q8P_ROWS rows of k values (a multiple of 64). */
+size_t kern_q8p_group_bytes(int64_t k);
+/* Bytes of a packed matrix; 0 when rows < 1 or k is not a positive multiple of 32. */
+size_t kern_q8p_bytes(int64_t rows, int64_t k);
+/* Row groups [g0, g1) of dst (kern_q8p_bytes(rows, k) bytes, 64-byte aligned for the
+ * kernels) = the panel layout of the Q8_0 matrix w [rows, k]; g1 <= ceil(rows / 16). Groups
+ * are independent: threads may pack disjoint ranges. */
+void kern_q8p_pack(void *dst, const void *w, int64_t rows, int64_t k, int64_t g0, int64_t g1);
+/* out (kern_row_bytes(KERN_W_Q8_0, k) bytes) = row `row` of the packed matrix wp, the Q8_0
+ * row that was packed, byte for byte. */
+void kern_q8p_row(void *out, const void *wp, int64_t k, int64_t row);
+
 /* ---- bf16 x bf16 matmul (bf16.c; the "BF16 weights" contract above) ----------------- */
 
 /* xb[i] = x[i] rounded to bf16 for i < n (the contract's rule). Done once per input, shared
@@ -575,6 +601,12 @@ struct kern_ops {
     /* appended ([F14]): kern_q8k_quantize of the variant (q4k_avx2.c; the AVX-512 tables
      * take the AVX2 one) */
     void (*q8k_quantize)(struct kern_q8k_block *xq, const float *x, int64_t n_tok, int64_t k);
+    /* appended ([F10], many streams): y[t * y_ld + r] for r in [r0, r1) (any rows, any
+     * split) with Q8_0 weights in the panel layout (kern_q8p_pack), xq = kern_q8_quantize(x):
+     * kern_matmul's bits on the unpacked rows. NULL in a table without it: the engine then
+     * keeps the Q8_0 rows and never packs (q8p_avx512.c) */
+    void (*matmul_q8p)(float *y, int64_t y_ld, const void *wp, const struct kern_q8_block *xq,
+                       int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
 };
 
 /* The table of variant `variant` ("scalar", "avx2", "avx512vnni", "avx512"); NULL for an
@@ -616,6 +648,8 @@ void kern_matmul_avx512(float *y, int64_t y_ld, const void *w, enum kern_wtype w
                         const float *x, const struct kern_q8_block *xq, int64_t n_tok, int64_t k,
                         int64_t r0, int64_t r1);
 void kern_q8_quantize_avx512(struct kern_q8_block *xq, const float *x, int64_t n_tok, int64_t k);
+void kern_matmul_q8p_avx512(float *y, int64_t y_ld, const void *wp, const struct kern_q8_block *xq,
+                            int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
 float kern_dot_avx512(const float *a, const float *b, int64_t n);
 
 /* ---- SIMD sequence kernels ([F7]; attn_avx2.c, attn_avx512.c, gdn_avx2.c, gdn_avx512.c)

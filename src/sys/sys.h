@@ -90,6 +90,13 @@ bool sys_file_map_faulted(const struct sys_map *m);
 /* Faults taken on registered mappings since the process started. */
 uint64_t sys_file_map_faults(void);
 
+/* Memory advice (mem.c; advice only, never an error): back an anonymous buffer about to be
+ * filled with huge pages where the kernel offers them; drop the whole pages inside [p, p+n)
+ * of a read-only file mapping from the resident set (a later read refaults them from the
+ * file). */
+void sys_mem_huge(void *p, size_t n);
+void sys_mem_cold(const void *p, size_t n);
+
 /* Read a whole (small) file into memory, NUL-terminated; *len_out excludes the NUL. */
 int sys_file_read_all(const char *path, uint64_t max_len, char **data_out, size_t *len_out,
                       struct hs_err *err);

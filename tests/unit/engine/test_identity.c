@@ -2,7 +2,9 @@
  * tells apart two loaded files (even byte-identical copies) and is stable for one file;
  * the persistent one exists only after engine_set_identity, is equal for a copy of the
  * model and differs for a model whose weights differ only in the middle of the file
- * (what the old 128 KiB identity missed); and a SIGBUS on the mapping fails engine_forward. */
+ * (what the old 128 KiB identity missed); and a SIGBUS on the mapping fails engine_forward,
+ * while an engine computing with its own packed copies of the matrices either fails so or
+ * still gives the logits it gave before the truncation. */
 #include <criterion/criterion.h>
 
 #include "engine/engine_int.h"
@@ -81,6 +83,10 @@ Test(engine_identity, mid_file_change_and_copies)
              "cmp -s -n 65536 a.gguf c.gguf && ! cmp -s a.gguf c.gguf",
              dir);
     cr_assert_eq(system(cmd), 0);
+    /* the SIGBUS guard needs matrices read from the mapping: without the packed Q8_0
+     * copies (q8pack.c), which would leave it only the embedding rows and the norms to read
+     * (packed_copies_and_truncation below) */
+    setenv("HEADSTART_NO_Q8P", "1", 1);
     struct model *ma, *mc, *md, *ma2;
     struct engine *a = open_engine("a.gguf", &ma), *c = open_engine("c.gguf", &mc), *d = open_engine("d.gguf", &md),
                   *a2 = open_engine("a.gguf", &ma2);
@@ -106,4 +112,48 @@ Test(engine_identity, mid_file_change_and_copies)
     seq_free(s);
     engine_free(a); engine_free(c); engine_free(d); engine_free(a2);
     model_free(ma); model_free(mc); model_free(md); model_free(ma2);
+}
+
+/* With packed Q8_0 copies (q8pack.c; where the kernel variant has them) the matrices no
+ * longer come from the file: after the file is cut to a third, a forward either fails
+ * naming the file (it read a truncated page: an embedding row, a norm) or returns the very
+ * logits it returned before. Never other logits. */
+Test(engine_identity, packed_copies_and_truncation)
+{
+    char out[128];
+    snprintf(out, sizeof(out), "%s/a.gguf", dir);
+    struct mkmodel_opts o;
+    mkmodel_opts_default(&o);
+    o.dtype = DTYPE_Q8_0;
+    o.seed = 5;
+    o.out = out;
+    struct hs_err err;
+    hs_err_clear(&err);
+    cr_assert_eq(mkmodel_write(&o, &err), 0, "%s", err.msg);
+    unsetenv("HEADSTART_NO_Q8P");
+    struct model *m;
+    struct engine *e = open_engine("a.gguf", &m);
+    int64_t V = e->g.V, row = 1;
+    float *l0 = hs_malloc((size_t)V * sizeof(float)), *l1 = hs_malloc((size_t)V * sizeof(float));
+    int32_t t[2] = { 1, 2 };
+    struct seq *s = seq_new(e, 8);
+    cr_assert_eq(engine_forward(e, s, t, 2, NULL, 0, &row, 1, l0, &err), 0, "%s", err.msg);
+    struct stat st;
+    cr_assert_eq(stat(out, &st), 0);
+    cr_assert_eq(truncate(out, st.st_size / 3), 0);
+    seq_reset(s);
+    hs_err_clear(&err);
+    int rc = engine_forward(e, s, t, 2, NULL, 0, &row, 1, l1, &err);
+    if (rc) {
+        cr_assert_eq(rc, HS_ERR_IO, "%s", err.msg);
+        cr_assert(strstr(err.msg, "a.gguf") && strstr(err.msg, "truncated"), "%s", err.msg);
+    } else {
+        cr_assert(e->n_q8p > 0, "no packed copies and no error: the guard missed the truncation");
+        cr_assert(!memcmp(l0, l1, (size_t)V * sizeof(float)), "other logits after the truncation, and no error");
+    }
+    seq_free(s);
+    hs_free(l0);
+    hs_free(l1);
+    engine_free(e);
+    model_free(m);
 }

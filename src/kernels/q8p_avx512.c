@@ -1,0 +1,195 @@
+/*
+ * q8p_avx512.c — the Q8_0 matmul over the panel layout (q8p.c) with AVX-512 VNNI: one kernel
+ * for a decode token, a decode step of several sequences and a prefill, with the weights
+ * packed once at engine start (kern_ops.matmul_q8p of the "avx512" and "avx512vnni" tables).
+ * Bit-identical to the scalar Q8_0 matmul on the unpacked rows (matmul.c). Compiled with the
+ * Makefile's AVX-512 flags.
+ *
+ * Design note:
+ *   1. Lane i of every zmm is row 16g + i of a 16-row group. Per block and step s (0..7) one
+ *      vpdpbusd of the packed weights (q + 128, unsigned) with the token's quants 4s..4s+3
+ *      (signed, broadcast) adds four products to each row's int32 block sum; after 8 steps
+ *      the lane holds sum (w + 128) x = sum w x + 128 sum x, and the token's 128 * sum x per
+ *      block (q8p_corr) is subtracted: the exact integer block sum, with no horizontal add.
+ *   2. The float steps are the Q8_0 contract's (kernels.h; matmul_avx512.c note 4): dw * dx
+ *      rounded once, one fma per block into the row's partial sum b % 8, blocks ascending,
+ *      then the halving tree 4, 2, 1; lane-wise, so each row is the scalar code's row. The
+ *      8 partial sums of a (group, token) pair are 8 zmm.
+ *   3. A tile is NG groups x NT tokens (constants after inlining): each weight vector is
+ *      loaded once per tile and used NT times. A decode step (n_tok <= 8) runs NG = 1,
+ *      NT = n_tok: one sequential stream through the packed matrix with software prefetch
+ *      (two groups at once, or four for one token, measured slower from memory: more streams).
+ *      A prefill runs row panels of about Q8P_PANEL_BYTES with 2-group x 6-token tiles inside
+ *      (the old repacking panel path's shape), so each panel comes from L2 per token tile.
+ *   4. Any r0, r1: a group that is only partly inside [r0, r1) is computed whole and stored
+ *      with a mask (its other lanes are independent and thrown away), so a thread split
+ *      that cuts a group cannot change a bit. Padding rows compute zeros, never stored.
+ */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+#define INLINE static inline __attribute__((always_inline))
+#define Q8P_TMAX 8                   /* tokens per tile at most (a decode step's tile) */
+#define Q8P_PTOKS 6                  /* tokens per tile of a prefill's 2-group tiles */
+#define Q8P_PANEL_BYTES (256 * 1024) /* packed weights per row panel of a several-token call */
+#define Q8P_PREFETCH 2048            /* bytes ahead a decode tile prefetches */
+
+/* cx[j * nb + b] = 128 * (sum of token j's quants in block b), j < nt: the offset's share
+ * (note 1). vpsadbw of q + 128 against 0 sums unsigned bytes exactly. */
+static void q8p_corr(int32_t *cx, const struct kern_q8_block *xq, int64_t nb, int nt)
+{
+    const __m256i k80 = _mm256_set1_epi8((char)0x80), zero = _mm256_setzero_si256();
+    for (int64_t i = 0; i < (int64_t)nt * nb; i++) {
+        __m256i s = _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)xq[i].q), k80), zero);
+        __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        int64_t u = _mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1);
+        cx[i] = (int32_t)(128 * (u - 32 * 128));
+    }
+}
+
+/* One block b of NG groups x NT tokens into partial sum l (= b % 8). */
+INLINE void q8p_block(__m512 acc[][Q8P_TMAX][KERN_Q8_LANES], const uint8_t *const *gp, int64_t nb, int64_t b,
+                      int l, const struct kern_q8_block *xq, const int32_t *cx, int NG, int NT)
+{
+    __m512i is[2][Q8P_TMAX];
+    /* a decode tile streams one group: the block's lines Q8P_PREFETCH ahead (the second of
+     * a pair also takes the scales' line; the stream runs on into the next group). A
+     * prefill's 2-group tiles read a panel that the first token tile brought into L2. */
+    if (NG == 1)
+#pragma GCC unroll 9
+        for (int c = 0; c < 8 + (b & 1); c++)
+            _mm_prefetch((const char *)gp[0] + kern_q8p_quants_at(b) + Q8P_PREFETCH + 64 * c, _MM_HINT_T0);
+#pragma GCC unroll 4
+    for (int g = 0; g < NG; g++)
+#pragma GCC unroll 8
+        for (int j = 0; j < NT; j++) is[g][j] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; s++) {
+        __m512i wv[2];
+#pragma GCC unroll 4
+        for (int g = 0; g < NG; g++) wv[g] = _mm512_load_si512(gp[g] + kern_q8p_quants_at(b) + 64 * s);
+#pragma GCC unroll 8
+        for (int j = 0; j < NT; j++) {
+            int32_t four;
+            memcpy(&four, xq[j * nb + b].q + 4 * s, 4);
+            __m512i xv = _mm512_set1_epi32(four);
+#pragma GCC unroll 4
+            for (int g = 0; g < NG; g++) is[g][j] = _mm512_dpbusd_epi32(is[g][j], wv[g], xv);
+        }
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < NG; g++) {
+        __m512 dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(gp[g] + kern_q8p_scales_at(b))));
+#pragma GCC unroll 8
+        for (int j = 0; j < NT; j++) {
+            __m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(is[g][j], _mm512_set1_epi32(cx[j * nb + b])));
+            __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xq[j * nb + b].d));
+            acc[g][j][l] = _mm512_fmadd_ps(sc, f, acc[g][j][l]);
+        }
+    }
+}
+
+/* Groups g0 .. g0+NG-1 (rows 16 g0 ..) x tokens t0 .. t0+NT-1; rows outside [r0, r1) are
+ * not stored (note 4). xq and cx start at token t0. */
+INLINE void q8p_tile(float *y, int64_t y_ld, const uint8_t *wp, size_t gb, int64_t nb, int64_t g0,
+                     const struct kern_q8_block *xq, const int32_t *cx, int64_t t0, int64_t r0, int64_t r1,
+                     int NG, int NT)
+{
+    __m512 acc[2][Q8P_TMAX][KERN_Q8_LANES];
+    const uint8_t *gp[2];
+#pragma GCC unroll 4
+    for (int g = 0; g < NG; g++) {
+        gp[g] = wp + (size_t)(g0 + g) * gb;
+#pragma GCC unroll 8
+        for (int j = 0; j < NT; j++)
+#pragma GCC unroll 8
+            for (int l = 0; l < KERN_Q8_LANES; l++) acc[g][j][l] = _mm512_setzero_ps();
+    }
+    /* the partial sum b % 8 indexed at run time: the accumulators outnumber the registers
+     * and live in L1 either way, and the loop stays one block long (measured faster than
+     * unrolling by 8 with constant indices) */
+    for (int64_t b = 0; b < nb; b++) q8p_block(acc, gp, nb, b, (int)(b % KERN_Q8_LANES), xq, cx, NG, NT);
+#pragma GCC unroll 4
+    for (int g = 0; g < NG; g++) {
+        int64_t r = (g0 + g) * KERN_Q8P_ROWS;
+        int64_t lo = HS_MAX(r0 - r, (int64_t)0), hi = HS_MIN(r1 - r, (int64_t)KERN_Q8P_ROWS);
+        if (lo >= hi) continue;
+        __mmask16 m = (__mmask16)((((uint32_t)1 << hi) - 1) & ~(((uint32_t)1 << lo) - 1));
+#pragma GCC unroll 8
+        for (int j = 0; j < NT; j++) {
+            __m512 *a = acc[g][j];
+            for (int h = 4; h >= 1; h /= 2)
+                for (int l = 0; l < h; l++) a[l] = _mm512_add_ps(a[l], a[l + h]);
+            _mm512_mask_storeu_ps(y + (t0 + j) * y_ld + r, m, a[0]);
+        }
+    }
+}
+
+/* The tile for ng <= NG groups and nt tokens, with NG * NT chains (note 3). */
+#define Q8P_NT_CASES(NG)                                                                              \
+    switch (nt) {                                                                                     \
+    case 8: q8p_tile(y, y_ld, wp, gb, nb, g0, xq, cx, t0, r0, r1, NG, 8); break;                       \
+    case 7: q8p_tile(y, y_ld, wp, gb, nb, g0, xq, cx, t0, r0, r1, NG, 7); break;                       \
+    case 6: q8p_tile(y, y_ld, wp, gb, nb, g0, xq, cx, t0, r0, r1, NG, 6); break;                       \
+    case 5: q8p_tile(y, y_ld, wp, gb, nb, g0, xq, cx, t0, r0, r1, NG, 5); break;                       \
+    case 4: q8p_tile(y, y_ld, wp, gb, nb, g0, xq, cx, t0, r0, r1, NG, 4); break;                       \
+    case 3: q8p_tile(y, y_ld, wp, gb, nb, g0, xq, cx, t0, r0, r1, NG, 3); break;                       \
+    case 2: q8p_tile(y, y_ld, wp, gb, nb, g0, xq, cx, t0, r0, r1, NG, 2); break;                       \
+    default: q8p_tile(y, y_ld, wp, gb, nb, g0, xq, cx, t0, r0, r1, NG, 1); break;                      \
+    }
+
+static void q8p_tile_1(float *y, int64_t y_ld, const uint8_t *wp, size_t gb, int64_t nb, int64_t g0,
+                       const struct kern_q8_block *xq, const int32_t *cx, int64_t t0, int64_t r0, int64_t r1, int nt)
+{
+    Q8P_NT_CASES(1)
+}
+
+static void q8p_tile_2(float *y, int64_t y_ld, const uint8_t *wp, size_t gb, int64_t nb, int64_t g0,
+                       const struct kern_q8_block *xq, const int32_t *cx, int64_t t0, int64_t r0, int64_t r1, int nt)
+{
+    switch (nt) {
+    case 8: q8p_tile(y, y_ld, wp, gb, nb, g0, xq, cx, t0, r0, r1, 2, 8); break;
+    case 7: q8p_tile(y, y_ld, wp, gb, nb, g0, xq, cx, t0, r0, r1, 2, 7); break;
+    case 6: q8p_tile(y, y_ld, wp, gb, nb, g0, xq, cx, t0, r0, r1, 2, 6); break;
+    case 5: q8p_tile(y, y_ld, wp, gb, nb, g0, xq, cx, t0, r0, r1, 2, 5); break;
+    case 4: q8p_tile(y, y_ld, wp, gb, nb, g0, xq, cx, t0, r0, r1, 2, 4); break;
+    case 3: q8p_tile(y, y_ld, wp, gb, nb, g0, xq, cx, t0, r0, r1, 2, 3); break;
+    case 2: q8p_tile(y, y_ld, wp, gb, nb, g0, xq, cx, t0, r0, r1, 2, 2); break;
+    default: q8p_tile(y, y_ld, wp, gb, nb, g0, xq, cx, t0, r0, r1, 2, 1); break;
+    }
+}
+
+void kern_matmul_q8p_avx512(float *y, int64_t y_ld, const void *wpv, const struct kern_q8_block *xq,
+                            int64_t n_tok, int64_t k, int64_t r0, int64_t r1)
+{
+    const uint8_t *wp = wpv;
+    const int64_t nb = k / KERN_Q8_BLOCK;
+    const size_t gb = kern_q8p_group_bytes(k);
+    const int64_t ga = r0 / KERN_Q8P_ROWS, gz = (r1 + KERN_Q8P_ROWS - 1) / KERN_Q8P_ROWS;
+    if (r0 >= r1) return;
+    /* one token tile's offset shares (note 1) */
+    int32_t cx[Q8P_TMAX * (KERN_Q8P_KMAX / KERN_Q8_BLOCK)] __attribute__((aligned(64)));
+    if (n_tok <= Q8P_TMAX) { /* a decode step: one stream, each group read once */
+        q8p_corr(cx, xq, nb, (int)n_tok);
+        for (int64_t g = ga; g < gz; g++) q8p_tile_1(y, y_ld, wp, gb, nb, g, xq, cx, 0, r0, r1, (int)n_tok);
+        return;
+    }
+    const int64_t panel = HS_MAX((int64_t)(Q8P_PANEL_BYTES / gb), (int64_t)1);
+    for (int64_t p0 = ga; p0 < gz; p0 += panel) {
+        int64_t p1 = HS_MIN(p0 + panel, gz);
+        for (int64_t t = 0; t < n_tok; t += Q8P_PTOKS) {
+            int nt = (int)HS_MIN((int64_t)Q8P_PTOKS, n_tok - t);
+            q8p_corr(cx, xq + t * nb, nb, nt);
+            int64_t g = p0;
+            for (; g + 2 <= p1; g += 2) q8p_tile_2(y, y_ld, wp, gb, nb, g, xq + t * nb, cx, t, r0, r1, nt);
+            if (g < p1) q8p_tile_1(y, y_ld, wp, gb, nb, g, xq + t * nb, cx, t, r0, r1, nt);
+        }
+    }
+}
+
+#else
+typedef int kern_q8p_avx512_unused; /* not x86: the variant does not exist */
+#endif

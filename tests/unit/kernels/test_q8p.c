@@ -1,0 +1,196 @@
+/* Tests of the Q8_0 panel layout (q8p.c) and its AVX-512 VNNI matmul (q8p_avx512.c):
+ * the pack is a lossless permutation (every row comes back byte for byte, padding rows are
+ * zero), packing in group ranges equals one pack, and matmul_q8p over the packed matrix is
+ * bit-identical to the scalar kern_matmul over the Q8_0 rows, for token counts 1..20 and
+ * 64 (the decode tiles 1..8, the 2-group x 6-token prefill tiles and their remainders),
+ * row counts around 16-row groups (padding), K from one block to a few thousand (odd block
+ * counts: half-used pairs), row ranges that cut groups (thread splits), several row
+ * panels, extreme quants and scales, and thread-like splits of one call into pieces. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "unit/cpu_level.h"
+
+static uint64_t pq_rng;
+static uint64_t pq_next(void)
+{
+    uint64_t z = (pq_rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint8_t *pq_weights(int64_t rows, int64_t k)
+{
+    size_t rb = (size_t)(k / 32) * 34;
+    uint8_t *w = hs_malloc((size_t)rows * rb);
+    for (size_t i = 0; i < (size_t)rows * rb; i++) w[i] = (uint8_t)pq_next();
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t b = 0; b < k / 32; b++) {
+            uint64_t u = pq_next();
+            uint16_t h = (uint16_t)(0x0c00 + u % 0x3000);
+            if (u % 13 == 0) h = (uint16_t)(u % 0x0400); /* subnormal / zero */
+            if (u % 7 == 0) h |= 0x8000;
+            uint8_t *blk = w + r * rb + b * 34;
+            blk[0] = (uint8_t)h;
+            blk[1] = (uint8_t)(h >> 8);
+            if (u % 11 == 0) memset(blk + 2, 0x80, 32); /* all -128 */
+            if (u % 17 == 0) memset(blk + 2, 0x7f, 32); /* all +127 */
+        }
+    return w;
+}
+
+static float *pq_acts(int64_t n)
+{
+    float *x = hs_malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t u = pq_next();
+        x[i] = ldexpf((float)((double)(u >> 11) / 9007199254740992.0) * 2.0f - 1.0f, (int)(u % 9) - 4);
+    }
+    for (int64_t i = 0; i + 32 <= n; i += 32 * 5) memset(x + i, 0, 32 * sizeof(float)); /* zero blocks */
+    return x;
+}
+
+static void *pq_pack(const uint8_t *w, int64_t rows, int64_t k)
+{
+    size_t n = kern_q8p_bytes(rows, k);
+    void *p = hs_aligned_alloc(64, n);
+    memset(p, 0xa5, n); /* the pack must write every byte */
+    kern_q8p_pack(p, w, rows, k, 0, (rows + KERN_Q8P_ROWS - 1) / KERN_Q8P_ROWS);
+    return p;
+}
+
+/* One call over [r0, r1) split into `pieces` consecutive ranges (as threads would). */
+static void pq_case(const struct kern_ops *v, int64_t rows, int64_t k, int64_t n_tok, int64_t r0, int64_t r1,
+                    int pieces, int *bad, int *calls)
+{
+    uint8_t *w = pq_weights(rows, k);
+    void *wp = pq_pack(w, rows, k);
+    float *x = pq_acts(n_tok * k);
+    struct kern_q8_block *xq = hs_malloc((size_t)(n_tok * (k / 32)) * sizeof(*xq));
+    kern_q8_quantize(xq, x, n_tok, k);
+    int64_t y_ld = rows + 2;
+    float *a = hs_malloc((size_t)(n_tok * y_ld) * sizeof(float));
+    float *b = hs_malloc((size_t)(n_tok * y_ld) * sizeof(float));
+    for (int64_t i = 0; i < n_tok * y_ld; i++) a[i] = b[i] = -7.25f; /* sentinels: rows outside stay */
+    kern_matmul(a, y_ld, w, KERN_W_Q8_0, x, xq, n_tok, k, r0, r1);
+    for (int p = 0; p < pieces; p++) {
+        int64_t lo = r0 + (r1 - r0) * p / pieces, hi = r0 + (r1 - r0) * (p + 1) / pieces;
+        v->matmul_q8p(b, y_ld, wp, xq, n_tok, k, lo, hi);
+    }
+    (*calls)++;
+    if (memcmp(a, b, (size_t)(n_tok * y_ld) * sizeof(float))) {
+        if (!*bad)
+            for (int64_t i = 0; i < n_tok * y_ld; i++)
+                if (memcmp(a + i, b + i, 4)) {
+                    cr_log_error("rows %ld K %ld T %ld [%ld,%ld) /%d: first diff t=%ld r=%ld: %a vs %a", (long)rows,
+                                 (long)k, (long)n_tok, (long)r0, (long)r1, pieces, (long)(i / y_ld),
+                                 (long)(i % y_ld), a[i], b[i]);
+                    break;
+                }
+        (*bad)++;
+    }
+    hs_free(w);
+    hs_free(wp);
+    hs_free(x);
+    hs_free(xq);
+    hs_free(a);
+    hs_free(b);
+}
+
+Test(kern_q8p, pack_is_lossless_and_pads_with_zero_rows)
+{
+    static const int64_t rows[] = {1, 15, 16, 17, 40};
+    static const int64_t ks[] = {32, 64, 96, 1056};
+    pq_rng = 1;
+    for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+            int64_t n = rows[ri], k = ks[ki], nb = k / 32;
+            size_t rb = (size_t)nb * 34;
+            cr_assert_eq(kern_q8p_bytes(n, k), (size_t)((n + 15) / 16) * kern_q8p_group_bytes(k));
+            cr_assert_eq(kern_q8p_group_bytes(k) % 64, 0);
+            cr_assert_geq(kern_q8p_group_bytes(k), 16 * rb, "a group holds its 16 rows");
+            uint8_t *w = pq_weights(n, k);
+            void *wp = pq_pack(w, n, k);
+            uint8_t *row = hs_malloc(rb);
+            for (int64_t r = 0; r < (n + 15) / 16 * 16; r++) {
+                kern_q8p_row(row, wp, k, r);
+                if (r < n) {
+                    cr_assert(!memcmp(row, w + (size_t)r * rb, rb), "rows %ld K %ld: row %ld differs", (long)n,
+                              (long)k, (long)r);
+                } else {
+                    for (size_t i = 0; i < rb; i++)
+                        cr_assert_eq(row[i], 0, "rows %ld K %ld: padding row %ld byte %zu", (long)n, (long)k,
+                                     (long)r, i);
+                }
+            }
+            /* packing group by group gives the same bytes as one pack */
+            void *wq = hs_aligned_alloc(64, kern_q8p_bytes(n, k));
+            for (int64_t g = (n + 15) / 16 - 1; g >= 0; g--) kern_q8p_pack(wq, w, n, k, g, g + 1);
+            cr_assert(!memcmp(wp, wq, kern_q8p_bytes(n, k)), "rows %ld K %ld: ranged pack differs", (long)n, (long)k);
+            hs_free(w);
+            hs_free(wp);
+            hs_free(wq);
+            hs_free(row);
+        }
+    cr_assert_eq(kern_q8p_bytes(0, 32), 0);
+    cr_assert_eq(kern_q8p_bytes(4, 48), 0);
+}
+
+Test(kern_q8p, tables_with_and_without)
+{
+    cr_assert_null(kern_ops_for("scalar")->matmul_q8p, "scalar has no panel layout: the engine must not pack");
+    if (kern_ops_for("avx2")) cr_assert_null(kern_ops_for("avx2")->matmul_q8p);
+    if (kern_ops_for("avx512vnni")) cr_assert_not_null(kern_ops_for("avx512vnni")->matmul_q8p);
+    if (kern_ops_for("avx512")) cr_assert_not_null(kern_ops_for("avx512")->matmul_q8p);
+}
+
+Test(kern_q8p, decode_token_counts_rows_and_tails)
+{
+    const struct kern_ops *v = cpu_level_ops_or_skip("avx512vnni");
+    static const int64_t rows[] = {1, 15, 16, 17, 33, 64};
+    static const int64_t ks[] = {32, 96, 256, 288, 1024};
+    int bad = 0, calls = 0;
+    pq_rng = 2;
+    for (int64_t t = 1; t <= 8; t++)
+        for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
+            for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+                int64_t n = rows[ri];
+                pq_case(v, n, ks[ki], t, 0, n, 1, &bad, &calls);
+                if (n > 20) pq_case(v, n, ks[ki], t, 3, n - 1, 3, &bad, &calls);
+            }
+    cr_assert_eq(bad, 0, "%d of %d decode calls differ from scalar", bad, calls);
+}
+
+Test(kern_q8p, prefill_tiles_and_remainders)
+{
+    const struct kern_ops *v = cpu_level_ops_or_skip("avx512vnni");
+    static const int64_t rows[] = {15, 32, 50, 64};
+    static const int64_t toks[] = {9, 11, 12, 13, 17, 20, 64};
+    static const int64_t ks[] = {32, 160, 1056};
+    int bad = 0, calls = 0;
+    pq_rng = 3;
+    for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
+        for (size_t ti = 0; ti < sizeof toks / sizeof toks[0]; ti++)
+            for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+                int64_t n = rows[ri];
+                pq_case(v, n, ks[ki], toks[ti], 0, n, 1, &bad, &calls);
+                if (n > 20) pq_case(v, n, ks[ki], toks[ti], 5, n - 2, 2, &bad, &calls);
+            }
+    cr_assert_eq(bad, 0, "%d of %d prefill calls differ from scalar", bad, calls);
+}
+
+Test(kern_q8p, panels_large_k_and_splits)
+{
+    const struct kern_ops *v = cpu_level_ops_or_skip("avx512vnni");
+    int bad = 0, calls = 0;
+    pq_rng = 4;
+    pq_case(v, 300, 1024, 7, 5, 299, 7, &bad, &calls);  /* decode, cut in 7 pieces */
+    pq_case(v, 300, 1024, 19, 0, 300, 4, &bad, &calls); /* several row panels */
+    pq_case(v, 40, 8224, 3, 0, 40, 1, &bad, &calls);    /* past the old path's V_KMAX */
+    pq_case(v, 20, 17408, 2, 0, 20, 1, &bad, &calls);   /* a 27B FFN row: > 1 panel per group */
+    pq_case(v, 48, 3584, 16, 0, 48, 5, &bad, &calls);
+    cr_assert_eq(bad, 0, "%d of %d calls differ from scalar", bad, calls);
+}
