@@ -1578,11 +1578,13 @@ int server_run(const struct server_opts *o)
     if (!d) goto out;
     int port = srv->front->port;
     bool v6 = strchr(srv->opts.host, ':') != NULL;
-    char start[8192];
-    snprintf(start, sizeof start, "headstart serve: model %s (%s, %s), context %lld, threads %d, kernels %s, "
+    char start[8192], packed[64] = "";
+    uint64_t pb = engine_packed_bytes(srv->engine);
+    if (pb) snprintf(packed, sizeof packed, " (Q8_0 weights packed: %.2f GiB)", (double)pb / (1 << 30));
+    snprintf(start, sizeof start, "headstart serve: model %s (%s, %s), context %lld, threads %d, kernels %s%s, "
              "parallel %d (steps of %lld tokens, sequence state %.1f GiB), max queue %d, %s, listening on http://%s%s%s:%d",
              srv->model_name, model_arch_name(model_hparams(srv->model)->arch), o->model_path,
-             (long long)srv->n_ctx, srv->opts.n_threads, engine_kernel_variant(srv->engine), o->parallel,
+             (long long)srv->n_ctx, srv->opts.n_threads, engine_kernel_variant(srv->engine), packed, o->parallel,
              (long long)engine_n_batch(srv->engine), (double)batch_budget(srv->batch) / (1 << 30), o->max_queue,
              bank_desc, v6 ? "[" : "", srv->opts.host, v6 ? "]" : "", port);
     /* the start line: on stdout, or with --log-format json one log object like every line */
