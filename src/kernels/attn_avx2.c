@@ -62,6 +62,11 @@ INLINE void attn_out_chunk(float *oj, const float *vc, int64_t kv_ld, const floa
 }
 
 #define NP (KERN_ATTN_TOKS * KERN_ATTN_HEADS) /* (query, head) pairs of one call at most */
+#define ATT_TB 64 /* keys per block of the output accumulation (tok_acc) */
+#ifndef ATT_PF
+#define ATT_PF 4  /* key / value rows prefetched ahead: each row of a long cache sits on its own page,
+                   * where the hardware prefetcher stops */
+#endif
 
 /* Scores of nt queries x ng heads of one kv head against keys [0, np0) (note 3): pair
  * (i, h) (query i at q + i * q_ld, head h at + h * hd) to e + (i * ng + h) * ld. */
@@ -70,6 +75,8 @@ INLINE void tok_scores(float *e, int64_t ld, const float *q, int64_t q_ld, const
 {
     for (int64_t t = 0; t < np0; t++) {
         const float *kt = km + t * kv_ld;
+        if (t + ATT_PF < np0)
+            for (int64_t l = 0; l < hd; l += 16) _mm_prefetch((const char *)(kt + ATT_PF * kv_ld + l), _MM_HINT_T0);
         __m256 part[4][NP];
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
@@ -92,36 +99,38 @@ INLINE void tok_scores(float *e, int64_t ld, const float *q, int64_t q_ld, const
     }
 }
 
-/* out[d0 .. d0 + 8) of the nt x ng pairs: sum over the pair's keys (t ascending) of
- * e_t * v_t, then / sum; each value row chunk is loaded once for every pair that reads it.
- * Keys [0, np0) belong to every query, key np0 + u to queries i > u. */
-INLINE void tok_out(float *out, int64_t out_ld, int64_t hd, const float *vm, int64_t kv_ld, const float *e,
-                    int64_t ld, int64_t np0, const float *sum, int64_t d0, int nt, int ng)
+/* Keys [t0, t1) into the outputs of pairs pbeg .. nt * ng - 1 (pair (i, h) at out + i * out_ld
+ * + h * hd), which hold the partial sums of the keys before t0 (first: none yet, start from
+ * 0): o[d] = fmaf(e_t, v_t[d], o[d]), t ascending, 8 dims at a time. A partial sum stored as
+ * f32 and loaded back is the same value, so cutting t into blocks keeps every bit; a block of
+ * value rows is then read from L3 once and reused for all hd / 8 passes (one pass over every
+ * key per 8 dims streamed the whole V of a long context 32 times). */
+INLINE void tok_acc(float *out, int64_t out_ld, int64_t hd, const float *vm, int64_t kv_ld, const float *e,
+                    int64_t ld, int64_t t0, int64_t t1, bool first, int pbeg, int nt, int ng)
 {
-    __m256 acc[NP];
+    for (int64_t d0 = 0; d0 < hd; d0 += 8) {
+        __m256 acc[NP];
 #pragma GCC unroll 12
-    for (int p = 0; p < nt * ng; p++) acc[p] = _mm256_setzero_ps();
-    for (int64_t t = 0; t < np0; t++) {
-        __m256 v = _mm256_loadu_ps(vm + t * kv_ld + d0);
+        for (int p = 0; p < nt * ng; p++)
+            if (p >= pbeg)
+                acc[p] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(out + p / ng * out_ld + p % ng * hd + d0);
+        for (int64_t t = t0; t < t1; t++) {
+            if (d0 == 0 && t + ATT_PF < t1)
+                for (int64_t l = 0; l < hd; l += 16) _mm_prefetch((const char *)(vm + (t + ATT_PF) * kv_ld + l), _MM_HINT_T0);
+            __m256 v = _mm256_loadu_ps(vm + t * kv_ld + d0);
 #pragma GCC unroll 12
-        for (int p = 0; p < nt * ng; p++) acc[p] = _mm256_fmadd_ps(_mm256_set1_ps(e[p * ld + t]), v, acc[p]);
+            for (int p = 0; p < nt * ng; p++)
+                if (p >= pbeg) acc[p] = _mm256_fmadd_ps(_mm256_set1_ps(e[p * ld + t]), v, acc[p]);
+        }
+#pragma GCC unroll 12
+        for (int p = 0; p < nt * ng; p++)
+            if (p >= pbeg) _mm256_storeu_ps(out + p / ng * out_ld + p % ng * hd + d0, acc[p]);
     }
-    for (int u = 0; u + 1 < nt; u++) {
-        int64_t t = np0 + u;
-        __m256 v = _mm256_loadu_ps(vm + t * kv_ld + d0);
-#pragma GCC unroll 12
-        for (int p = (u + 1) * ng; p < nt * ng; p++) acc[p] = _mm256_fmadd_ps(_mm256_set1_ps(e[p * ld + t]), v, acc[p]);
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < nt; i++)
-#pragma GCC unroll 4
-        for (int h = 0; h < ng; h++)
-            _mm256_storeu_ps(out + i * out_ld + h * hd + d0, _mm256_div_ps(acc[i * ng + h], _mm256_set1_ps(sum[i * ng + h])));
 }
 
 /* nt queries x ng heads of one kv head (hd % 32 == 0; scratch e: nt * ng rows of ld): scores,
  * the keys past np0 that only the later queries see, then per pair the max, exp and sum of
- * kern_attn_scores, then the outputs 8 dims at a time. */
+ * kern_attn_scores, then the outputs by blocks of ATT_TB keys. */
 INLINE void tok_heads(float *out, int64_t out_ld, const float *q, int64_t q_ld, const float *km, const float *vm,
                       int64_t kv_ld, int64_t np0, int64_t hd, float scale, float *e, int64_t ld, int nt, int ng)
 {
@@ -142,7 +151,17 @@ INLINE void tok_heads(float *out, int64_t out_ld, const float *q, int64_t q_ld, 
             for (int64_t t = 0; t < n; t++) s = s + r[t];
             sum[i * ng + h] = s;
         }
-    for (int64_t d0 = 0; d0 < hd; d0 += 8) tok_out(out, out_ld, hd, vm, kv_ld, e, ld, np0, sum, d0, nt, ng);
+    /* keys [0, np0) belong to every query, key np0 + u to queries i > u */
+    for (int64_t t0 = 0; t0 < np0; t0 += ATT_TB)
+        tok_acc(out, out_ld, hd, vm, kv_ld, e, ld, t0, HS_MIN(np0, t0 + ATT_TB), t0 == 0, 0, nt, ng);
+    for (int u = 0; u + 1 < nt; u++)
+        tok_acc(out, out_ld, hd, vm, kv_ld, e, ld, np0 + u, np0 + u + 1, false, (u + 1) * ng, nt, ng);
+    for (int i = 0; i < nt; i++)
+        for (int h = 0; h < ng; h++) {
+            float *o = out + i * out_ld + h * hd;
+            __m256 sv = _mm256_set1_ps(sum[i * ng + h]);
+            for (int64_t d0 = 0; d0 < hd; d0 += 8) _mm256_storeu_ps(o + d0, _mm256_div_ps(_mm256_loadu_ps(o + d0), sv));
+        }
 }
 
 /* tok_heads with the tile shape (nt, ng) as constants (nt <= KERN_ATTN_TOKS, ng <= KERN_ATTN_HEADS). */
