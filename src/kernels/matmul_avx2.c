@@ -477,7 +477,8 @@ INLINE void q8p_tile(float *y, int64_t y_ld, const struct q8p_blk *pk, int64_t n
 #pragma GCC unroll 8
         for (int j = 0; j < NT; j++) is[j] = _mm256_setzero_si256();
         /* unrolled by 2, not 8: fully unrolled, GCC re-associates the integer sums into a
-         * tree and spills every vpmaddwd result to the stack (1.05-1.1x, note 7) */
+         * tree and spills every vpmaddwd result to the stack; 1.05-1.1x, bench/profile.md
+         * round 9) */
 #pragma GCC unroll 2
         for (int s = 0; s < 8; s++) {
             __m256i wv = _mm256_load_si256(&pk[b].wt[s]);
