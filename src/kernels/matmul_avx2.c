@@ -44,6 +44,7 @@
 #include <string.h>
 
 #include "kernels/tile_int.h"
+#include "kernels/vec_avx2_int.h"
 
 #define INLINE static inline __attribute__((always_inline))
 /* Register tiles (rows x tokens per block of accumulators); measured, any shape gives the
@@ -87,14 +88,6 @@ INLINE __m256 load_w8(const uint8_t *row, enum kern_wtype wt, int64_t k0)
     }
 }
 
-/* The halving tree of kernels.h over the four lane groups a (0..7) .. d (24..31). */
-INLINE float tree32(__m256 a, __m256 b, __m256 c, __m256 d)
-{
-    __m256 s8 = _mm256_add_ps(_mm256_add_ps(a, c), _mm256_add_ps(b, d));
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-}
 
 /* Lane masks (all ones where lane < n) for the four ymm of a tail chunk of n < 32. */
 INLINE void tail_masks(__m256i m[4], int64_t n)
@@ -181,7 +174,7 @@ INLINE void tile_f(float *y, int64_t y_ld, const uint8_t *w, size_t rb, enum ker
     for (int j = 0; j < nt; j++)
 #pragma GCC unroll 8
         for (int i = 0; i < nr; i++)
-            y[(t + j) * y_ld + r + i] = tree32(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]);
+            y[(t + j) * y_ld + r + i] = v8_tree32(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]);
 }
 
 /* One weight type, with wt a constant inside so load_w8's switch folds away. */
@@ -236,7 +229,7 @@ float kern_dot_avx2(const float *a, const float *b, int64_t n)
             acc[q] = _mm256_blendv_ps(acc[q], f, _mm256_castsi256_ps(m[q]));
         }
     }
-    return tree32(acc[0], acc[1], acc[2], acc[3]);
+    return v8_tree32(acc[0], acc[1], acc[2], acc[3]);
 }
 
 /* ---- Q8_0 ----------------------------------------------------------------------------- */
@@ -483,7 +476,10 @@ INLINE void q8p_tile(float *y, int64_t y_ld, const struct q8p_blk *pk, int64_t n
         __m256i is[QP_TMAX];
 #pragma GCC unroll 8
         for (int j = 0; j < NT; j++) is[j] = _mm256_setzero_si256();
-#pragma GCC unroll 8
+        /* unrolled by 2, not 8: fully unrolled, GCC re-associates the integer sums into a
+         * tree and spills every vpmaddwd result to the stack; 1.05-1.1x, bench/profile.md
+         * round 10) */
+#pragma GCC unroll 2
         for (int s = 0; s < 8; s++) {
             __m256i wv = _mm256_load_si256(&pk[b].wt[s]);
             __m256i wa = _mm256_abs_epi8(wv);

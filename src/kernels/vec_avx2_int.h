@@ -15,6 +15,8 @@
  *      divide round the same in a vector lane as in scalar code.
  *   3. v8_load / v8_store under v8_tail_mask(n) touch lanes < n only (vmaskmov); the other
  *      lanes read as zero and are never stored.
+ *   4. v8_tree32 is the 32-lane halving tree of kernels.h over four ymm of lanes k % 32 =
+ *      0..7, 8..15, 16..23, 24..31, pair for pair.
  */
 #ifndef HS_KERNELS_VEC_AVX2_INT_H
 #define HS_KERNELS_VEC_AVX2_INT_H
@@ -57,6 +59,16 @@ static inline __attribute__((always_inline)) __m256 exp8(__m256 x)
 static inline __attribute__((always_inline)) __m256 neg8(__m256 x) { return _mm256_xor_ps(x, _mm256_set1_ps(-0.0f)); }
 static inline __attribute__((always_inline)) __m256 silu8(__m256 x) { return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), exp8(neg8(x)))); }
 static inline __attribute__((always_inline)) __m256 sigmoid8(__m256 x) { return _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), exp8(neg8(x)))); }
+
+/* The halving tree of kernels.h over the four lane groups a (0..7) .. d (24..31): h = 16
+ * adds c onto a and d onto b, h = 8 those two, then 128 bits, 64 bits and lane 1 onto 0. */
+static inline __attribute__((always_inline)) float v8_tree32(__m256 a, __m256 b, __m256 c, __m256 d)
+{
+    __m256 s8 = _mm256_add_ps(_mm256_add_ps(a, c), _mm256_add_ps(b, d));
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
 
 typedef __m256i v8_mask;
 static inline v8_mask v8_tail_mask(int64_t n)
