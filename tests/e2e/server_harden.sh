@@ -120,55 +120,38 @@ print("%.1f" % (time.time() - t))
 EOF
 
 cat > "$tmp/raw.py" <<'EOF'
-# raw.py PORT — sends stdin as the request bytes, prints the status line and the body (and
-# writes the seconds from the connect to the answer to $RAW_TIME, when set)
-import os, socket, sys, time
+# raw.py PORT [keepalive] — sends stdin as the request bytes, prints the status line and the
+# body (and writes the seconds from the connect to the answer to $RAW_TIME, when set).
+# keepalive: a GET /health goes first on the same connection and its answer is read, so
+# stdin's bytes are the connection's second request.
+import os, re, socket, sys, time
 t0 = time.time()
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+def answer():
+    data = b""
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+            head, sep, body = data.partition(b"\r\n\r\n")
+            m = re.search(rb"(?i)\r\ncontent-length: *([0-9]+)", head)
+            if sep and (len(body) >= int(m.group(1)) if m else len(body) > 0):
+                break
+    except OSError:
+        pass
+    return data
+if sys.argv[2:] == ["keepalive"]:
+    s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    if not answer():
+        sys.exit("no answer to the first request")
 s.sendall(sys.stdin.buffer.read())
-data = b""
-try:
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        data += b
-        if b"\r\n\r\n" in data and len(data.split(b"\r\n\r\n", 1)[1]) > 0:
-            break
-except OSError:
-    pass
-head, _, body = data.partition(b"\r\n\r\n")
+head, _, body = answer().partition(b"\r\n\r\n")
 print(head.split(b"\r\n")[0].decode(errors="replace"))
 print(body.decode(errors="replace"))
 if os.environ.get("RAW_TIME"):
     open(os.environ["RAW_TIME"], "w").write("%.3f" % (time.time() - t0))
-EOF
-
-cat > "$tmp/then.py" <<'EOF'
-# then.py PORT — on one keep-alive connection: GET /health, read its answer, then send stdin
-# as the next request's bytes; prints that answer's status line and body (as raw.py)
-import socket, sys
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
-s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-d = b""
-while b"\r\n\r\n" not in d or b"}" not in d.split(b"\r\n\r\n", 1)[1]:
-    b = s.recv(65536)
-    if not b:
-        sys.exit("no answer to the first request")
-    d += b
-s.sendall(sys.stdin.buffer.read())
-data = b""
-try:
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        data += b
-except OSError:
-    pass
-head, _, body = data.partition(b"\r\n\r\n")
-print(head.split(b"\r\n")[0].decode(errors="replace"))
-print(body.decode(errors="replace"))
 EOF
 
 cat > "$tmp/halfclose.py" <<'EOF'
@@ -259,25 +242,25 @@ out=$(printf 'POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-T
 echo "$out" | head -1 | grep -q ' 400' && echo "$out" | tail -n +2 > "$tmp/d2" && check "$tmp/d2" "$oa_err"' and "Transfer-Encoding" in j["error"]["message"]' \
     && pass "Content-Length with chunked: 400 in the API's shape" || fail "CL + chunked: $out"
 # heads libmicrohttpd cannot parse are answered by the front in the API's shape, never with
-# libmicrohttpd's HTML page: head_err STATUS SHAPE(oa|an) TEXT SCRIPT < BYTES
+# libmicrohttpd's HTML page: head_err STATUS SHAPE(oa|an) TEXT [keepalive] < BYTES
 head_err() {
-    out=$(RAW_TIME="$tmp/he_s" $py "$tmp/$4" "$port")
+    out=$(RAW_TIME="$tmp/he_s" $py "$tmp/raw.py" "$port" ${4:-})
     printf '%s\n' "$out" | tail -n +2 > "$tmp/he" # not echo: dash's echo reads the body's backslashes
     if [ "$2" = oa ]; then want="$oa_err"; else want='j is not None and j["type"] == "error" and set(j["error"]) == {"type", "message"}'; fi
     printf '%s\n' "$out" | head -1 | grep -q "^HTTP/1.1 $1 " && check "$tmp/he" "$want and '$3' in str(j)"
 }
-printf 'GARBAGE\r\n\r\n' | head_err 400 oa "not a request line" raw.py && pass "a broken request line: 400 in OpenAI's shape" || fail "broken request line: $(cat "$tmp/he")"
-printf 'POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nno colon\r\n\r\n' | head_err 400 an "not a header line" raw.py \
-    && pass "a broken header line under /v1/messages: 400 in Anthropic's shape" || fail "broken header line: $out"
-printf 'GET /health HTTP/1.1\r\n\r\n' | head_err 400 oa "without a Host" raw.py && pass "HTTP/1.1 without Host: 400 in JSON" || fail "no Host: $out"
-printf 'GET /health HTTP/2.0\r\nHost: 127.0.0.1\r\n\r\n' | head_err 505 oa "HTTP/1.0 and HTTP/1.1" raw.py && pass "HTTP/2.0: 505 in JSON" || fail "HTTP/2.0: $out"
-printf 'POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1x\r\n\r\n' | head_err 400 oa "Content-Length is not a number" raw.py \
-    && pass "a Content-Length that is not a number: 400 in JSON" || fail "bad Content-Length: $out"
+printf 'GARBAGE\r\n\r\n' | head_err 400 oa "not a request line" && pass "a broken request line: 400 in OpenAI's shape" || fail "broken request line: $(cat "$tmp/he")"
+printf 'POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nno colon\r\n\r\n' | head_err 400 an "not a header line" \
+    && pass "a broken header line under /v1/messages: 400 in Anthropic's shape" || fail "broken header line: $(cat "$tmp/he")"
+printf 'GET /health HTTP/1.1\r\n\r\n' | head_err 400 oa "without a Host" && pass "HTTP/1.1 without Host: 400 in JSON" || fail "no Host: $(cat "$tmp/he")"
+printf 'GET /health HTTP/2.0\r\nHost: 127.0.0.1\r\n\r\n' | head_err 505 oa "HTTP/1.0 and HTTP/1.1" && pass "HTTP/2.0: 505 in JSON" || fail "HTTP/2.0: $(cat "$tmp/he")"
+printf 'POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1x\r\n\r\n' | head_err 400 oa "Content-Length is not a number" \
+    && pass "a Content-Length that is not a number: 400 in JSON" || fail "bad Content-Length: $(cat "$tmp/he")"
 $py -c 'import sys; sys.stdout.write("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + "a" * 70000 + "\r\n\r\n")' \
-    | head_err 431 oa "larger than the limit" raw.py && pass "a 70 kB head: 431 in JSON" || fail "big head: $out"
-printf 'GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n bad fold\r\nbroken\r\n\r\n' | head_err 400 oa "not a header line" then.py \
-    && pass "a keep-alive connection's second head, broken: 400 in JSON" || fail "second head: $out"
-printf '\026\003\001\002\000\001\000\001\374\003\003' | head_err 400 oa "not a request line" raw.py \
+    | head_err 431 oa "larger than the limit" && pass "a 70 kB head: 431 in JSON" || fail "big head: $(cat "$tmp/he")"
+printf 'GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n bad fold\r\nbroken\r\n\r\n' | head_err 400 oa "not a header line" keepalive \
+    && pass "a keep-alive connection's second head, broken: 400 in JSON" || fail "second head: $(cat "$tmp/he")"
+printf '\026\003\001\002\000\001\000\001\374\003\003' | head_err 400 oa "not a request line" \
     && $py -c 'import sys; sys.exit(0 if float(open(sys.argv[1]).read()) < 0.5 else 1)' "$tmp/he_s" \
     && pass "a TLS hello on the plain port: 400 in JSON at once ($(cat "$tmp/he_s") s)" || fail "TLS hello: $(cat "$tmp/he" "$tmp/he_s")"
 
