@@ -24,18 +24,25 @@ Test(sys_clock, monotonic_seconds)
     cr_assert_lt(dt, 10.0, "measured %.6f s", dt);
 }
 
+static int64_t realtime_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 Test(sys_clock, unix_milliseconds)
 {
-    /* time() is glibc's vDSO read of the kernel's coarse seconds (updated at a tick), while
-     * sys_time_unix_ms reads CLOCK_REALTIME: on a VM the two were seen to disagree across a
-     * second boundary (once, the ASan CI run of 2026-12-02: ms just under before * 1000). So
-     * the bounds allow one second either way; the point is the unit and the epoch. */
-    time_t before = time(NULL);
+    /* bracketed by CLOCK_REALTIME read here, not by time(): glibc's time() reads the
+     * kernel's coarse seconds, which lag CLOCK_REALTIME by up to a tick and were seen to
+     * disagree with it across a second boundary on a VM */
+    int64_t before = realtime_ms();
     int64_t ms = sys_time_unix_ms();
-    time_t after = time(NULL);
-    cr_assert_geq(ms, ((int64_t)before - 1) * 1000);
-    cr_assert_lt(ms, ((int64_t)after + 2) * 1000);
+    int64_t after = realtime_ms();
+    cr_assert_geq(ms, before);
+    cr_assert_leq(ms, after);
     cr_assert_gt(ms, 1600000000000ll, "after September 2020");
+    cr_assert_lt(ms, 4102444800000ll, "before 2100: milliseconds, not microseconds");
 }
 
 Test(sys_clock, memory_total_matches_meminfo)
