@@ -95,6 +95,9 @@ void *hs_malloc(size_t n);             /* aborts on OOM; hs_malloc(0) returns a 
 void *hs_calloc(size_t n, size_t size); /* aborts on OOM or overflow */
 void *hs_realloc(void *p, size_t n);
 void *hs_aligned_alloc(size_t align, size_t n); /* free with hs_free; align a power of two */
+/* For a large block read over and over: 2 MiB-aligned from 2 MiB up and advised as huge
+ * pages (alloc.c); free with hs_free. */
+void *hs_huge_alloc(size_t n);
 char *hs_strdup(const char *s);
 char *hs_strndup(const char *s, size_t n);
 void hs_free(void *p);                 /* hs_free(NULL) is a no-op */

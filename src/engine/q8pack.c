@@ -14,7 +14,7 @@
  *      kernels' contract, tests/unit/kernels/test_q8p.c), so packing or not, and which
  *      matrices are packed, never changes a logit; the fingerprint does not include it.
  *   2. Memory: a copy is the size of its matrix (padded to 16 rows), in huge pages where
- *      the kernel offers them (sys_mem_huge). Once a matrix is packed, its pages of the
+ *      the kernel offers them (hs_huge_alloc). Once a matrix is packed, its pages of the
  *      file mapping are dropped from the resident set (sys_mem_cold; only for matrices that
  *      lie in the mapping, never a copy the model owns): resident memory stays about what
  *      it was, the file's pages become page cache the kernel may keep or drop, and packing
@@ -142,9 +142,8 @@ void engine_q8p_build(struct engine *e)
     e->n_q8p = u;
     for (int64_t i = 0; i < u; i++) {
         struct engine_q8p *q = &e->q8p[i];
-        size_t bytes = kern_q8p_bytes(q->rows, q->cols), huge = (size_t)2 << 20;
-        q->packed = hs_aligned_alloc(bytes >= huge ? huge : 64, bytes);
-        if (bytes >= huge) sys_mem_huge(q->packed, bytes);
+        size_t bytes = kern_q8p_bytes(q->rows, q->cols);
+        q->packed = hs_huge_alloc(bytes);
         e->q8p_bytes += bytes;
         struct pack_job j = { q };
         sys_pool_run(e->pool, (q->rows + KERN_Q8P_ROWS - 1) / KERN_Q8P_ROWS, pack_fn, &j);

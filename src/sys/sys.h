@@ -90,11 +90,8 @@ bool sys_file_map_faulted(const struct sys_map *m);
 /* Faults taken on registered mappings since the process started. */
 uint64_t sys_file_map_faults(void);
 
-/* Memory advice (mem.c; advice only, never an error): back an anonymous buffer about to be
- * filled with huge pages where the kernel offers them; drop the whole pages inside [p, p+n)
- * of a read-only file mapping from the resident set (a later read refaults them from the
- * file). */
-void sys_mem_huge(void *p, size_t n);
+/* Drop the whole pages inside [p, p+n) of a read-only file mapping from the resident set
+ * (mem.c; advice only, never an error): a later read refaults them from the file. */
 void sys_mem_cold(const void *p, size_t n);
 
 /* Read a whole (small) file into memory, NUL-terminated; *len_out excludes the NUL. */
