@@ -34,6 +34,21 @@ static void setup(void)
 
 static void teardown(void) { nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
 
+/* A small Q8_0 model with `seed` at dir/name. */
+static void write_q8(const char *name, uint64_t seed)
+{
+    char out[128];
+    snprintf(out, sizeof(out), "%s/%s", dir, name);
+    struct mkmodel_opts o;
+    mkmodel_opts_default(&o);
+    o.dtype = DTYPE_Q8_0;
+    o.seed = seed;
+    o.out = out;
+    struct hs_err err;
+    hs_err_clear(&err);
+    cr_assert_eq(mkmodel_write(&o, &err), 0, "%s", err.msg);
+}
+
 static struct engine *open_engine(const char *name, struct model **m)
 {
     char p[128];
@@ -64,18 +79,10 @@ TestSuite(engine_identity, .init = setup, .fini = teardown, .timeout = 120);
 Test(engine_identity, mid_file_change_and_copies)
 {
     char out[128], cmd[400];
-    snprintf(out, sizeof(out), "%s/a.gguf", dir);
-    struct mkmodel_opts o;
-    mkmodel_opts_default(&o);
-    o.dtype = DTYPE_Q8_0;
-    o.seed = 3;
-    o.out = out;
+    write_q8("a.gguf", 3);
+    write_q8("b.gguf", 4);
     struct hs_err err;
     hs_err_clear(&err);
-    cr_assert_eq(mkmodel_write(&o, &err), 0, "%s", err.msg);
-    snprintf(out, sizeof(out), "%s/b.gguf", dir);
-    o.seed = 4;
-    cr_assert_eq(mkmodel_write(&o, &err), 0, "%s", err.msg);
     /* c: a with the middle half of b's bytes; d: a byte-identical copy of a */
     snprintf(cmd, sizeof(cmd),
              "cd %s && cp a.gguf c.gguf && cp a.gguf d.gguf && n=$(stat -c %%s a.gguf) && "
@@ -120,16 +127,11 @@ Test(engine_identity, mid_file_change_and_copies)
  * logits it returned before. Never other logits. */
 Test(engine_identity, packed_copies_and_truncation)
 {
+    write_q8("a.gguf", 5);
     char out[128];
     snprintf(out, sizeof(out), "%s/a.gguf", dir);
-    struct mkmodel_opts o;
-    mkmodel_opts_default(&o);
-    o.dtype = DTYPE_Q8_0;
-    o.seed = 5;
-    o.out = out;
     struct hs_err err;
     hs_err_clear(&err);
-    cr_assert_eq(mkmodel_write(&o, &err), 0, "%s", err.msg);
     unsetenv("HEADSTART_NO_Q8P");
     struct model *m;
     struct engine *e = open_engine("a.gguf", &m);
