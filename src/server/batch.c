@@ -106,7 +106,7 @@ struct run {
     struct job *j;
     struct session *s;
     struct session_ctx c;
-    double t_run;                 /* admission time (ttft counts the queue before it) */
+    double t_session;             /* when its session began (ttft counts the queue before it) */
     uint64_t reserved;            /* bytes of --seq-ram held */
     struct run *leader;           /* parked: the request computing this one's head */
     bool started;                 /* restored, the response open */
@@ -195,7 +195,7 @@ static void end_run(struct batch *b, int i, int rc, struct hs_err *err)
         j->n_generated = rep.n_output;
         j->cache_source = rep.cache_source;
         j->stop_reason = rep.stop_reason;
-        j->ttft_ms = rep.n_output ? (r->t_run - j->t_submit) * 1e3 + rep.ttft_ms : -1;
+        j->ttft_ms = rep.n_output ? (r->t_session - j->t_submit) * 1e3 + rep.ttft_ms : -1;
         memcpy(j->first_logits, rep.first_logits_sha256, sizeof j->first_logits);
         pthread_mutex_unlock(&j->mu);
         if (rep.stop_reason == SESSION_STOP_CANCELLED || !c->r) {
@@ -217,7 +217,7 @@ static void end_run(struct batch *b, int i, int rc, struct hs_err *err)
         /* ttft: queue wait + the request's own (render, restore, prefill, 1st token) */
         metrics_tokens(&srv->metrics, rep.prompt_tokens, rep.cached_tokens, rep.n_output, rep.prefill_ms / 1e3,
                        (rep.total_ms - rep.prefill_ms) / 1e3,
-                       rep.n_output ? r->t_run - j->t_submit + rep.ttft_ms / 1e3 : -1);
+                       rep.n_output ? r->t_session - j->t_submit + rep.ttft_ms / 1e3 : -1);
         session_report_free(&rep);
     }
     bank_stats_publish(srv);
@@ -320,7 +320,7 @@ static enum sched_admit batch_admit(void *ctx, struct job *j, int running)
     r->c.srv = srv;
     r->c.j = j;
     strbuf_init(&r->c.out);
-    r->t_run = sys_time_sec();
+    r->t_session = session_started(s); /* a session that waited at the head began before now */
     r->reserved = need;
     reserve(b, (int64_t)need);
     r->leader = head_leader(b, s);

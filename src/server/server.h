@@ -276,6 +276,8 @@ bool session_generation_over(const struct session *s);
 bool session_prefill_done(const struct session *s);
 /* The output cap (max_tokens as the session applies it). */
 int64_t session_output_cap(const struct session *s);
+/* sys_time_sec() when session_new began: the start the report's ttft_ms and total_ms count from. */
+double session_started(const struct session *s);
 /* Bank the prompt head now (its KV rows and the head snapshot, once captured), for sessions
  * waiting for it; session_finish stores the rest of the path later. A no-op before the head
  * capture, after a first call, or without a bank. */

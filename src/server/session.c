@@ -496,6 +496,7 @@ const int32_t *session_prompt_ids(const struct session *s) { return s->ids.v; }
 bool session_prefill_done(const struct session *s) { return s->prefilled; }
 bool session_generation_over(const struct session *s) { return s->state == SESSION_GENERATED; }
 int64_t session_output_cap(const struct session *s) { return s->max_tokens; }
+double session_started(const struct session *s) { return s->t0; }
 
 int session_store_head(struct session *s, struct hs_err *err)
 {
