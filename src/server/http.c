@@ -98,6 +98,7 @@
 #include <unistd.h>
 
 #define STREAM_BLOCK 16384
+#define JOB_SETTLE_S 5.0 /* how long a request the client left waits for its job to end, for its log line */
 
 enum route_id {
     ROUTE_ROOT = 0, ROUTE_HEALTH, ROUTE_METRICS, ROUTE_MODELS, ROUTE_CHAT, ROUTE_MESSAGES,
@@ -1322,11 +1323,14 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls, en
     atomic_fetch_sub(&srv->n_inflight, 1);
     guard_state(srv->guard, rq->slot, CONN_WAITING); /* a keep-alive connection's next request */
     if (rq->status == 0 && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) rq->status = 499;
-    request_log(srv, rq);
     if (rq->job) {
+        /* a client that left early (a cut stream): its job leaves the batch at the next
+         * step; wait for that, bounded, so the log line has its numbers so far */
         job_cancel(rq->job); /* no-op when done */
-        job_release(rq->job);
+        job_wait_done(rq->job, JOB_SETTLE_S);
     }
+    request_log(srv, rq);
+    job_release(rq->job);
     /* only after a request read to its end: one answered at its headers may leave its body
      * unread in the socket, which is no head */
     bool next = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && rq->keep_alive && rq->body_done && !rq->close;

@@ -176,6 +176,21 @@ size_t job_take(struct job *j, char *buf, size_t max, bool *eof)
     return n;
 }
 
+bool job_wait_done(struct job *j, double max_s)
+{
+    if (j->t_submit <= 0) return false; /* never submitted: nothing will end it */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    double ns = until.tv_nsec + max_s * 1e9;
+    until.tv_sec += (time_t)(ns / 1e9);
+    until.tv_nsec = (long)(ns - (double)(time_t)(ns / 1e9) * 1e9);
+    pthread_mutex_lock(&j->mu);
+    while (!j->done && pthread_cond_timedwait(&j->cv, &j->mu, &until) != ETIMEDOUT) {}
+    bool done = j->done;
+    pthread_mutex_unlock(&j->mu);
+    return done;
+}
+
 /* A cancelled job still ends with an answer: nobody reads it when the client is gone, and
  * a client waiting while the server stops gets a 503 it can retry. */
 

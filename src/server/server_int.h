@@ -92,6 +92,9 @@ enum job_wait_result { JOB_WAIT_READY = 0, JOB_WAIT_GONE, JOB_WAIT_PROBE };
 enum job_wait_result job_wait(struct job *j, bool want_output, struct peer *p);
 /* Connection side: move up to max pending bytes into buf; *eof when done and drained. */
 size_t job_take(struct job *j, char *buf, size_t max, bool *eof);
+/* Connection side: wait up to max_s seconds for a submitted job to be done (a cancelled one
+ * leaves the batch at the next step); false when it was never submitted or is not done. */
+bool job_wait_done(struct job *j, double max_s);
 
 /* ---- request heads (reqhead.c) ---- */
 

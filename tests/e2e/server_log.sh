@@ -4,7 +4,9 @@
 # 100000) stops after 6 tokens with the length stop in each API's words; with --log-format
 # json every line the server writes is one JSON object, and each API request (and each
 # error) has one "request" line with its id, API, status, token counts, cache source, times,
-# stop reason and client address — bodies only with --log-bodies. Ends with "RESULT: N
+# stop reason and client address — bodies only with --log-bodies; a request its client left
+# (a cut stream, a closed connection) is logged when its job has ended, with its tokens so
+# far and stop "cancelled". Ends with "RESULT: N
 # passed, N failed".
 set -u
 py=/usr/bin/python3
@@ -55,6 +57,37 @@ assert r0["ttft_ms"] >= 0 and r0["total_ms"] >= r0["ttft_ms"] and r0["client"].s
 assert "error" in reqs[3] and "messages" in reqs[3]["error"] and "prompt_tokens" not in reqs[3], reqs[3]
 assert not any("secret-body-text" in l for l in lines), "a body leaked into the log"
 assert not any(o.get("event") == "request" and o.get("api") == "/health" for o in objs), "health probes are not logged"
+EOF
+
+# ---- requests their clients left: the line has the numbers so far ---------------------------
+# a stream cut after its first tokens keeps the 200 it began with; a plain request left
+# before its answer is a 499; both say stop "cancelled" and how far they got
+e2e_start "$tmp/d.log" --no-bank-disk --log-format json --ctx 32768 --max-tokens-default 0
+long='{"model":"m","messages":[{"role":"user","content":"go"}],"max_tokens":30000,"ignore_eos":true,'"$nothink"
+curl -s -N -o "$tmp/s1" -H "$ct" -d "$long,\"stream\":true}" "http://127.0.0.1:$port/v1/chat/completions" &
+c1=$!
+i=0
+while [ $i -lt 200 ] && [ "$(cat "$tmp/s1" 2>/dev/null | grep -c '"content"')" -lt 3 ]; do sleep 0.05; i=$((i + 1)); done
+kill "$c1" 2>/dev/null; wait "$c1" 2>/dev/null
+curl -s -o /dev/null -H "$ct" -d "$long}" "http://127.0.0.1:$port/v1/chat/completions" &
+c2=$!
+sleep 1
+kill "$c2" 2>/dev/null; wait "$c2" 2>/dev/null
+st=$(code /v1/chat/completions "$tmp/c4" -d '{"model":"m","messages":[{"role":"user","content":"Hello"}],"max_tokens":2,'"$nothink"'}')
+e2e_stop "$pid" > /dev/null
+$py - "$tmp/d.log" <<'EOF' && pass "a cut stream (200) and a left request (499) are logged with stop cancelled and their tokens so far" || { fail "left requests' log lines"; cat "$tmp/d.log"; }
+import json, sys
+reqs = [o for o in map(json.loads, open(sys.argv[1]).read().splitlines()) if o.get("event") == "request"]
+# a left request's line comes when its job has ended: the order is not the sending order
+cut = [r for r in reqs if r["status"] == 200 and r.get("stop_reason") == "cancelled"]
+left = [r for r in reqs if r["status"] == 499]
+done = [r for r in reqs if r.get("stop_reason") == "length"]
+assert len(reqs) == 3 and len(cut) == 1 and len(left) == 1 and len(done) == 1, reqs
+for r in cut + left:
+    assert r["stop_reason"] == "cancelled" and r["prompt_tokens"] > 0, r
+    assert 1 <= r["generated_tokens"] < 30000 and r["ttft_ms"] >= 0, r
+assert cut[0]["generated_tokens"] >= 3, cut
+assert done[0]["status"] == 200 and done[0]["generated_tokens"] == 2, done
 EOF
 
 # ---- text log with --log-bodies -----------------------------------------------------------
