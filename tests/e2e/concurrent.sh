@@ -41,6 +41,8 @@
 #      API, one streaming), where a server without the small budget answers it with 200.
 #   5. At the end every server is healthy (/health ok, queue empty), exits 0 on SIGTERM, and
 #      no sanitizer wrote a report.
+#   The wave of 1 also runs on a Q8_0 GGUF packed at start (CPUs whose table packs), against
+#   its alone runs on the weights unpacked, and restoring from the bank.
 # Checks 3 and 4 (and the step count of 1) need the batching scheduler: before it they fail
 # on the metrics it adds and on the 400. Bounded: every client socket has a 60 s timeout;
 # the whole script takes seconds on the tiny model. Ends with "RESULT: N passed, N failed".
@@ -63,11 +65,11 @@ common="--log-format json --max-tokens-default 0"
 # print the output of a subcommand indented under a FAIL line
 show() { sed 's/^/    /' "$1"; }
 servers=""   # "name:pid:port ..." for check 5
-# start NAME ARGS... — a server logging to $tmp/NAME.log; sets $pid and $port. One that
+# start NAME ARGS... — a server of $model (default $tmp/m) logging to $tmp/NAME.log; sets $pid and $port. One that
 # does not start is a failed check, and port 0 fails the checks that use it (not the rest)
 start() {
     n=$1; shift
-    if e2e_serve "$tmp/$n.log" -m "$tmp/m" --threads 1 $common "$@"; then
+    if e2e_serve "$tmp/$n.log" -m "${model:-$tmp/m}" --threads 1 $common "$@"; then
         servers="$servers $n:$pid:$port"
     else
         fail "server $n ($*) did not start"; show "$tmp/$n.log"; port=0; return 1
@@ -108,7 +110,7 @@ EOF
 # ---- 1. the wave on several --parallel / --step-tokens --------------------------------------
 # wave_cmp NAME SET TAG [some] [noretry] [sample] [reverse] — sends SET at once to server NAME
 # (its port in $p; /metrics before it in $tmp/NAME.TAG.m0) and compares every answer with
-# the alone runs (those of "main" for "mainhang", whose hang-ups are not compared); all must
+# the alone runs of server $ref (default alone) (those of "main" for "mainhang", whose hang-ups are not compared); all must
 # be 200 unless "some". A wave that did not overlap proved nothing: it is sent once more
 # (unless "noretry": the shared head's second wave would find the head banked)
 wave_cmp() {
@@ -119,7 +121,7 @@ wave_cmp() {
     for wi in 1 2; do
         cc metrics "$p" "$tmp/$wn.$wt.m0" > /dev/null
         cc run "$p" "$tmp/$ws.json" "$tmp/$wn.$wt.json" wave "$@" > "$tmp/o" 2>&1
-        cc compare "$tmp/alone.${ws%hang}.json" "$tmp/alone.log" "$tmp/$wn.$wt.json" "$tmp/$wn.log" $wall >> "$tmp/o" 2>&1
+        cc compare "$tmp/${ref:-alone}.${ws%hang}.json" "$tmp/${ref:-alone}.log" "$tmp/$wn.$wt.json" "$tmp/$wn.log" $wall >> "$tmp/o" 2>&1
         wrc=$?
         [ $wrc = 3 ] && [ $wi = 1 ] && [ $wretry = 1 ] || break
         echo "($wn $wt: the wave did not overlap, sent once more)"
@@ -164,6 +166,26 @@ wave_cmp bank main w1 && pass "[1] --parallel 16 --step-tokens 64, bank in RAM (
     || { fail "[1] bank, first wave"; show "$tmp/o"; }
 wave_cmp bank main w2 reverse && restored bank w2 && pass "[1] the bank's second wave, sent in reverse order (restores beside prefills): $(tail -1 "$tmp/o")" \
     || { fail "[1] bank, second wave"; show "$tmp/o"; }
+
+# Q8_0 weights packed at start (where the kernel table packs: AVX-512 VNNI): the same wave on
+# a Q8_0 GGUF, alone on the unpacked weights (HEADSTART_NO_Q8P=1), then in a crowd packed,
+# twice (the second restoring): packing changes no bit, alone or beside others
+"$hs" mkmodel --preset tiny --dtype q8_0 --out "$tmp/q8.gguf" > "$tmp/o" 2>&1 || { fail "mkmodel q8_0"; show "$tmp/o"; }
+model=$tmp/q8.gguf
+export HEADSTART_NO_Q8P=1
+start q8alone --parallel 1 --no-bank
+unset HEADSTART_NO_Q8P
+cc run "$port" "$tmp/main.json" "$tmp/q8alone.main.json" alone > "$tmp/o" 2>&1 || { fail "[1] q8_0 alone runs"; show "$tmp/o"; }
+start q8packed --parallel 16 --step-tokens 64 --bank-ram 64M --no-bank-disk --max-queue 64
+p=$port ref=q8alone
+if grep -q 'weights packed' "$tmp/q8alone.log"; then fail "[1] q8_0: HEADSTART_NO_Q8P=1 still packed"
+elif ! grep -q 'Q8_0 weights packed' "$tmp/q8packed.log"; then echo "skip: [1] q8_0 packed: this CPU's kernel table does not pack"
+else
+    wave_cmp q8packed main w1 && wave_cmp q8packed main w2 reverse && restored q8packed w2 \
+        && pass "[1] Q8_0 packed at start, in a crowd and restored (two waves): the unpacked alone answers, $(tail -1 "$tmp/o")" \
+        || { fail "[1] Q8_0 packed"; show "$tmp/o"; }
+fi
+model= ref=
 
 # ---- 2. disconnects -----------------------------------------------------------------------
 p=$p16
