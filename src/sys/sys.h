@@ -93,6 +93,9 @@ uint64_t sys_file_map_faults(void);
 /* Drop the whole pages inside [p, p+n) of a read-only file mapping from the resident set
  * (mem.c; advice only, never an error): a later read refaults them from the file. */
 void sys_mem_cold(const void *p, size_t n);
+/* Read and map in the whole pages covering [p, p+n) of a file mapping now, rather than a
+ * fault at a time on first use (mem.c; advice only, never an error). */
+void sys_mem_warm(const void *p, size_t n);
 
 /* Read a whole (small) file into memory, NUL-terminated; *len_out excludes the NUL. */
 int sys_file_read_all(const char *path, uint64_t max_len, char **data_out, size_t *len_out,

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -249,4 +250,52 @@ Test(sys_file, mkdir_p)
     hs_free(file);
     hs_free(slash);
     hs_free(deep);
+}
+
+/* Resident kB of the mapping that starts at p, from /proc/self/smaps (-1: not found). */
+static long smaps_rss_kb(const void *p)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    cr_assert_not_null(f);
+    char line[512];
+    bool in = false;
+    long kb = -1;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long a, b;
+        if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            in = a == (unsigned long)(uintptr_t)p;
+            continue;
+        }
+        if (in && sscanf(line, "Rss: %ld kB", &kb) == 1) break;
+    }
+    fclose(f);
+    return kb;
+}
+
+Test(sys_file, warm_maps_pages_in_and_cold_drops_them)
+{
+    enum { SIZE = 1 << 20 };
+    long pg = sysconf(_SC_PAGESIZE);
+    unsigned char *data = malloc(SIZE);
+    for (size_t i = 0; i < SIZE; i++) data[i] = (unsigned char)(i * 13 + 1);
+    char *path = put_file("w.bin", data, SIZE);
+    struct sys_map m;
+    struct hs_err err;
+    hs_err_clear(&err);
+    cr_assert_eq(sys_file_map(path, &m, &err), HS_OK, "%s", err.msg);
+    cr_assert_eq(smaps_rss_kb(m.data), 0, "nothing is mapped in before the first read");
+    if (madvise((void *)m.data, (size_t)pg, 22 /* MADV_POPULATE_READ */) != 0) {
+        sys_file_unmap(&m);
+        hs_free(path);
+        free(data);
+        cr_skip("this kernel has no MADV_POPULATE_READ (Linux < 5.14)");
+    }
+    sys_mem_warm(m.data + 100, SIZE - 200); /* grown to whole pages: all of them */
+    cr_assert_eq(smaps_rss_kb(m.data), SIZE / 1024, "warm maps every page in");
+    sys_mem_cold(m.data, SIZE / 2);
+    cr_assert_eq(smaps_rss_kb(m.data), SIZE / 2 / 1024, "cold drops the half it was given");
+    cr_assert_eq(memcmp(m.data, data, SIZE), 0, "the bytes are the file's, before and after");
+    sys_file_unmap(&m);
+    hs_free(path);
+    free(data);
 }
