@@ -178,7 +178,7 @@ int gguf_get_bool(const struct gguf_file *g, const char *key, bool *out, struct 
 bool gguf_value_int(const struct gguf_value *v, int64_t *out);
 /* Entry i of a per-layer integer key, as llama.cpp writes them: either a scalar (the same
  * value for every layer; *n = 0) or an array of any integer type or of bools (*n = its
- * length; i past the end is an error). */
+ * length; i past the end is an error). *n is 0 where the key is missing or not an integer array. */
 int gguf_get_i64_at(const struct gguf_file *g, const char *key, uint64_t i, int64_t *out, uint64_t *n,
                     struct hs_err *err);
 /* The string is copied into an owned, NUL-terminated buffer (free with hs_free). */

@@ -652,10 +652,10 @@ bool gguf_value_int(const struct gguf_value *v, int64_t *out)
 int gguf_get_i64_at(const struct gguf_file *g, const char *key, uint64_t i, int64_t *out, uint64_t *n,
                     struct hs_err *err)
 {
+    *n = 0;
     const struct gguf_value *v = get(g, key, err);
     if (!v) return HS_ERR_NOT_FOUND;
     if (v->type != GGUF_TYPE_ARRAY) {
-        *n = 0;
         if (v->type == GGUF_TYPE_BOOL) { *out = v->v.b; return HS_OK; }
         return gguf_get_i64(g, key, out, err);
     }

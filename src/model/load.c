@@ -1123,7 +1123,7 @@ static int hparams_from_gguf(struct model *m, const struct hp_ctx *c, struct hs_
     if (gguf_find(g, key)) {
         for (int il = 0; il < hp->n_layer; il++) {
             int64_t flag;
-            uint64_t n;
+            uint64_t n = 0;
             if ((rc = gguf_get_i64_at(g, key, (uint64_t)il, &flag, &n, err))) {
                 if (n > 0 && n < (uint64_t)hp->n_layer) {
                     hs_err_clear(err);
