@@ -4,6 +4,7 @@
  * against a brute-force window, option validation, and a 248k-vocabulary timing (printed,
  * not asserted). */
 #include <criterion/criterion.h>
+#include <float.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -744,6 +745,92 @@ Test(sample_large, vocab_248320)
             N, (now_s() - t2) * 1e3 / CALLS, t_defaults * 1e3 / CALLS);
     sampler_free(s);
     free(l);
+}
+
+/* ---- the vectorised scans: every lane, every tail ------------------------------------------ */
+
+/* What the sampler makes of a logit before ranking: NaN → −inf, +inf → FLT_MAX, −0 → +0. */
+static float ref_clean(float v)
+{
+    if (isnan(v))
+        return -INFINITY;
+    if (v > FLT_MAX)
+        return FLT_MAX;
+    return v == 0.0f ? 0.0f : v;
+}
+
+/* Logits with ties (a coarse grid) and the special values at random places, so that the
+ * best, its ties and the specials fall in every lane of a block and in the scalar tail. */
+static void special_logits(float *l, int64_t n, bool with_inf)
+{
+    static const float specials[] = { NAN, -INFINITY, -0.0f, 0.0f, FLT_MAX, -FLT_MAX, INFINITY };
+    const int n_special = with_inf ? 7 : 4;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t r = lcg_next();
+        l[i] = r % 5 == 0 ? specials[(r / 5) % (uint32_t)n_special] : (float)((int)(r % 17) - 8) * 0.25f;
+    }
+}
+
+Test(sample_scan, greedy_over_every_lane_and_tail)
+{
+    lcg_state = 21;
+    float l[1100], clean[1100];
+    for (int64_t n = 1; n <= 1100; n += n < 70 ? 1 : 97) {
+        struct sampler_opts plain = opts_plain(0.0f, 0, 1.0f, 0.0f, 0);
+        struct sampler_opts pen = plain; /* a penalty on: the copy-then-argmax path */
+        pen.repetition_penalty = 1.5f;
+        struct sampler *a = new_or_die(&plain, n), *b = new_or_die(&pen, n);
+        for (int trial = 0; trial < 40; trial++) {
+            special_logits(l, n, true);
+            if (trial % 8 == 7) /* all banned */
+                for (int64_t i = 0; i < n; i++)
+                    l[i] = trial % 16 == 7 ? NAN : -INFINITY;
+            for (int64_t i = 0; i < n; i++)
+                clean[i] = ref_clean(l[i]);
+            int32_t want = argmax_lowest(clean, n);
+            cr_assert_eq(sampler_sample(a, l), want, "n %lld trial %d", (long long)n, trial);
+            cr_assert_eq(sampler_sample(b, l), want, "n %lld trial %d (copy path)", (long long)n, trial);
+        }
+        sampler_free(a);
+        sampler_free(b);
+    }
+}
+
+/* With an enormous temperature every finite candidate has e ≈ 1, so many draws return each
+ * of the top-k tokens: the set drawn is the set the heap selected, ties broken by id. */
+Test(sample_scan, top_k_set_over_every_lane_and_tail)
+{
+    lcg_state = 22;
+    static float l[5000], clean[5000];
+    static int32_t rank[5000];
+    static const int64_t sizes[] = { 17, 20, 21, 31, 33, 47, 100, 1001, 4099 };
+    static const int ks[] = { 1, 3, 16, 20 };
+    for (size_t si = 0; si < HS_ARRAY_LEN(sizes); si++) {
+        const int64_t n = sizes[si];
+        for (size_t ki = 0; ki < HS_ARRAY_LEN(ks); ki++) {
+            special_logits(l, n, false);
+            for (int64_t i = 0; i < n; i++) {
+                clean[i] = ref_clean(l[i]);
+                rank[i] = (int32_t)i;
+            }
+            cmp_logits = clean;
+            qsort(rank, (size_t)n, sizeof *rank, cmp_rank);
+            bool want[5000] = { false };
+            for (int k = 0; k < ks[ki]; k++)
+                want[rank[k]] = clean[rank[k]] > -INFINITY;
+            struct sampler_opts o = opts_plain(1e30f, ks[ki], 1.0f, 0.0f, 7 + si);
+            struct sampler *s = new_or_die(&o, n);
+            bool got[5000] = { false };
+            for (int d = 0; d < 60 * ks[ki]; d++) {
+                int32_t t = sampler_sample(s, l);
+                cr_assert(want[t], "n %lld top_k %d: token %d is not among the best", (long long)n, ks[ki], t);
+                got[t] = true;
+            }
+            for (int64_t i = 0; i < n; i++)
+                cr_assert(got[i] == want[i], "n %lld top_k %d: token %lld never drawn", (long long)n, ks[ki], (long long)i);
+            sampler_free(s);
+        }
+    }
 }
 
 Test(sample_opts, check_names_the_bad_option)
