@@ -6,9 +6,10 @@
  *   1. Tests run one at a time, each in a child forked from a parent that has started no
  *      thread (TSan does not support threads across fork), in registration order: the
  *      order of the files on the command line, then of the tests in each file.
- *   2. Verdict per child: exit 0 passes; exit 1 (a failed assertion) fails; any other
- *      exit (TSan's 66 after a report) or a signal crashes; running past the timeout is
- *      killed and crashes. Only a pass counts as a pass.
+ *   2. Verdict per child: exit 0 passes; exit 1 (a failed assertion) fails; exit 3
+ *      (cr_skip_test, which printed its "[SKIP]" line) is not counted, as under Criterion;
+ *      any other exit (TSan's 66 after a report) or a signal crashes; running past the
+ *      timeout is killed and crashes. Only a pass counts as a pass.
  *   3. Output is Criterion's as far as tools/run_tests.sh reads it: "[FAIL] suite::name: why"
  *      per failure and one closing "[====] Synthesis: Tested: N | Passing: N | Failing: N |
  *      Crashing: N". Criterion's options (--verbose, --jobs N) are accepted and ignored; a
@@ -29,6 +30,8 @@
 static struct shim_test *g_tests, **g_tail = &g_tests;
 static struct shim_suite *g_suites;
 static jmp_buf g_abort; /* in the child: where a failed assertion goes */
+static char g_full[256]; /* in the child: "suite::name" of the test it runs */
+enum { EXIT_SKIPPED = 3 };
 
 void shim_register_test(struct shim_test *t)
 {
@@ -54,6 +57,18 @@ void shim_fail(const char *file, int line, const char *expr, const char *fmt, ..
     }
     fputc('\n', stderr);
     longjmp(g_abort, 1);
+}
+
+void shim_skip(const char *fmt, ...)
+{
+    printf("[SKIP] %s: ", g_full);
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
+    fflush(NULL);
+    _exit(EXIT_SKIPPED);
 }
 
 static const struct shim_opts *suite_opts(const char *name)
@@ -93,8 +108,8 @@ int main(int argc, char **argv)
     }
     int n = 0, passed = 0, failing = 0, crashing = 0;
     for (const struct shim_test *t = g_tests; t; t = t->next) {
-        char full[256];
-        snprintf(full, sizeof full, "%s::%s", t->suite, t->name);
+        char *full = g_full;
+        snprintf(g_full, sizeof g_full, "%s::%s", t->suite, t->name);
         if (filter && !strstr(full, filter)) continue;
         const struct shim_opts *so = suite_opts(t->suite);
         double timeout = t->opts->timeout > 0 ? t->opts->timeout
@@ -114,6 +129,8 @@ int main(int argc, char **argv)
         if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
             passed++;
             printf("[PASS] %s\n", full);
+        } else if (WIFEXITED(st) && WEXITSTATUS(st) == EXIT_SKIPPED) {
+            n--;
         } else if (WIFEXITED(st) && WEXITSTATUS(st) == 1) {
             failing++;
             printf("[FAIL] %s: an assertion failed\n", full);

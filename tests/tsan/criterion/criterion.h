@@ -10,8 +10,9 @@
  * libcriterion.
  *   1. Same meaning as Criterion for what the suites use: Test(suite, name, .init, .fini,
  *      .timeout), TestSuite(suite, ...) with the suite's init before the test's and the
- *      test's fini before the suite's, and the cr_assert* family (a failure ends the test,
- *      then its fini runs).
+ *      test's fini before the suite's, the cr_assert* family (a failure ends the test,
+ *      then its fini runs) and cr_skip_test (the test ends, its finis do not run, and it
+ *      is not counted: a "[SKIP] suite::name: why" line says so).
  *   2. Each test runs in its own forked process, as under Criterion, so tests keep their
  *      isolation (globals, fault injection, exit paths).
  *   3. The runner prints Criterion's "[FAIL]" and "Synthesis:" lines, so tools/run_tests.sh
@@ -50,6 +51,11 @@ void shim_register_suite(struct shim_suite *s);
  * "" when none) and ends the test: does not return. */
 void shim_fail(const char *file, int line, const char *expr, const char *fmt, ...)
     __attribute__((noreturn));
+
+/* Ends the test as skipped (Criterion's cr_skip_test): the runner prints "[SKIP] suite::name:
+ * why" and leaves it out of the counts, as Criterion does. Does not return. */
+void shim_skip(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+#define cr_skip_test(...) shim_skip(__VA_ARGS__)
 
 #define SHIM_CAT_(a, b) a##b
 #define SHIM_CAT(a, b) SHIM_CAT_(a, b)

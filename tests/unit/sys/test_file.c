@@ -288,7 +288,7 @@ Test(sys_file, warm_maps_pages_in_and_cold_drops_them)
         sys_file_unmap(&m);
         hs_free(path);
         free(data);
-        cr_skip("this kernel has no MADV_POPULATE_READ (Linux < 5.14)");
+        cr_skip_test("this kernel has no MADV_POPULATE_READ (Linux < 5.14)");
     }
     sys_mem_warm(m.data + 100, SIZE - 200); /* grown to whole pages: all of them */
     cr_assert_eq(smaps_rss_kb(m.data), SIZE / 1024, "warm maps every page in");
