@@ -163,7 +163,7 @@ static void q8p_rows(float *y, int64_t y_ld, const uint8_t *wp, const struct ker
         for (int64_t g = ga; g < gz; g++) q8p_tile_1(y, y_ld, wp, gb, nb, g, xq, cx, 0, r0, r1, (int)n_tok);
         return;
     }
-    /* token tiles of Q8P_PTOKS or one fewer (9 tokens: 5 + 4, not 6 + 3) */
+    /* token tiles of Q8P_PTOKS or one fewer (9 tokens: 4 + 5, not 6 + 3) */
     const int64_t n_tt = (n_tok + Q8P_PTOKS - 1) / Q8P_PTOKS;
     const int64_t panel = HS_MAX((int64_t)(Q8P_PANEL_BYTES / gb), (int64_t)1);
     for (int64_t p0 = ga; p0 < gz; p0 += panel) {
