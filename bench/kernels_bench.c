@@ -2,7 +2,9 @@
  * kernels_bench.c — speed of the matmul variants (scalar, AVX2, AVX-512) side by side, one
  * thread, on the Qwen3.5-0.8B shapes (K = 1024; 3584 and 6144 output rows; T = 1 decode and
  * T = 64 prefill), for f32 / f16 / bf16 / Q8_0 weights, plus the Q8_0 quantizer and kern_dot,
- * and Q8_0 rows against the packed panel layout (kern_ops.matmul_q8p) at T = 1, 2, 4, 8, 64.
+ * and Q8_0 rows against the packed panel layout (kern_ops.matmul_q8p, its offset shares
+ * computed once outside the timing as the engine does) at T = 1, 2, 4, 8, 12, 16, 64;
+ * `--q8p` runs that part alone.
  * Each variant's output is checked against scalar (memcmp) on the way. Prints one JSON
  * object per line and a human summary with GFLOP/s (2 * rows * K * T per call) and the
  * ratio to scalar; absolute times on a shared machine are noise, the ratios are the point.
@@ -246,6 +248,7 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "--peak")) return peak_main(argc, argv);
     bool quick = argc > 1 && !strcmp(argv[1], "--quick");
+    bool only_q8p = argc > 1 && !strcmp(argv[1], "--q8p");
     static const char *variants[] = {"scalar", "avx2", "avx512"};
     static const char *tnames[] = {"f32", "f16", "bf16", "q8_0"};
     static const int64_t rows_set[] = {3584, 6144};
@@ -262,7 +265,9 @@ int main(int argc, char **argv)
     float *y = hs_malloc((size_t)(64 * 6144) * sizeof(float));
 
     printf("# kernels_bench: K=%ld, one thread; GFLOP/s = 2*rows*K*T / time; x = ratio to scalar\n", (long)k);
-    for (int ti = 0; ti < 4; ti++) {
+    int32_t *cx = hs_malloc((size_t)(64 * k / 32) * sizeof(int32_t));
+    kern_q8p_corr(cx, xq, 64 * k / 32);
+    for (int ti = 0; ti < (only_q8p ? 0 : 4); ti++) {
         enum kern_wtype wt = (enum kern_wtype)ti;
         for (int ri = 0; ri < 2; ri++) {
             int64_t rows = rows_set[ri];
@@ -303,19 +308,19 @@ int main(int argc, char **argv)
     for (int vi = 1; vi < 3; vi++) {
         const struct kern_ops *ops = cpu_has(variants[vi]) ? kern_ops_for(variants[vi]) : NULL;
         if (!ops || !ops->matmul_q8p) continue;
-        static const int64_t few[] = {1, 2, 4, 8, 64};
+        static const int64_t few[] = {1, 2, 4, 8, 12, 16, 64};
         for (int ri = 0; ri < 2; ri++) {
             int64_t rows = rows_set[ri];
             uint8_t *w = make_weights(KERN_W_Q8_0, rows, k);
             void *wp = hs_aligned_alloc(64, kern_q8p_bytes(rows, k));
             kern_q8p_pack(wp, w, rows, k, 0, (rows + KERN_Q8P_ROWS - 1) / KERN_Q8P_ROWS);
-            for (int tk = 0; tk < 5; tk++) {
+            for (int tk = 0; tk < (int)(sizeof few / sizeof few[0]); tk++) {
                 int64_t T = few[tk];
                 double s_rows = time_matmul(ops, yref, w, KERN_W_Q8_0, x, xq, T, k, rows, min_s), best = 1e30;
                 double start = now_s();
                 for (int rep = 0; rep < 15; rep++) {
                     double t0 = now_s();
-                    ops->matmul_q8p(y, rows, wp, xq, T, k, 0, rows);
+                    ops->matmul_q8p(y, rows, wp, xq, cx, T, k, 0, rows);
                     best = fmin(best, now_s() - t0);
                     if (now_s() - start > min_s) break;
                 }
@@ -333,8 +338,9 @@ int main(int argc, char **argv)
         }
     }
 
+    hs_free(cx);
     /* the quantizer on the 64-token input and a 1024-long dot */
-    for (int vi = 0; vi < 3; vi++) {
+    for (int vi = 0; vi < (only_q8p ? 0 : 3); vi++) {
         if (!cpu_has(variants[vi])) continue;
         const struct kern_ops *ops = kern_ops_for(variants[vi]);
         struct kern_q8_block *q = hs_malloc((size_t)(64 * k / 32) * sizeof(*q));

@@ -448,6 +448,8 @@ static void scratch_alloc(struct engine *e)
     size_t nq = (size_t)(T * (kmax / KERN_Q8_BLOCK + 1));
     s->xq_a = hs_calloc(nq, sizeof(struct kern_q8_block));
     s->xq_b = hs_calloc(nq, sizeof(struct kern_q8_block));
+    s->xc_a = hs_calloc(nq, sizeof(int32_t));
+    s->xc_b = hs_calloc(nq, sizeof(int32_t));
     size_t nk = (size_t)(T * (kmax / KERN_QK + 1)); /* K-quant activations ([F7] q4k) */
     s->xk_a = hs_calloc(nk, sizeof(struct kern_q8k_block));
     s->xk_b = hs_calloc(nk, sizeof(struct kern_q8k_block));
@@ -488,6 +490,8 @@ static void scratch_free(struct engine_scratch *s)
     hs_free(s->bpair);
     hs_free(s->xq_a);
     hs_free(s->xq_b);
+    hs_free(s->xc_a);
+    hs_free(s->xc_b);
     hs_free(s->xk_a);
     hs_free(s->xk_b);
     hs_free(s->xb_a);

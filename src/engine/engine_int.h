@@ -106,6 +106,7 @@ struct engine_scratch {
     struct qsa_pair *bpair;                /* per thread [bpair_cap] block scores to rank */
     int64_t bpair_cap;
     struct kern_q8_block *xq_a, *xq_b;     /* quantized activations, [T, max K / 32] */
+    int32_t *xc_a, *xc_b;                  /* kern_q8p_corr of xq_a / xq_b (packed Q8_0 matmuls) */
     struct kern_q8k_block *xk_a, *xk_b;    /* the same for K-quant weights, [T, max K / 256] */
     uint16_t *xb_a, *xb_b;                 /* bf16-rounded activations for bf16 weights, [T, max K] */
     float *attn_scores;                    /* n_threads * KERN_ATTN_TOKS * KERN_ATTN_HEADS * attn_cap floats */

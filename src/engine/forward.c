@@ -77,11 +77,13 @@
 
 /* Quantized copies of one activation [T, K], NULL where no weight reading it needs them:
  * q8 (kern_q8_quantize) for Q8_0 weights, qk (kern_q8k_quantize) for Q4_K / Q6_K, bf
- * (kern_bf16_round) for bf16 weights. */
+ * (kern_bf16_round) for bf16 weights; cx (kern_q8p_corr of q8) where Q8_0 matrices have
+ * packed copies (q8pack.c), computed once for all of them. */
 struct act {
     const struct kern_q8_block *q8;
     const struct kern_q8k_block *qk;
     const uint16_t *bf;
+    const int32_t *cx;
 };
 #define ACT_Q8 1
 #define ACT_QK 2
@@ -115,7 +117,7 @@ struct mm_job {
 static void mm_part_run(const struct mm_job *j, const struct mm_part *p, int64_t r0, int64_t r1)
 {
     if ((int)p->wt == KERN_P_Q8_0) /* packed at engine start (q8pack.c) */
-        j->ops->matmul_q8p(p->y, p->y_ld, p->w, j->xa.q8, j->T, j->K, r0, r1);
+        j->ops->matmul_q8p(p->y, p->y_ld, p->w, j->xa.q8, j->xa.cx, j->T, j->K, r0, r1);
     else if (kern_wtype_is_k((int)p->wt))
         j->ops->matmul_k(p->y, p->y_ld, p->w, (int)p->wt, j->xa.qk, j->T, j->K, r0, r1);
     else if (kern_wtype_is_x((int)p->wt)) /* Q5_1, IQ4_NL, IQ4_XS ([F12]) */
@@ -226,7 +228,7 @@ static int act_need(const struct model_weight *w)
 static struct act act_row(struct act a, int64_t t, int64_t K)
 {
     struct act r = { a.q8 ? a.q8 + t * (K / KERN_Q8_BLOCK) : NULL, a.qk ? a.qk + t * (K / KERN_QK) : NULL,
-                     a.bf ? a.bf + t * K : NULL };
+                     a.bf ? a.bf + t * K : NULL, a.cx ? a.cx + t * (K / KERN_Q8_BLOCK) : NULL };
     return r;
 }
 
@@ -236,7 +238,7 @@ static struct act act_row(struct act a, int64_t t, int64_t K)
 static struct act quant(const struct engine *e, struct kern_q8_block *buf, struct kern_q8k_block *kbuf,
                         const float *x, int64_t T, int64_t K, int need)
 {
-    struct act a = { NULL, NULL, NULL };
+    struct act a = { NULL, NULL, NULL, NULL };
     if (need & ACT_BF16) {
         /* rounded once here for every bf16 matrix reading x (per value, so per token too);
          * the bf16 slot goes with the q8 slot the caller chose */
@@ -256,6 +258,11 @@ static struct act quant(const struct engine *e, struct kern_q8_block *buf, struc
     if (!(need & ACT_Q8)) return a;
     e->ops->q8_quantize(buf, x, T, K);
     a.q8 = buf;
+    if (e->n_q8p > 0) { /* the packed matmuls' offset shares, once for all of them */
+        int32_t *cbuf = buf == e->s.xq_a ? e->s.xc_a : e->s.xc_b;
+        kern_q8p_corr(cbuf, buf, T * (K / KERN_Q8_BLOCK));
+        a.cx = cbuf;
+    }
     return a;
 }
 

@@ -27,6 +27,9 @@
  *      still there); HEADSTART_NO_Q8P=1 in the environment skips the copies altogether
  *      (for side-by-side benchmarks; the bits are the same either way).
  *   4. Rows of more than KERN_Q8P_KMAX values stay Q8_0 (the kernel's stack buffers).
+ *   5. The activation's share of the layout's offset (kern_q8p_corr) is computed once per
+ *      quantized activation, in forward.c's quant() beside the quantization (scratch xc_a /
+ *      xc_b), and passed to every packed matmul that reads it.
  */
 #include "engine/engine_int.h"
 

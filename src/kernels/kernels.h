@@ -354,9 +354,17 @@ float kern_dot(const float *a, const float *b, int64_t n);
  * a format dtype): the weights are kern_q8p_pack's output, computed by kern_ops.matmul_q8p. */
 #define KERN_P_Q8_0 64
 #define KERN_Q8P_PAIR_BYTES 1088 /* two blocks of 16 rows: 2 x 512 quant bytes, 2 x 32 scale bytes */
-/* Byte offsets, inside a group, of block b's 512 quant bytes and of its 16 f16 scales. */
-static inline size_t kern_q8p_quants_at(int64_t b) { return (size_t)(b >> 1) * KERN_Q8P_PAIR_BYTES + (size_t)(b & 1) * 512; }
-static inline size_t kern_q8p_scales_at(int64_t b) { return (size_t)(b >> 1) * KERN_Q8P_PAIR_BYTES + 1024 + (size_t)(b & 1) * 32; }
+/* The slot block b of nb sits in inside a group: blocks in the order of the Q8_0 matmul's
+ * partial sums, b % 8 major and b ascending inside (0, 8, 16, ..., 1, 9, 17, ...), so a
+ * kernel runs one partial sum at a time over consecutive slots (q8p.c note 4). */
+static inline int64_t kern_q8p_slot(int64_t b, int64_t nb)
+{
+    int64_t l = b % KERN_Q8_LANES, q = nb / KERN_Q8_LANES, m = nb % KERN_Q8_LANES;
+    return l * q + (l < m ? l : m) + b / KERN_Q8_LANES;
+}
+/* Byte offsets, inside a group, of slot s's 512 quant bytes and of its 16 f16 scales. */
+static inline size_t kern_q8p_quants_at(int64_t s) { return (size_t)(s >> 1) * KERN_Q8P_PAIR_BYTES + (size_t)(s & 1) * 512; }
+static inline size_t kern_q8p_scales_at(int64_t s) { return (size_t)(s >> 1) * KERN_Q8P_PAIR_BYTES + 1024 + (size_t)(s & 1) * 32; }
 /* Bytes of one group of KERN_Q8P_ROWS rows of k values (a multiple of 64). */
 size_t kern_q8p_group_bytes(int64_t k);
 /* Bytes of a packed matrix; 0 when rows < 1 or k is not a positive multiple of 32. */
@@ -368,6 +376,10 @@ void kern_q8p_pack(void *dst, const void *w, int64_t rows, int64_t k, int64_t g0
 /* out (kern_row_bytes(KERN_W_Q8_0, k) bytes) = row `row` of the packed matrix wp, the Q8_0
  * row that was packed, byte for byte. */
 void kern_q8p_row(void *out, const void *wp, int64_t k, int64_t row);
+/* cx[i] = -128 * (the sum of xq[i]'s 32 quants), i < n: the activation's share of the
+ * layout's offset (q8p.c note 3), to add to a block sum; exact in int32. A matmul_q8p caller that multiplies one
+ * quantized activation by several matrices computes it once and passes it to each. */
+void kern_q8p_corr(int32_t *cx, const struct kern_q8_block *xq, int64_t n);
 
 /* ---- bf16 x bf16 matmul (bf16.c; the "BF16 weights" contract above) ----------------- */
 
@@ -602,11 +614,12 @@ struct kern_ops {
      * take the AVX2 one) */
     void (*q8k_quantize)(struct kern_q8k_block *xq, const float *x, int64_t n_tok, int64_t k);
     /* appended ([F10], many streams): y[t * y_ld + r] for r in [r0, r1) (any rows, any
-     * split) with Q8_0 weights in the panel layout (kern_q8p_pack), xq = kern_q8_quantize(x):
+     * split) with Q8_0 weights in the panel layout (kern_q8p_pack), xq = kern_q8_quantize(x),
+     * cx = kern_q8p_corr(xq, n_tok * k / 32) or NULL (then the call computes it):
      * kern_matmul's bits on the unpacked rows. NULL in a table without it: the engine then
      * keeps the Q8_0 rows and never packs (q8p_avx512.c) */
     void (*matmul_q8p)(float *y, int64_t y_ld, const void *wp, const struct kern_q8_block *xq,
-                       int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+                       const int32_t *cx, int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
 };
 
 /* The table of variant `variant` ("scalar", "avx2", "avx512vnni", "avx512"); NULL for an
@@ -649,7 +662,7 @@ void kern_matmul_avx512(float *y, int64_t y_ld, const void *w, enum kern_wtype w
                         int64_t r0, int64_t r1);
 void kern_q8_quantize_avx512(struct kern_q8_block *xq, const float *x, int64_t n_tok, int64_t k);
 void kern_matmul_q8p_avx512(float *y, int64_t y_ld, const void *wp, const struct kern_q8_block *xq,
-                            int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+                            const int32_t *cx, int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
 float kern_dot_avx512(const float *a, const float *b, int64_t n);
 
 /* ---- SIMD sequence kernels ([F7]; attn_avx2.c, attn_avx512.c, gdn_avx2.c, gdn_avx512.c)

@@ -5,7 +5,9 @@
  * 64 (the decode tiles 1..8, the 2-group x 6-token prefill tiles and their remainders),
  * row counts around 16-row groups (padding), K from one block to a few thousand (odd block
  * counts: half-used pairs), row ranges that cut groups (thread splits), several row
- * panels, extreme quants and scales, and thread-like splits of one call into pieces. */
+ * panels, extreme quants and scales, and thread-like splits of one call into pieces; the
+ * slot order (kern_q8p_slot) is the partial sums' order, kern_q8p_corr is the plain sum,
+ * and a call given the offset shares (cx) writes the same bytes as one that computes them. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
@@ -62,15 +64,21 @@ static void *pq_pack(const uint8_t *w, int64_t rows, int64_t k)
     return p;
 }
 
-/* One call over [r0, r1) split into `pieces` consecutive ranges (as threads would). */
-static void pq_case(const struct kern_ops *v, int64_t rows, int64_t k, int64_t n_tok, int64_t r0, int64_t r1,
-                    int pieces, int *bad, int *calls)
+/* One call over [r0, r1) split into `pieces` consecutive ranges (as threads would), with
+ * the offset shares computed by the call (cx NULL) or given (kern_q8p_corr, as the engine). */
+static void pq_case_cx(const struct kern_ops *v, int64_t rows, int64_t k, int64_t n_tok, int64_t r0, int64_t r1,
+                       int pieces, bool given_cx, int *bad, int *calls)
 {
     uint8_t *w = pq_weights(rows, k);
     void *wp = pq_pack(w, rows, k);
     float *x = pq_acts(n_tok * k);
     struct kern_q8_block *xq = hs_malloc((size_t)(n_tok * (k / 32)) * sizeof(*xq));
     kern_q8_quantize(xq, x, n_tok, k);
+    int32_t *cx = NULL;
+    if (given_cx) {
+        cx = hs_malloc((size_t)(n_tok * (k / 32)) * sizeof(int32_t));
+        kern_q8p_corr(cx, xq, n_tok * (k / 32));
+    }
     int64_t y_ld = rows + 2;
     float *a = hs_malloc((size_t)(n_tok * y_ld) * sizeof(float));
     float *b = hs_malloc((size_t)(n_tok * y_ld) * sizeof(float));
@@ -78,16 +86,16 @@ static void pq_case(const struct kern_ops *v, int64_t rows, int64_t k, int64_t n
     kern_matmul(a, y_ld, w, KERN_W_Q8_0, x, xq, n_tok, k, r0, r1);
     for (int p = 0; p < pieces; p++) {
         int64_t lo = r0 + (r1 - r0) * p / pieces, hi = r0 + (r1 - r0) * (p + 1) / pieces;
-        v->matmul_q8p(b, y_ld, wp, xq, n_tok, k, lo, hi);
+        v->matmul_q8p(b, y_ld, wp, xq, cx, n_tok, k, lo, hi);
     }
     (*calls)++;
     if (memcmp(a, b, (size_t)(n_tok * y_ld) * sizeof(float))) {
         if (!*bad)
             for (int64_t i = 0; i < n_tok * y_ld; i++)
                 if (memcmp(a + i, b + i, 4)) {
-                    cr_log_error("rows %ld K %ld T %ld [%ld,%ld) /%d: first diff t=%ld r=%ld: %a vs %a", (long)rows,
-                                 (long)k, (long)n_tok, (long)r0, (long)r1, pieces, (long)(i / y_ld),
-                                 (long)(i % y_ld), a[i], b[i]);
+                    cr_log_error("rows %ld K %ld T %ld [%ld,%ld) /%d cx %d: first diff t=%ld r=%ld: %a vs %a",
+                                 (long)rows, (long)k, (long)n_tok, (long)r0, (long)r1, pieces, (int)given_cx,
+                                 (long)(i / y_ld), (long)(i % y_ld), a[i], b[i]);
                     break;
                 }
         (*bad)++;
@@ -96,8 +104,15 @@ static void pq_case(const struct kern_ops *v, int64_t rows, int64_t k, int64_t n
     hs_free(wp);
     hs_free(x);
     hs_free(xq);
+    hs_free(cx);
     hs_free(a);
     hs_free(b);
+}
+
+static void pq_case(const struct kern_ops *v, int64_t rows, int64_t k, int64_t n_tok, int64_t r0, int64_t r1,
+                    int pieces, int *bad, int *calls)
+{
+    pq_case_cx(v, rows, k, n_tok, r0, r1, pieces, false, bad, calls);
 }
 
 Test(kern_q8p, pack_is_lossless_and_pads_with_zero_rows)
@@ -192,5 +207,80 @@ Test(kern_q8p, panels_large_k_and_splits)
     pq_case(v, 40, 8224, 3, 0, 40, 1, &bad, &calls);    /* past the old path's V_KMAX */
     pq_case(v, 20, 17408, 2, 0, 20, 1, &bad, &calls);   /* a 27B FFN row: > 1 panel per group */
     pq_case(v, 48, 3584, 16, 0, 48, 5, &bad, &calls);
+    pq_case(v, 20, 17408, 40, 0, 20, 2, &bad, &calls); /* cx NULL: shares for 30 tokens at a time */
+    cr_assert_eq(bad, 0, "%d of %d calls differ from scalar", bad, calls);
+}
+
+Test(kern_q8p, slot_order_is_the_partial_sums_order)
+{
+    for (int64_t nb = 1; nb <= 70; nb++) {
+        int64_t *at = hs_calloc((size_t)nb, sizeof(int64_t));
+        for (int64_t i = 0; i < nb; i++) at[i] = -1;
+        for (int64_t b = 0; b < nb; b++) {
+            int64_t sl = kern_q8p_slot(b, nb);
+            cr_assert(sl >= 0 && sl < nb, "nb %ld: block %ld in slot %ld", (long)nb, (long)b, (long)sl);
+            cr_assert_eq(at[sl], -1, "nb %ld: slot %ld taken twice", (long)nb, (long)sl);
+            at[sl] = b;
+        }
+        /* slot by slot: sum 0's blocks ascending, then sum 1's, ... (a kernel's run order) */
+        int64_t sl = 0;
+        for (int64_t l = 0; l < 8; l++)
+            for (int64_t b = l; b < nb; b += 8, sl++)
+                cr_assert_eq(at[sl], b, "nb %ld: slot %ld holds block %ld, not %ld", (long)nb, (long)sl, (long)at[sl],
+                             (long)b);
+        cr_assert_eq(sl, nb);
+        hs_free(at);
+    }
+}
+
+Test(kern_q8p, corr_is_the_scaled_quant_sum)
+{
+    enum { N = 40 };
+    struct kern_q8_block xq[N];
+    int32_t cx[N + 1];
+    pq_rng = 5;
+    for (int i = 0; i < N; i++) {
+        xq[i].d = (float)i;
+        for (int c = 0; c < 32; c++) {
+            int v = (int)(pq_next() % 255) - 127;
+            if (i == 0) v = 127; /* the extremes of kern_q8_quantize's range */
+            if (i == 1) v = -127;
+            if (i == 2) v = 0;
+            xq[i].q[c] = (int8_t)v;
+        }
+    }
+    cx[N] = 12345; /* n bounds the write */
+    kern_q8p_corr(cx, xq, N);
+    for (int i = 0; i < N; i++) {
+        int64_t sum = 0;
+        for (int c = 0; c < 32; c++) sum += xq[i].q[c];
+        cr_assert_eq(cx[i], (int32_t)(-128 * sum), "block %d: %d, want %ld", i, cx[i], (long)(-128 * sum));
+    }
+    cr_assert_eq(cx[0], -128 * 32 * 127);
+    cr_assert_eq(cx[1], 128 * 32 * 127);
+    cr_assert_eq(cx[2], 0);
+    cr_assert_eq(cx[N], 12345);
+}
+
+/* A caller's cx (the engine's, once per activation) against the call's own: both equal the
+ * scalar matmul, so each other, at every token count of a decode step and past it, odd
+ * row counts, odd block counts and nb < 8 (partial sums that get no block). */
+Test(kern_q8p, given_offset_shares_equal_computed_ones)
+{
+    const struct kern_ops *v = cpu_level_ops_or_skip("avx512vnni");
+    static const int64_t rows[] = {1, 7, 23, 50};
+    static const int64_t ks[] = {32, 160, 288, 1056};
+    int bad = 0, calls = 0;
+    pq_rng = 6;
+    for (int64_t t = 1; t <= 17; t++)
+        for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
+            for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+                int64_t n = rows[ri];
+                uint64_t seed = pq_rng;
+                pq_case_cx(v, n, ks[ki], t, 0, n, 1, true, &bad, &calls);
+                pq_rng = seed; /* the same weights and activations, cx computed by the call */
+                pq_case_cx(v, n, ks[ki], t, 0, n, 1, false, &bad, &calls);
+                if (n > 20) pq_case_cx(v, n, ks[ki], t, 2, n - 3, 3, true, &bad, &calls);
+            }
     cr_assert_eq(bad, 0, "%d of %d calls differ from scalar", bad, calls);
 }
