@@ -76,6 +76,11 @@ prepare() {
         ${CC:-cc} $CFLAGS_B $kb_def bench/kernels_bench.c "$build/libheadstart.a" $LIBS -o "$build/kernels_bench" ||
             die "building kernels_bench failed"
     fi
+    # not run by the table: the decode kernel's GB/s on its own (bench/README.md)
+    if need "$build/decode_bench" bench/decode_bench.c; then
+        ${CC:-cc} $CFLAGS_B bench/decode_bench.c "$build/libheadstart.a" $LIBS -o "$build/decode_bench" ||
+            die "building decode_bench failed"
+    fi
     if need "$build/capture_bench" bench/capture_bench.c; then
         ${CC:-cc} $CFLAGS_B bench/capture_bench.c "$build/libheadstart.a" $LIBS -o "$build/capture_bench" ||
             die "building capture_bench failed"

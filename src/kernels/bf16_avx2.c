@@ -17,6 +17,13 @@
  *   4. A chunk that runs past k is read through a zero-filled 16-value copy: the contract
  *      pads with +0 and the zero steps still run (they turn an acc of -0 into +0).
  *   5. Tiles (rows x tokens) only reuse loads; the bits do not depend on n_tok, r0, r1.
+ *   6. One token (decode: the weights stream from memory once per step): one pass over each
+ *      row, both halves of a chunk side by side in their own accumulators (lanes 0..7 and
+ *      8..15 are independent sums, so each still sees its chunks in ascending order), not
+ *      the two passes of note 1, which read every weight line twice; and a software
+ *      prefetch into L2 of the lines the next tile of rows reads at the same k (nr rows
+ *      further on: a distance in tiles never lands on a row the tile reads itself). 2.2-2.5x
+ *      the two-pass tile per CPU second (bench/profile.md, round 13).
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -25,12 +32,18 @@
 #include "kernels/tile_int.h"
 
 #define INLINE static inline __attribute__((always_inline))
-#define B_ROWS 2  /* batched: 2 x 3 outputs, 6 ymm accumulators per half */
-#define B_TOKS 3
+#define B_ROWS 2  /* batched: 2 x 4 outputs, 8 ymm accumulators per half (2 x 3: 0.73x; measured) */
+#define B_TOKS 4
 #define ROWS1 4   /* one token: 4 rows */
 #define MAXR 4
-#define MAXT 3
+#define MAXT 4
 #define CSR_DAZ_FTZ 0x8040u
+#ifndef PF_TILES
+#define PF_TILES 1 /* decode prefetch distance in row tiles (note 6; measured) */
+#endif
+#ifndef PF_HINT
+#define PF_HINT _MM_HINT_T1
+#endif
 
 static unsigned csr_enter(void)
 {
@@ -117,6 +130,53 @@ INLINE void tile(float *y, int64_t y_ld, const uint8_t *w, const uint16_t *xb, i
         for (int i = 0; i < nr; i++) y[(t + j) * y_ld + r + i] = tree(a0[i][j], a1[i][j]);
 }
 
+/* One token, rows r .. r+nr-1, one pass (note 6). */
+INLINE void tile1(float *y, const uint8_t *w, const uint16_t *xt, int64_t k, int64_t r, int nr)
+{
+    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
+    __m256 a0[MAXR], a1[MAXR];
+    const uint8_t *row[MAXR];
+#pragma GCC unroll 8
+    for (int i = 0; i < nr; i++) {
+        row[i] = w + (size_t)(r + i) * (size_t)k * 2;
+        a0[i] = _mm256_setzero_ps();
+        a1[i] = _mm256_setzero_ps();
+    }
+    const size_t pf = (size_t)PF_TILES * (size_t)nr * (size_t)k * 2; /* the same place PF_TILES tiles on */
+    int64_t c = 0;
+    for (; c + 32 <= k; c += 32) {
+#pragma GCC unroll 8
+        for (int i = 0; i < nr; i++) _mm_prefetch((const char *)row[i] + pf + c * 2, PF_HINT);
+        __m256i v0 = _mm256_loadu_si256((const __m256i *)(const void *)(xt + c));
+        __m256i v1 = _mm256_loadu_si256((const __m256i *)(const void *)(xt + c + 16));
+        __m256 xo0 = _mm256_castsi256_ps(_mm256_and_si256(v0, hi));
+        __m256 xe0 = _mm256_castsi256_ps(_mm256_slli_epi32(v0, 16));
+        __m256 xo1 = _mm256_castsi256_ps(_mm256_and_si256(v1, hi));
+        __m256 xe1 = _mm256_castsi256_ps(_mm256_slli_epi32(v1, 16));
+#pragma GCC unroll 8
+        for (int i = 0; i < nr; i++) {
+            __m256i u0 = _mm256_loadu_si256((const __m256i *)(const void *)(row[i] + c * 2));
+            __m256i u1 = _mm256_loadu_si256((const __m256i *)(const void *)(row[i] + c * 2 + 32));
+            a0[i] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(u0, hi)), xo0, a0[i]);
+            a0[i] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(u0, 16)), xe0, a0[i]);
+            a1[i] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(u1, hi)), xo1, a1[i]);
+            a1[i] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(u1, 16)), xe1, a1[i]);
+        }
+    }
+    if (c < k) {
+        /* the last, partial chunk through the zero-filled copies of note 4 */
+        __m256 acc0[MAXR][MAXT], acc1[MAXR][MAXT];
+#pragma GCC unroll 8
+        for (int i = 0; i < nr; i++) acc0[i][0] = a0[i], acc1[i][0] = a1[i];
+        step(acc0, row, xt, k, c, k - c, nr, 1);
+        step(acc1, row, xt, k, c + 16, k - c - 16, nr, 1);
+#pragma GCC unroll 8
+        for (int i = 0; i < nr; i++) a0[i] = acc0[i][0], a1[i] = acc1[i][0];
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < nr; i++) y[r + i] = tree(a0[i], a1[i]);
+}
+
 void kern_bf16_matmul_avx2(float *y, int64_t y_ld, const void *wp, const uint16_t *xb,
                            int64_t n_tok, int64_t k, int64_t r0, int64_t r1)
 {
@@ -125,7 +185,9 @@ void kern_bf16_matmul_avx2(float *y, int64_t y_ld, const void *wp, const uint16_
     int64_t r = r0;
 #define TILE(r, t, nr, nt) tile(y, y_ld, w, xb, k, r, t, nr, nt)
     if (n_tok == 1) {
-        KERN_TILES_ONE_TOKEN(r, r0, r1, ROWS1, TILE);
+#define TILE1(r, t, nr, nt) tile1(y, w, xb, k, r, nr)
+        KERN_TILES_ONE_TOKEN(r, r0, r1, ROWS1, TILE1);
+#undef TILE1
         csr_leave(csr);
         return;
     }

@@ -38,6 +38,22 @@
  *      steps are lane-wise and as in note 4: dw * dx rounded once, one vfmadd into the
  *      partial sum b % 8 (eight per token, kept in memory: 16 ymm are too few), the tree
  *      h = 4, 2, 1 at the end. Rows past the last whole group take the per-row tiles.
+ *   8. Float weights, one token (decode, tile_f1): F_ROWS1 rows, each with its four ymm of
+ *      note 1, the weights streamed once. Each tile prefetches (into L2, _MM_HINT_T1) the
+ *      lines the next tile of rows will read at the same k: rows are back to back, so that
+ *      is nr * row-bytes further on. A distance in tiles, not bytes, never lands on a row
+ *      the tile is reading itself, whatever K is. Measured 2.0-2.3x the hardware prefetcher
+ *      alone per CPU second (bench/profile.md, round 13; into L1 with _MM_HINT_T0 it gained
+ *      nothing on Zen 4).
+ *   9. Float weights, several tokens (prefill, tile_f3): 3 rows x 3 tokens. Twelve outputs
+ *      x four ymm do not fit in sixteen registers, so the four partial sums of each output
+ *      are parked in memory (an f32 stored and loaded back is the same value) and taken in
+ *      one lane group q at a time: per block of F_KBLK values of k, for q = 0..3, the 3 x 3
+ *      accumulators of group q run over the block's chunks (ascending), then go back. Every
+ *      lane still sees its k in ascending order, and the groups are independent sums, so
+ *      this is note 1's order; the block's weights and activations stay in L1 across the
+ *      four passes. Six loads per nine FMAs, against sixteen per twelve in a 1 x 3 tile
+ *      with all four groups live.
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -49,10 +65,20 @@
 #define INLINE static inline __attribute__((always_inline))
 /* Register tiles (rows x tokens per block of accumulators); measured, any shape gives the
  * same bits. Float: 4 ymm accumulators per output; Q8_0: 1 ymm. */
-#define F_ROWS 1   /* batched float: 1 x 3 outputs, 12 accumulators + 4 weight vectors */
+#define F_ROWS 3   /* batched float: 3 x 3 outputs, one lane group at a time (note 9) */
 #define F_TOKS 3
-#define F_ROWS1 3  /* single-token float: 3 rows, 12 accumulators + 4 x vectors */
+#define F_MAXT 3
+#define F_ROWS1 3  /* single-token float: 3 rows, 12 accumulators */
 #define F_MAXR 3
+#ifndef F_KBLK
+#define F_KBLK 512 /* k per block of the batched float tile (note 9; a multiple of 32) */
+#endif
+#ifndef F_PF_TILES
+#define F_PF_TILES 1 /* decode prefetch distance in row tiles (note 8; measured) */
+#endif
+#ifndef F_PF_HINT
+#define F_PF_HINT _MM_HINT_T1
+#endif
 #define Q_ROWS 2   /* batched Q8_0: 2 x 2 */
 #define Q_TOKS 2
 #ifndef Q_ROWS1
@@ -98,12 +124,82 @@ INLINE void tail_masks(__m256i m[4], int64_t n)
                                                         8 * q + 4, 8 * q + 5, 8 * q + 6, 8 * q + 7));
 }
 
-/* Outputs y[t][r] for rows r .. r+nr-1 and tokens t .. t+nt-1 (nr, nt constants after
- * inlining, so acc lives in registers). */
-INLINE void tile_f(float *y, int64_t y_ld, const uint8_t *w, size_t rb, enum kern_wtype wt,
-                   const float *x, int64_t k, int64_t r, int64_t t, int nr, int nt)
+/* The tail chunk (k % 32 != 0, note 2) of outputs acc[i][j][q] for rows row[i], tokens xt +
+ * j * k, i < nr, j < nt. */
+INLINE void tail_f(__m256 acc[F_MAXR][F_MAXT][4], const uint8_t *const *row, enum kern_wtype wt,
+                   const float *xt, int64_t k, int nr, int nt)
 {
-    __m256 acc[F_MAXR][F_TOKS][4];
+    int64_t kf = k & ~(int64_t)(KERN_LANES - 1), n = k - kf;
+    __m256i m[4];
+    tail_masks(m, n);
+    __m256 wv[F_MAXR][4];
+#pragma GCC unroll 8
+    for (int i = 0; i < nr; i++) {
+        if (wt == KERN_W_F32) {
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) wv[i][q] = _mm256_maskload_ps((const float *)row[i] + kf + 8 * q, m[q]);
+        } else {
+            uint16_t pad[KERN_LANES] = {0};
+            memcpy(pad, row[i] + kf * 2, (size_t)n * 2);
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) wv[i][q] = load_w8((const uint8_t *)pad, wt, 8 * q);
+        }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < nt; j++)
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) {
+            __m256 xv = _mm256_maskload_ps(xt + j * k + kf + 8 * q, m[q]);
+#pragma GCC unroll 8
+            for (int i = 0; i < nr; i++)
+                acc[i][j][q] = _mm256_blendv_ps(acc[i][j][q], _mm256_fmadd_ps(wv[i][q], xv, acc[i][j][q]),
+                                                _mm256_castsi256_ps(m[q]));
+        }
+}
+
+/* One token (decode; note 8): outputs y[r .. r+nr-1], four accumulators each, the weights
+ * streamed once with a prefetch of the next tile's lines into L2. */
+INLINE void tile_f1(float *y, const uint8_t *w, size_t rb, enum kern_wtype wt, const float *xt,
+                    int64_t k, int64_t r, int nr)
+{
+    __m256 acc[F_MAXR][F_MAXT][4];
+    const uint8_t *row[F_MAXR];
+    const int64_t es = wt == KERN_W_F32 ? 4 : 2; /* bytes per weight */
+    const size_t pf = (size_t)F_PF_TILES * (size_t)nr * rb; /* the same place F_PF_TILES tiles on */
+#pragma GCC unroll 8
+    for (int i = 0; i < nr; i++) {
+        row[i] = w + (size_t)(r + i) * rb;
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) acc[i][0][q] = _mm256_setzero_ps();
+    }
+    int64_t kf = k & ~(int64_t)(KERN_LANES - 1);
+    for (int64_t k0 = 0; k0 < kf; k0 += KERN_LANES) {
+#pragma GCC unroll 8
+        for (int i = 0; i < nr; i++)
+#pragma GCC unroll 2
+            for (int l = 0; l < (int)es / 2; l++)
+                _mm_prefetch((const char *)row[i] + pf + k0 * es + 64 * l, F_PF_HINT);
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) {
+            __m256 xv = _mm256_loadu_ps(xt + k0 + 8 * q);
+#pragma GCC unroll 8
+            for (int i = 0; i < nr; i++)
+                acc[i][0][q] = _mm256_fmadd_ps(load_w8(row[i], wt, k0 + 8 * q), xv, acc[i][0][q]);
+        }
+    }
+    if (kf < k) tail_f(acc, row, wt, xt, k, nr, 1);
+#pragma GCC unroll 8
+    for (int i = 0; i < nr; i++) y[r + i] = v8_tree32(acc[i][0][0], acc[i][0][1], acc[i][0][2], acc[i][0][3]);
+}
+
+/* Several tokens (prefill; note 9): outputs y[t + j][r + i], i < nr, j < nt (nr, nt <= 3,
+ * constants after inlining). The 4 x nr x nt partial sums live in `park`; per block of
+ * F_KBLK values of k, one lane group q at a time is taken into nr x nt registers, runs over
+ * the block's chunks, and goes back. */
+INLINE void tile_f3(float *y, int64_t y_ld, const uint8_t *w, size_t rb, enum kern_wtype wt,
+                    const float *x, int64_t k, int64_t r, int64_t t, int nr, int nt)
+{
+    __m256 park[F_MAXR][F_MAXT][4];
     const uint8_t *row[F_MAXR];
 #pragma GCC unroll 8
     for (int i = 0; i < nr; i++) {
@@ -111,70 +207,41 @@ INLINE void tile_f(float *y, int64_t y_ld, const uint8_t *w, size_t rb, enum ker
 #pragma GCC unroll 8
         for (int j = 0; j < nt; j++)
 #pragma GCC unroll 4
-            for (int q = 0; q < 4; q++) acc[i][j][q] = _mm256_setzero_ps();
+            for (int q = 0; q < 4; q++) park[i][j][q] = _mm256_setzero_ps();
     }
     const float *xt = x + t * k;
     int64_t kf = k & ~(int64_t)(KERN_LANES - 1);
-    for (int64_t k0 = 0; k0 < kf; k0 += KERN_LANES) {
-        if (nt == 1) {
-            /* decode: x chunk in registers, weights streamed */
-            __m256 xv[4];
-#pragma GCC unroll 4
-            for (int q = 0; q < 4; q++) xv[q] = _mm256_loadu_ps(xt + k0 + 8 * q);
+    for (int64_t b0 = 0; b0 < kf; b0 += F_KBLK) {
+        int64_t b1 = HS_MIN(b0 + F_KBLK, kf);
+        for (int q = 0; q < 4; q++) {
+            __m256 acc[F_MAXR][F_MAXT];
 #pragma GCC unroll 8
             for (int i = 0; i < nr; i++)
-#pragma GCC unroll 4
-                for (int q = 0; q < 4; q++)
-                    acc[i][0][q] = _mm256_fmadd_ps(load_w8(row[i], wt, k0 + 8 * q), xv[q], acc[i][0][q]);
-        } else {
-            __m256 wv[F_MAXR][4];
+#pragma GCC unroll 8
+                for (int j = 0; j < nt; j++) acc[i][j] = park[i][j][q];
+            for (int64_t k0 = b0 + 8 * q; k0 < b1; k0 += KERN_LANES) {
+                __m256 wv[F_MAXR];
+#pragma GCC unroll 8
+                for (int i = 0; i < nr; i++) wv[i] = load_w8(row[i], wt, k0);
+#pragma GCC unroll 8
+                for (int j = 0; j < nt; j++) {
+                    __m256 xv = _mm256_loadu_ps(xt + j * k + k0);
+#pragma GCC unroll 8
+                    for (int i = 0; i < nr; i++) acc[i][j] = _mm256_fmadd_ps(wv[i], xv, acc[i][j]);
+                }
+            }
 #pragma GCC unroll 8
             for (int i = 0; i < nr; i++)
-#pragma GCC unroll 4
-                for (int q = 0; q < 4; q++) wv[i][q] = load_w8(row[i], wt, k0 + 8 * q);
 #pragma GCC unroll 8
-            for (int j = 0; j < nt; j++)
-#pragma GCC unroll 8
-                for (int i = 0; i < nr; i++)
-#pragma GCC unroll 4
-                    for (int q = 0; q < 4; q++)
-                        acc[i][j][q] = _mm256_fmadd_ps(wv[i][q], _mm256_loadu_ps(xt + j * k + k0 + 8 * q),
-                                                       acc[i][j][q]);
+                for (int j = 0; j < nt; j++) park[i][j][q] = acc[i][j];
         }
     }
-    if (kf < k) {
-        int64_t n = k - kf;
-        __m256i m[4];
-        tail_masks(m, n);
-        __m256 wv[F_MAXR][4];
-#pragma GCC unroll 8
-        for (int i = 0; i < nr; i++) {
-            if (wt == KERN_W_F32) {
-#pragma GCC unroll 4
-                for (int q = 0; q < 4; q++) wv[i][q] = _mm256_maskload_ps((const float *)row[i] + kf + 8 * q, m[q]);
-            } else {
-                uint16_t pad[KERN_LANES] = {0};
-                memcpy(pad, row[i] + kf * 2, (size_t)n * 2);
-#pragma GCC unroll 4
-                for (int q = 0; q < 4; q++) wv[i][q] = load_w8((const uint8_t *)pad, wt, 8 * q);
-            }
-        }
-#pragma GCC unroll 8
-        for (int j = 0; j < nt; j++)
-#pragma GCC unroll 4
-            for (int q = 0; q < 4; q++) {
-                __m256 xv = _mm256_maskload_ps(xt + j * k + kf + 8 * q, m[q]);
-#pragma GCC unroll 8
-                for (int i = 0; i < nr; i++)
-                    acc[i][j][q] = _mm256_blendv_ps(acc[i][j][q], _mm256_fmadd_ps(wv[i][q], xv, acc[i][j][q]),
-                                                    _mm256_castsi256_ps(m[q]));
-            }
-    }
+    if (kf < k) tail_f(park, row, wt, xt, k, nr, nt);
 #pragma GCC unroll 8
     for (int j = 0; j < nt; j++)
 #pragma GCC unroll 8
         for (int i = 0; i < nr; i++)
-            y[(t + j) * y_ld + r + i] = v8_tree32(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]);
+            y[(t + j) * y_ld + r + i] = v8_tree32(park[i][j][0], park[i][j][1], park[i][j][2], park[i][j][3]);
 }
 
 /* One weight type, with wt a constant inside so load_w8's switch folds away. */
@@ -183,11 +250,13 @@ INLINE void matmul_float_t(float *y, int64_t y_ld, const uint8_t *w, enum kern_w
 {
     size_t rb = kern_row_bytes(wt, k);
     int64_t r = r0;
-#define TILE(r, t, nr, nt) tile_f(y, y_ld, w, rb, wt, x, k, r, t, nr, nt)
+#define TILE1(r, t, nr, nt) tile_f1(y, w, rb, wt, x, k, r, nr)
     if (n_tok == 1) {
-        KERN_TILES_ONE_TOKEN(r, r0, r1, F_ROWS1, TILE);
+        KERN_TILES_ONE_TOKEN(r, r0, r1, F_ROWS1, TILE1);
         return;
     }
+#undef TILE1
+#define TILE(r, t, nr, nt) tile_f3(y, y_ld, w, rb, wt, x, k, r, t, nr, nt)
     KERN_TILES_PANELS(r, r0, r1, n_tok, rb, F_ROWS, F_TOKS, TILE);
 #undef TILE
 }

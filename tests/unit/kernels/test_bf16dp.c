@@ -187,6 +187,21 @@ ParameterizedTest(int *vi, bf16dp, variants_match_scalar_edge_values_dense, .tim
     for (int rep = 0; rep < 8; rep++) check_shape(&v, 9, 64 + rep * 37, 13, true);
 }
 
+/* The one-token tiles (bf16_avx2.c note 6: 4 rows, both halves of a chunk in one pass, the
+ * last chunk partial; bf16_avx512.c's own): every row count from 1 to 9 (whole tiles and
+ * leftover rows), K under one chunk, at and around the half and whole chunk, and long rows
+ * with a tail, edge values on every other shape; then T = 1..9 on one shape. */
+DP_SIMD_VARIANTS(variants_match_scalar_one_token_tiles)
+ParameterizedTest(int *vi, bf16dp, variants_match_scalar_one_token_tiles, .timeout = 120)
+{
+    struct dp_variant v = dp_variant_or_skip(*vi);
+    static const int64_t ks[] = { 8, 16, 17, 31, 32, 33, 47, 48, 49, 64, 65, 1024, 1040, 1055, 3584 };
+    dp_seed(7);
+    for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
+        for (int64_t rows = 1; rows <= 9; rows++) check_shape(&v, rows, ks[ki], 1, (rows + (int64_t)ki) % 2 == 1);
+    for (int64_t t = 1; t <= 9; t++) check_shape(&v, 11, 1055, t, t % 2 == 0);
+}
+
 /* ---- the flush boundary ------------------------------------------------------------------- */
 
 /* y = w1 * x1 + w0 * x0 with k = 2 (one lane; the odd element first): w1 * x1 = +-FLT_MIN *

@@ -5,6 +5,7 @@
  * kern_dot likewise. A variant the CPU lacks is skipped, with a message saying so. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "kernels/kernels.h"
@@ -406,6 +407,81 @@ static void simd_panels(const char *variant)
     cr_assert_eq(bad, 0, "%s: %d multi-panel calls differ", variant, bad);
 }
 
+/* The float tiles' block and tile edges (matmul_avx2.c notes 8 and 9: one-token tiles of 3
+ * rows, 3 x 3 prefill tiles over blocks of 512 k with the partial sums parked): K just
+ * under, at and over one and several blocks, with and without a tail chunk; rows that are
+ * not a multiple of the tile; T = 1..9; full and partial row ranges; then the same calls
+ * split over three threads (rows cut unevenly) against one call. */
+struct simd_mm_job {
+    const struct kern_ops *ops;
+    float *y;
+    const uint8_t *w;
+    enum kern_wtype wt;
+    const float *x;
+    int64_t y_ld, n_tok, k, r0, r1;
+};
+
+static void *simd_mm_thread(void *p)
+{
+    struct simd_mm_job *j = p;
+    j->ops->matmul(j->y, j->y_ld, j->w, j->wt, j->x, NULL, j->n_tok, j->k, j->r0, j->r1);
+    return NULL;
+}
+
+static void simd_float_blocks(const char *variant)
+{
+    const struct kern_ops *ops = cpu_level_ops_or_skip(variant);
+    static const enum kern_wtype types[] = {KERN_W_F32, KERN_W_F16, KERN_W_BF16};
+    static const int64_t ks[] = {480, 511, 512, 513, 544, 1023, 1024, 1061, 1536, 1600, 2085};
+    static const int64_t rows_set[] = {1, 2, 3, 4, 5, 7, 10};
+    simd_seed(15);
+    int bad = 0, calls = 0;
+    for (size_t ti = 0; ti < 3; ti++)
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+            int64_t k = ks[ki], rows = rows_set[(ki + ti) % (sizeof rows_set / sizeof rows_set[0])];
+            uint8_t *w = simd_weights(types[ti], rows, k);
+            float *x = simd_vec(9 * k);
+            for (int64_t t = 1; t <= 9; t++) {
+                bad += simd_cmp_matmul(ops, w, types[ti], x, t, k, rows, 0, rows);
+                calls++;
+                if (rows > 2) {
+                    bad += simd_cmp_matmul(ops, w, types[ti], x, t, k, rows, 1, rows - (t % 2));
+                    calls++;
+                }
+            }
+            free(w);
+            free(x);
+        }
+    cr_assert_eq(bad, 0, "%s: %d of %d calls differ from scalar", variant, bad, calls);
+
+    /* threads: rows [0, 5), [5, 22), [22, 37) on three threads against one call, T = 1..9 */
+    enum { ROWS = 37, K = 1061 };
+    for (size_t ti = 0; ti < 3; ti++) {
+        uint8_t *w = simd_weights(types[ti], ROWS, K);
+        float *x = simd_vec(9 * K);
+        for (int64_t t = 1; t <= 9; t++) {
+            float *one = simd_ybuf(t, ROWS), *thr = simd_ybuf(t, ROWS);
+            ops->matmul(one, ROWS, w, types[ti], x, NULL, t, K, 0, ROWS);
+            pthread_t th[3];
+            struct simd_mm_job jobs[3];
+            const int64_t cut[4] = {0, 5, 22, ROWS};
+            for (int i = 0; i < 3; i++) {
+                jobs[i] = (struct simd_mm_job){ops, thr, w, types[ti], x, ROWS, t, K, cut[i], cut[i + 1]};
+                cr_assert_eq(pthread_create(&th[i], NULL, simd_mm_thread, &jobs[i]), 0);
+            }
+            for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+            cr_assert(memcmp(one, thr, (size_t)(t * ROWS) * sizeof(float)) == 0,
+                      "%s wt=%d T=%ld: threaded rows differ", variant, (int)types[ti], (long)t);
+            bad += simd_cmp_matmul(ops, w, types[ti], x, t, K, ROWS, 0, ROWS);
+            free(one);
+            free(thr);
+        }
+        free(w);
+        free(x);
+    }
+    cr_assert_eq(bad, 0, "%s: %d threaded-shape calls differ from scalar", variant, bad);
+}
+
 #define SIMD_TESTS(V)                                                                 \
     Test(kern_simd_##V, matmul_f32) { simd_matmul_sweep(#V, KERN_W_F32); }            \
     Test(kern_simd_##V, matmul_f16) { simd_matmul_sweep(#V, KERN_W_F16); }            \
@@ -415,7 +491,8 @@ static void simd_panels(const char *variant)
     Test(kern_simd_##V, q8_quantize) { simd_quantize(#V); }                           \
     Test(kern_simd_##V, negzero_tail) { simd_negzero_tail(#V); }                      \
     Test(kern_simd_##V, special_values) { simd_special(#V); }                         \
-    Test(kern_simd_##V, matmul_panels) { simd_panels(#V); }
+    Test(kern_simd_##V, matmul_panels) { simd_panels(#V); }                           \
+    Test(kern_simd_##V, matmul_float_blocks) { simd_float_blocks(#V); }
 
 SIMD_TESTS(avx2)
 SIMD_TESTS(avx512)
