@@ -26,9 +26,10 @@
  *      token tile stays in L1) only reuses loads; every output keeps its own accumulators
  *      and sees k in ascending order, so results do not depend on n_tok, r0, r1 or the
  *      tile shapes. The one- and two-token Q8_0 tiles (a decode step of one or two
- *      sequences: the weights come from memory) prefetch Q_PF_BYTES ahead along each row:
- *      the hardware prefetcher alone left a decode step at 7 GB/s per thread
- *      (bench/profile.md, round 7).
+ *      sequences: the weights come from memory) prefetch Q_PF_BYTES ahead along each row,
+ *      into L2 (_MM_HINT_T1): the hardware prefetcher alone left a decode step at 7 GB/s per
+ *      thread (bench/profile.md, round 7), and the same prefetch into L1 (_MM_HINT_T0) ran
+ *      a 0.8b decode at 0.57x the L2 one on Zen 4 (round 14; as note 8 found for floats).
  *   7. Q8_0 panels (QP_MIN_TOKS tokens or more, K <= 8192): whole groups of 8 rows are
  *      repacked once per panel so that dword lane i of a ymm holds 4 quants of row i
  *      (an 8 x 8 dword transpose per block) and the 8 scales sit in one f32 vector. One
@@ -428,7 +429,7 @@ INLINE void tile_q(float *y, int64_t y_ld, const uint8_t *w, size_t rb,
             for (int i = 0; i < nr; i++)
 #pragma GCC unroll 5
                 for (int l = 0; l < 5; l++)
-                    _mm_prefetch((const char *)row[i] + b * KERN_Q8_BLOCK_BYTES + Q_PF_BYTES + 64 * l, _MM_HINT_T0);
+                    _mm_prefetch((const char *)row[i] + b * KERN_Q8_BLOCK_BYTES + Q_PF_BYTES + 64 * l, _MM_HINT_T1);
         __m256 dx[Q_TOKS];
 #pragma GCC unroll 8
         for (int j = 0; j < nt; j++) dx[j] = load_dx8(xq + (t + j) * nb + b, 8);
