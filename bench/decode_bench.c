@@ -8,7 +8,7 @@
  *
  * Design note
  * -----------
- *   1. The variant is the engine's choice (kern_best_variant of sys_cpu_get, so
+ *   1. The variant is the engine's choice (engine_best_variant, so
  *      HEADSTART_CPU=avx2 measures the AVX2 table on an AVX-512 CPU), or --variant.
  *   2. Per weight type (f32, f16, bf16 with f32 activations, bf16_dp = kern_bf16_matmul on
  *      bf16-rounded activations, the path the engine takes for bf16 files, and q8_0 with the
@@ -39,6 +39,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/engine.h"
 #include "kernels/kernels.h"
 #include "sys/sys.h"
 
@@ -191,11 +192,7 @@ int main(int argc, char **argv)
     }
     if (k % KERN_Q8_BLOCK) { fprintf(stderr, "decode_bench: --k must be a multiple of 32\n"); return 2; }
     if (threads > 64 || reps > 1000) { fprintf(stderr, "decode_bench: at most 64 threads, 1000 reps\n"); return 2; }
-    const struct sys_cpu *cpu = sys_cpu_get();
-    if (!variant)
-        variant = kern_best_variant(cpu->avx2 && cpu->fma && cpu->f16c,
-                                    cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512_vnni,
-                                    cpu->avx512_bf16);
+    if (!variant) variant = engine_best_variant(); /* the engine's own choice, HEADSTART_CPU included */
     const struct kern_ops *ops = kern_ops_for(variant);
     if (!ops) { fprintf(stderr, "decode_bench: no kernel variant '%s'\n", variant); return 2; }
     struct sys_pool *pool = sys_pool_new((int)threads);

@@ -33,6 +33,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/engine.h"
 #include "kernels/kernels.h"
 #include "sys/sys.h"
 
@@ -163,11 +164,7 @@ static int peak_main(int argc, char **argv)
     }
     int64_t rows = (int64_t)rows_d, k = (int64_t)k_d, T = (int64_t)tok_d;
     if (k % 256) { fprintf(stderr, "kernels_bench: --k must be a multiple of 256\n"); return 2; }
-    const struct sys_cpu *cpu = sys_cpu_get();
-    if (!variant)
-        variant = kern_best_variant(cpu->avx2 && cpu->fma && cpu->f16c,
-                                    cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512_vnni,
-                                    cpu->avx512_bf16);
+    if (!variant) variant = engine_best_variant(); /* the engine's own choice, HEADSTART_CPU included */
     const struct kern_ops *ops = kern_ops_for(variant);
     if (!ops) { fprintf(stderr, "kernels_bench: no kernel variant '%s'\n", variant); return 2; }
     struct sys_pool *pool = sys_pool_new((int)threads);
