@@ -31,6 +31,13 @@
  *   4. Any r0, r1: a group that is only partly inside [r0, r1) is computed whole and stored
  *      with a mask (its other lanes are independent and thrown away), so a thread split
  *      that cuts a group cannot change a bit. Padding rows compute zeros, never stored.
+ *   5. The decode prefetch goes to L2 (T1), not L1: a step of 8 sequences broadcasts its
+ *      activations (8 x 36 bytes per block, 32 KiB at k = 3584) from L1, and weight lines
+ *      prefetched into L1 pushed them out. Three or more tokens per tile consume a group's
+ *      bytes more slowly, so their prefetch runs further ahead (8 KiB; 2 KiB for 1-2).
+ *      Measured on Zen 4 against T0 at 2 KiB for all (bench/ab_step.c, 2 threads, 3 runs):
+ *      per step 1.29-1.36x at 8 sequences, 1.04-1.20x at 4, 0.95-1.02x at 3, 1.05-1.09x at
+ *      2, 1.03-1.15x at 1 (bench/profile.md round 15).
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -42,7 +49,8 @@
 #define Q8P_TMAX 8                   /* tokens per tile at most (registers: note 3), and of one stream */
 #define Q8P_PTOKS 6                  /* tokens per tile of a prefill's 2-group tiles */
 #define Q8P_PANEL_BYTES (256 * 1024) /* packed weights per row panel of a several-token call */
-#define Q8P_PREFETCH 2048            /* bytes ahead a decode tile prefetches */
+#define Q8P_PREFETCH 2048            /* bytes ahead a tile of 1 or 2 tokens prefetches (into L2) */
+#define Q8P_PREFETCH_N 8192          /* ... and a tile of 3 to Q8P_TMAX tokens */
 #define Q8P_CX_MAX 16384             /* offset shares one call with cx == NULL computes at once */
 
 /* Slot sl (block b) of NG groups x NT tokens into acc, the running partial sum b % 8. */
@@ -50,13 +58,15 @@ INLINE void q8p_slot(__m512 acc[][Q8P_TMAX], const uint8_t *const *gp, int64_t s
                      const struct kern_q8_block *xq, const int32_t *cx, int NG, int NT)
 {
     __m512i is[2][Q8P_TMAX];
-    /* a decode tile streams one group: the slot's lines Q8P_PREFETCH ahead (the second of
-     * a pair also takes the scales' line; the stream runs on into the next group). A
-     * prefill's 2-group tiles read a panel that the first token tile brought into L2. */
-    if (NG == 1)
+    /* a decode tile streams one group: the slot's lines Q8P_PREFETCH(_N) ahead into L2
+     * (the second of a pair also takes the scales' line; the stream runs on into the next
+     * group; note 5). A prefill's 2-group tiles read a panel that the first token tile
+     * brought into L2. */
+    if (NG == 1) {
+        const char *ahead = (const char *)gp[0] + kern_q8p_quants_at(sl) + (NT <= 2 ? Q8P_PREFETCH : Q8P_PREFETCH_N);
 #pragma GCC unroll 9
-        for (int c = 0; c < 8 + (sl & 1); c++)
-            _mm_prefetch((const char *)gp[0] + kern_q8p_quants_at(sl) + Q8P_PREFETCH + 64 * c, _MM_HINT_T0);
+        for (int c = 0; c < 8 + (sl & 1); c++) _mm_prefetch(ahead + 64 * c, _MM_HINT_T1);
+    }
     /* each block sum starts from the token's share, -128 * sum x (note 1) */
 #pragma GCC unroll 8
     for (int j = 0; j < NT; j++)
