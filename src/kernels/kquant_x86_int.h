@@ -8,13 +8,16 @@
  * Invariants:
  *   1. kq_f16_at is exact and equals hs_f16_to_f32 (vcvtph2ps; a NaN comes out quiet).
  *   2. kq_scales_u32 makes the same bit moves as kern_q4k_scales (q4k.c), on 32-bit words.
- *   3. Integer helpers only (sums, broadcasts, lane moves, transposes): exact, so they cannot
+ *   3. Integer helpers (sums, broadcasts, lane moves, transposes) are exact, so they cannot
  *      change a bit of any order the float steps keep.
+ *   4. The float helpers (kq_apply1, kq_apply8) make exactly the scalar's float steps for one
+ *      block (kernels.h, "K-quant weights"), lane-wise where they take several tokens.
  */
 #ifndef HS_KERNELS_KQUANT_X86_INT_H
 #define HS_KERNELS_KQUANT_X86_INT_H
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "kernels/kernels.h"
@@ -81,6 +84,24 @@ static inline __attribute__((always_inline)) void kq_transpose8(__m256i v[8])
     }
 }
 
+/* Lane t of the result = the sum of the 8 int32 lanes of h[t] (exact; the order is free).
+ * hadd(a, b) per 128-bit half is [a01 a23 b01 b23]; twice gives the partial sums of each half
+ * of h0..h3 (h4..h7), then the two halves of each are added. */
+static inline __attribute__((always_inline)) __m256i kq_reduce8(const __m256i h[8])
+{
+    __m256i ab = _mm256_hadd_epi32(_mm256_hadd_epi32(h[0], h[1]), _mm256_hadd_epi32(h[2], h[3]));
+    __m256i cd = _mm256_hadd_epi32(_mm256_hadd_epi32(h[4], h[5]), _mm256_hadd_epi32(h[6], h[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20), _mm256_permute2x128_si256(ab, cd, 0x31));
+}
+
+/* Lane t of the result = the sum of the 8 int32 lanes of h[t], t < 4 (kq_reduce8's tree on
+ * half as many vectors). */
+static inline __attribute__((always_inline)) __m128i kq_reduce4(const __m256i h[4])
+{
+    __m256i ab = _mm256_hadd_epi32(_mm256_hadd_epi32(h[0], h[1]), _mm256_hadd_epi32(h[2], h[3]));
+    return _mm_add_epi32(_mm256_castsi256_si128(ab), _mm256_extracti128_si256(ab, 1));
+}
+
 #ifdef __AVX512F__
 /* ---- AVX-512 only (q4k_avx512.c, q5k_avx512.c, q6k_avx512.c) ------------------------------ */
 
@@ -130,6 +151,97 @@ static inline __attribute__((always_inline)) __m512i kq_bcast64(const void *p)
     long long v;
     memcpy(&v, p, 8);
     return _mm512_set1_epi64(v);
+}
+
+/* One decoded Q4_K / Q5_K super-block for the per-row paths (q4k_avx512.c note 2,
+ * q5k_avx512.c note 4): chunk j's 64 weights as unsigned bytes (values 64 j .. 64 j + 63),
+ * each int16 lane's sub-block scale, the mins as int16 pairs [m0 m0 m1 m1 ...] and the two
+ * f16 scales as f32. */
+struct kq_dec {
+    __m512i wq[4], ws[4];
+    __m256i mins;
+    float dw, dmin;
+};
+
+/* acc after one decoded block times one activation block, the scalar's float steps: isum and
+ * msum reduced together (lanes [isum, msum, isum, msum]), then dw * dx and dmin * dx rounded
+ * once each and two fmaf. */
+static inline __attribute__((always_inline)) float kq_apply1(const struct kq_dec *d, const struct kern_q8k_block *xb,
+                                                             float acc)
+{
+    __m512i s = _mm512_setzero_si512();
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < 4; j++) {
+        __m512i x = _mm512_loadu_si512(xb->q + 64 * j);
+        s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(d->wq[j], x), d->ws[j]);
+    }
+    __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+    __m256i m8s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsum), d->mins);
+    __m256i h = _mm256_hadd_epi32(s8, m8s);
+    h = _mm256_hadd_epi32(h, h);
+    __m128i h2 = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    int32_t isum = _mm_cvtsi128_si32(h2), msum = _mm_extract_epi32(h2, 1);
+    float a = fmaf(d->dw * xb->d, (float)isum, acc);
+    return fmaf(-(d->dmin * xb->d), (float)msum, a);
+}
+
+/* The int32 sums of a decoded block with token t's activation block x: hs the scaled dot
+ * (8 lanes), hm the mins' (8 lanes); both still to be summed across lanes. */
+static inline __attribute__((always_inline)) void kq_sums(const struct kq_dec *d, const struct kern_q8k_block *x,
+                                                          __m256i *hs, __m256i *hm)
+{
+    __m512i s = _mm512_setzero_si512();
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < 4; j++)
+        s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(d->wq[j], _mm512_loadu_si512(x->q + 64 * j)), d->ws[j]);
+    *hs = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+    *hm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsum), d->mins);
+}
+
+/* acc lanes t < nt (5 to 8 tokens, activation blocks xb[t * nb]) after one decoded block:
+ * the 8 tokens' isum (and msum) vectors reduced together (kq_reduce8: a third of the per-token
+ * horizontal sums' work), then the scalar's float steps lane-wise, lane t being token t's own
+ * accumulator (vmulps rounds dw * dx as the scalar product does, vcvtdq2ps is (float), vfmadd
+ * and vfnmadd round once as fmaf; lanes past nt see dx = 0 and stay 0, and are never stored). */
+static inline __attribute__((always_inline)) __m256 kq_apply8(const struct kq_dec *d, const struct kern_q8k_block *xb,
+                                                              int64_t nb, int nt, __m256 acc)
+{
+    __m256i hs[8], hm[8];
+    float xd[8] = {0};
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < 8; t++) {
+        if (t >= nt) {
+            hs[t] = hm[t] = _mm256_setzero_si256();
+            continue;
+        }
+        kq_sums(d, xb + t * nb, &hs[t], &hm[t]);
+        xd[t] = xb[t * nb].d;
+    }
+    __m256 vx = _mm256_loadu_ps(xd);
+    __m256 dw = _mm256_mul_ps(_mm256_set1_ps(d->dw), vx), dm = _mm256_mul_ps(_mm256_set1_ps(d->dmin), vx);
+    acc = _mm256_fmadd_ps(dw, _mm256_cvtepi32_ps(kq_reduce8(hs)), acc);
+    return _mm256_fnmadd_ps(dm, _mm256_cvtepi32_ps(kq_reduce8(hm)), acc);
+}
+
+/* kq_apply8 for 2 to 4 tokens: lanes t < nt of an xmm. */
+static inline __attribute__((always_inline)) __m128 kq_apply4(const struct kq_dec *d, const struct kern_q8k_block *xb,
+                                                              int64_t nb, int nt, __m128 acc)
+{
+    __m256i hs[4], hm[4];
+    float xd[4] = {0};
+    _Pragma("GCC unroll 4")
+    for (int t = 0; t < 4; t++) {
+        if (t >= nt) {
+            hs[t] = hm[t] = _mm256_setzero_si256();
+            continue;
+        }
+        kq_sums(d, xb + t * nb, &hs[t], &hm[t]);
+        xd[t] = xb[t * nb].d;
+    }
+    __m128 vx = _mm_loadu_ps(xd);
+    __m128 dw = _mm_mul_ps(_mm_set1_ps(d->dw), vx), dm = _mm_mul_ps(_mm_set1_ps(d->dmin), vx);
+    acc = _mm_fmadd_ps(dw, _mm_cvtepi32_ps(kq_reduce4(hs)), acc);
+    return _mm_fnmadd_ps(dm, _mm_cvtepi32_ps(kq_reduce4(hm)), acc);
 }
 
 /* The panel tiles' switch from a run-time token count nt (1..6) to a constant one: expands

@@ -19,7 +19,11 @@
  *      widens to int32 and applies the scale in one step; the lanes are summed with one
  *      reduction per block. The mins use the activation bsums (vpmaddwd of 16 bsums with 16
  *      mins), as the scalar formula writes them. A row's super-block is decoded once and
- *      applied to up to TOKS tokens.
+ *      applied to up to TOKS = 8 tokens: their isum (and msum) vectors are reduced together
+ *      (kq_reduce8) and the float steps run lane-wise, lane t being token t's accumulator
+ *      (kq_apply8; 2-4 tokens kq_apply4 in an xmm; one token kq_apply1). The per-token
+ *      horizontal sums and scalar float steps were most of a decode step of 8 sequences
+ *      (bench/profile.md round 15).
  *   3. Panel path (n_tok >= P_MIN_TOKS, the prefill): a panel of 16-row groups is repacked
  *      once per call (P_PANEL_BYTES on the stack, so K <= P_NB4 super-blocks; longer rows take
  *      note 2) so that lane i of a zmm belongs to row i: per group and super-block the weights
@@ -51,7 +55,7 @@
 #include "kernels/kquant_x86_int.h"
 
 #define INLINE static inline __attribute__((always_inline))
-#define TOKS 4
+#define TOKS 8 /* tokens per decoded block in the row path: one ymm of accumulators */
 #ifndef P_TOKS
 #define P_TOKS 6 /* tokens per register tile of the panel path (measured) */
 #endif
@@ -63,61 +67,82 @@
 #define PF_BYTES 2048
 #endif
 
+/* Super-block blk decoded for the row path (note 2). */
+INLINE void q4_decode(struct kq_dec *d, const uint8_t *blk, const __m512i sidx[4])
+{
+    const __m512i m4 = _mm512_set1_epi8(15);
+    __m128i sm = kq_scales_u32(blk + 4);
+    /* 8 scales as int16 (lanes 0..7), 16 mins as int16 pairs [m0 m0 m1 m1 ...] */
+    __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm));
+    __m128i m8 = _mm_unpackhi_epi64(sm, sm);
+    d->mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+    /* chunk j = bytes 32j..32j+31 of qs: low nibbles are values 64j.., high 64j+32.. */
+    _Pragma("GCC unroll 8")
+    for (int h = 0; h < 2; h++) {
+        __m512i q = _mm512_loadu_si512(blk + 16 + 64 * h);
+        __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+        d->wq[2 * h] = _mm512_shuffle_i64x2(lo, hi, 0x44);     /* lo lanes 0,1 | hi lanes 0,1 */
+        d->wq[2 * h + 1] = _mm512_shuffle_i64x2(lo, hi, 0xee); /* lo lanes 2,3 | hi lanes 2,3 */
+    }
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < 4; j++) d->ws[j] = _mm512_permutexvar_epi16(sidx[j], sc16);
+    d->dw = kq_f16_at(blk);
+    d->dmin = kq_f16_at(blk + 2);
+}
+
+INLINE void q4_prefetch(const uint8_t *blk)
+{
+    _mm_prefetch((const char *)blk + PF_BYTES, _MM_HINT_T0);
+    _mm_prefetch((const char *)blk + PF_BYTES + 64, _MM_HINT_T0);
+    _mm_prefetch((const char *)blk + PF_BYTES + 128, _MM_HINT_T0);
+}
+
+/* The row path (note 2) for rows [r0, r1). */
 static void q4k_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8k_block *xq,
                      int64_t n_tok, int64_t nb, int64_t r0, int64_t r1)
 {
-    const __m512i m4 = _mm512_set1_epi8(15);
     __m512i sidx[4];
     _Pragma("GCC unroll 8")
     for (int j = 0; j < 4; j++) sidx[j] = kq_spread_idx(2 * j, 16);
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = w + (size_t)r * (size_t)nb * KERN_Q4K_BYTES;
-        for (int64_t t0 = 0; t0 < n_tok; t0 += TOKS) {
-            int nt = (int)(n_tok - t0 < TOKS ? n_tok - t0 : TOKS);
-            float acc[TOKS] = {0};
+        if (n_tok == 1) {
+            float acc = 0.0f;
             for (int64_t b = 0; b < nb; b++) {
                 const uint8_t *blk = row + b * KERN_Q4K_BYTES;
-                _mm_prefetch((const char *)blk + PF_BYTES, _MM_HINT_T0);
-                _mm_prefetch((const char *)blk + PF_BYTES + 64, _MM_HINT_T0);
-                _mm_prefetch((const char *)blk + PF_BYTES + 128, _MM_HINT_T0);
-                __m128i sm = kq_scales_u32(blk + 4);
-                /* 8 scales as int16 (lanes 0..7), 16 mins as int16 pairs [m0 m0 m1 m1 ...] */
-                __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm));
-                __m128i m8 = _mm_unpackhi_epi64(sm, sm);
-                __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
-                /* chunk j = bytes 32j..32j+31 of qs: low nibbles are values 64j.., high 64j+32.. */
-                __m512i wq[4];
-                _Pragma("GCC unroll 8")
-                for (int h = 0; h < 2; h++) {
-                    __m512i q = _mm512_loadu_si512(blk + 16 + 64 * h);
-                    __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-                    wq[2 * h] = _mm512_shuffle_i64x2(lo, hi, 0x44);     /* lo lanes 0,1 | hi lanes 0,1 */
-                    wq[2 * h + 1] = _mm512_shuffle_i64x2(lo, hi, 0xee); /* lo lanes 2,3 | hi lanes 2,3 */
-                }
-                __m512i ws[4];
-                _Pragma("GCC unroll 8")
-                for (int j = 0; j < 4; j++) ws[j] = _mm512_permutexvar_epi16(sidx[j], sc16);
-                float dw = kq_f16_at(blk), dmin = kq_f16_at(blk + 2);
-                for (int t = 0; t < nt; t++) {
-                    const struct kern_q8k_block *xb = xq + (t0 + t) * nb + b;
-                    __m512i s = _mm512_setzero_si512();
-                    _Pragma("GCC unroll 8")
-                    for (int j = 0; j < 4; j++) {
-                        __m512i x = _mm512_loadu_si512(xb->q + 64 * j);
-                        s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(wq[j], x), ws[j]);
-                    }
-                    /* isum and msum reduced together: lanes [isum, msum, isum, msum] */
-                    __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
-                    __m256i m8s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsum), mins);
-                    __m256i h = _mm256_hadd_epi32(s8, m8s);
-                    h = _mm256_hadd_epi32(h, h);
-                    __m128i h2 = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-                    int32_t isum = _mm_cvtsi128_si32(h2), msum = _mm_extract_epi32(h2, 1);
-                    float a = fmaf(dw * xb->d, (float)isum, acc[t]);
-                    acc[t] = fmaf(-(dmin * xb->d), (float)msum, a);
-                }
+                q4_prefetch(blk);
+                struct kq_dec d;
+                q4_decode(&d, blk, sidx);
+                acc = kq_apply1(&d, xq + b, acc);
             }
-            for (int t = 0; t < nt; t++) y[(t0 + t) * y_ld + r] = acc[t];
+            y[r] = acc;
+            continue;
+        }
+        for (int64_t t0 = 0; t0 < n_tok; t0 += TOKS) {
+            int nt = (int)(n_tok - t0 < TOKS ? n_tok - t0 : TOKS);
+            float out[TOKS];
+            if (nt > 4) {
+                __m256 acc = _mm256_setzero_ps();
+                for (int64_t b = 0; b < nb; b++) {
+                    const uint8_t *blk = row + b * KERN_Q4K_BYTES;
+                    if (t0 == 0) q4_prefetch(blk);
+                    struct kq_dec d;
+                    q4_decode(&d, blk, sidx);
+                    acc = kq_apply8(&d, xq + t0 * nb + b, nb, nt, acc);
+                }
+                _mm256_storeu_ps(out, acc);
+            } else {
+                __m128 acc = _mm_setzero_ps();
+                for (int64_t b = 0; b < nb; b++) {
+                    const uint8_t *blk = row + b * KERN_Q4K_BYTES;
+                    if (t0 == 0) q4_prefetch(blk);
+                    struct kq_dec d;
+                    q4_decode(&d, blk, sidx);
+                    acc = kq_apply4(&d, xq + t0 * nb + b, nb, nt, acc);
+                }
+                _mm_storeu_ps(out, acc);
+            }
+            for (int t = 0; t < nt; t++) y[(t0 + t) * y_ld + r] = out[t];
         }
     }
 }

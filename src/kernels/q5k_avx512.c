@@ -62,15 +62,7 @@ INLINE __m512i spread_idx(int base)
     return _mm512_loadu_si512(ix);
 }
 
-/* One decoded block: the weights of chunk j, the scale of each int16 lane, the mins as
- * int16 pairs [m0 m0 m1 m1 ...] and the two f16 scales. */
-struct q5_dec {
-    __m512i wq[4], ws[4];
-    __m256i mins;
-    float dw, dmin;
-};
-
-INLINE void q5_decode(struct q5_dec *d, const uint8_t *blk, const __m512i sidx[4], const __m512i hbit[4])
+INLINE void q5_decode(struct kq_dec *d, const uint8_t *blk, const __m512i sidx[4], const __m512i hbit[4])
 {
     const __m256i m4 = _mm256_set1_epi8(15);
     const __m512i m16 = _mm512_set1_epi8(16);
@@ -92,66 +84,6 @@ INLINE void q5_decode(struct q5_dec *d, const uint8_t *blk, const __m512i sidx[4
     d->dmin = kq_f16_at(blk + 2);
 }
 
-/* acc after one decoded block times one activation block (the scalar's float steps). */
-INLINE float q5_apply(const struct q5_dec *d, const struct kern_q8k_block *xb, float acc)
-{
-    __m512i s = _mm512_setzero_si512();
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < 4; j++) {
-        __m512i x = _mm512_loadu_si512(xb->q + 64 * j);
-        s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(d->wq[j], x), d->ws[j]);
-    }
-    /* isum and msum reduced together: lanes [isum, msum, isum, msum] */
-    __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
-    __m256i m8s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsum), d->mins);
-    __m256i h = _mm256_hadd_epi32(s8, m8s);
-    h = _mm256_hadd_epi32(h, h);
-    __m128i h2 = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-    int32_t isum = _mm_cvtsi128_si32(h2), msum = _mm_extract_epi32(h2, 1);
-    float a = fmaf(d->dw * xb->d, (float)isum, acc);
-    return fmaf(-(d->dmin * xb->d), (float)msum, a);
-}
-
-/* Lane t of the result = the sum of the int32 lanes of h[t] (exact; the order is free). */
-INLINE __m256i reduce8(const __m256i h[8])
-{
-    /* hadd(a, b) per 128-bit half: [a01 a23 b01 b23]; twice: [h0 h1 h2 h3] partial sums
-     * of each half, then the two halves of the pairs (0-3, 4-7) added */
-    __m256i ab = _mm256_hadd_epi32(_mm256_hadd_epi32(h[0], h[1]), _mm256_hadd_epi32(h[2], h[3]));
-    __m256i cd = _mm256_hadd_epi32(_mm256_hadd_epi32(h[4], h[5]), _mm256_hadd_epi32(h[6], h[7]));
-    return _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20), _mm256_permute2x128_si256(ab, cd, 0x31));
-}
-
-/* acc lanes t < nt (TOKS = 8 tokens, activation blocks xb[t * nb]) after one decoded block:
- * isum and msum of the 8 tokens reduced together, then the scalar's float steps lane-wise
- * (vmulps rounds dw * dx as the scalar product does, vcvtdq2ps is (float), vfmadd and
- * vfnmadd round once as fmaf; lanes past nt see dx = 0 and stay 0, and are never stored). */
-INLINE __m256 q5_apply8(const struct q5_dec *d, const struct kern_q8k_block *xb, int64_t nb, int nt,
-                        __m256 acc)
-{
-    __m256i hs[8], hm[8];
-    float xd[8] = {0};
-    _Pragma("GCC unroll 8")
-    for (int t = 0; t < 8; t++) {
-        if (t >= nt) {
-            hs[t] = hm[t] = _mm256_setzero_si256();
-            continue;
-        }
-        const struct kern_q8k_block *x = xb + t * nb;
-        __m512i s = _mm512_setzero_si512();
-        _Pragma("GCC unroll 8")
-        for (int j = 0; j < 4; j++)
-            s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(d->wq[j], _mm512_loadu_si512(x->q + 64 * j)), d->ws[j]);
-        hs[t] = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
-        hm[t] = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsum), d->mins);
-        xd[t] = x->d;
-    }
-    __m256 vx = _mm256_loadu_ps(xd);
-    __m256 dw = _mm256_mul_ps(_mm256_set1_ps(d->dw), vx), dm = _mm256_mul_ps(_mm256_set1_ps(d->dmin), vx);
-    acc = _mm256_fmadd_ps(dw, _mm256_cvtepi32_ps(reduce8(hs)), acc);
-    return _mm256_fnmadd_ps(dm, _mm256_cvtepi32_ps(reduce8(hm)), acc);
-}
-
 /* The row path (note 4) for rows [r0, r1). */
 static void q5_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8k_block *xq,
                     int64_t n_tok, int64_t nb, int64_t r0, int64_t r1, const __m512i sidx[4],
@@ -166,9 +98,9 @@ static void q5_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern_
                 _mm_prefetch((const char *)blk + PF_BYTES, _MM_HINT_T0);
                 _mm_prefetch((const char *)blk + PF_BYTES + 64, _MM_HINT_T0);
                 _mm_prefetch((const char *)blk + PF_BYTES + 128, _MM_HINT_T0);
-                struct q5_dec d;
+                struct kq_dec d;
                 q5_decode(&d, blk, sidx, hbit);
-                acc = q5_apply(&d, xq + b, acc);
+                acc = kq_apply1(&d, xq + b, acc);
             }
             y[r] = acc;
             continue;
@@ -183,9 +115,9 @@ static void q5_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern_
                     _mm_prefetch((const char *)blk + PF_BYTES + 64, _MM_HINT_T0);
                     _mm_prefetch((const char *)blk + PF_BYTES + 128, _MM_HINT_T0);
                 }
-                struct q5_dec d;
+                struct kq_dec d;
                 q5_decode(&d, blk, sidx, hbit);
-                acc = q5_apply8(&d, xq + t0 * nb + b, nb, nt, acc);
+                acc = kq_apply8(&d, xq + t0 * nb + b, nb, nt, acc);
             }
             float out[TOKS];
             _mm256_storeu_ps(out, acc);
@@ -237,7 +169,7 @@ static void q5p_pack(struct q5_panel *pk, const uint8_t *w, size_t rb, int64_t r
     __m512i q[4][16]; /* q[j][i]: quants 64 j .. 64 j + 63 of row i, in order, as 16 dwords */
     for (int i = 0; i < 16; i++) {
         const uint8_t *blk = w + (size_t)(r + i) * rb + (size_t)b * KERN_Q5K_BYTES;
-        struct q5_dec d;
+        struct kq_dec d;
         q5_decode(&d, blk, sidx, hbit);
         for (int j = 0; j < 4; j++) q[j][i] = d.wq[j];
         uint8_t sc[8], m[8];

@@ -16,7 +16,9 @@
  *      the scales of each pair's 16-group widens to int32 and applies the scale in one step;
  *      the lanes are summed with one reduction per block. The -32 offset uses the activation
  *      bsums (vpmaddwd of 16 bsums with 16 scales), as the scalar formula writes it. A row's
- *      super-block is decoded once and applied to up to TOKS tokens.
+ *      super-block is decoded once and applied to up to TOKS = 8 tokens, their sums reduced
+ *      together and the float step run lane-wise (q6_apply8, q6_apply4 for 2-4 tokens;
+ *      q4k_avx512.c note 2).
  *   3. Panel path (n_tok >= P_MIN_TOKS, the prefill): q4k_avx512.c's note 3 (16-row groups
  *      repacked once per call, P_PANEL_BYTES on the stack, so K <= P_NB6 super-blocks; lane i
  *      of a zmm belongs to row i; independent vpdpbusd chains, lane-wise float steps, no
@@ -41,7 +43,7 @@
 #include "kernels/kquant_x86_int.h"
 
 #define INLINE static inline __attribute__((always_inline))
-#define TOKS 4
+#define TOKS 8 /* tokens per decoded block in the row path: one ymm of accumulators */
 #ifndef P_TOKS
 #define P_TOKS 6 /* tokens per register tile of the panel path (measured) */
 #endif
@@ -53,15 +55,97 @@
 #define PF_BYTES 2048
 #endif
 
-INLINE int32_t hsum512(__m512i v)
+/* One decoded super-block of the row path (note 2): chunk c's 64 weights as unsigned bytes,
+ * each int16 lane's group scale, the 16 scales as int16 (for the bsums) and dw as f32. */
+struct q6_dec {
+    __m512i wq[4], ws[4];
+    __m256i sc16;
+    float dw;
+};
+
+INLINE void q6_decode(struct q6_dec *d, const uint8_t *blk, const __m512i sidx[4], __m512i sh01, __m512i sh23)
 {
-    return kq_hsum256(_mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)));
+    const __m512i m4 = _mm512_set1_epi8(15), m2 = _mm512_set1_epi8(3);
+    d->sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
+    _Pragma("GCC unroll 8")
+    for (int h = 0; h < 2; h++) {
+        __m512i ql = _mm512_loadu_si512(blk + 64 * h);
+        __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h)));
+        __m512i h01 = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh01), m2), 4);
+        __m512i h23 = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh23), m2), 4);
+        d->wq[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4), h01);
+        d->wq[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), h23);
+    }
+    _Pragma("GCC unroll 8")
+    for (int c = 0; c < 4; c++) d->ws[c] = _mm512_permutexvar_epi16(sidx[c], _mm512_castsi256_si512(d->sc16));
+    d->dw = kq_f16_at(blk + 208);
 }
 
+INLINE void q6_prefetch(const uint8_t *blk)
+{
+    _Pragma("GCC unroll 4")
+    for (int c = 0; c < 4; c++) _mm_prefetch((const char *)blk + PF_BYTES + 64 * c, _MM_HINT_T0);
+}
+
+/* The scaled dot (vpdpwssd chain) of a decoded block with one activation block, 8 lanes. */
+INLINE __m256i q6_dot(const struct q6_dec *d, const struct kern_q8k_block *xb)
+{
+    __m512i s = _mm512_setzero_si512();
+    _Pragma("GCC unroll 8")
+    for (int c = 0; c < 4; c++)
+        s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(d->wq[c], _mm512_loadu_si512(xb->q + 64 * c)), d->ws[c]);
+    return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+}
+
+/* acc lanes t < nt (up to 8 tokens, activation blocks xb[t * nb]) after one decoded block:
+ * isum = s1 - 32 s2 of the 8 tokens as one integer vector (kq_reduce8 of both parts; exact),
+ * then the scalar's dw * dx rounded once and one fmaf, lane-wise (lanes past nt see dx = 0
+ * and are never stored). */
+INLINE __m256 q6_apply8(const struct q6_dec *d, const struct kern_q8k_block *xb, int64_t nb, int nt, __m256 acc)
+{
+    __m256i hs[8], hm[8];
+    float xd[8] = {0};
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < 8; t++) {
+        if (t >= nt) {
+            hs[t] = hm[t] = _mm256_setzero_si256();
+            continue;
+        }
+        const struct kern_q8k_block *x = xb + t * nb;
+        hs[t] = q6_dot(d, x);
+        hm[t] = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsum), d->sc16);
+        xd[t] = x->d;
+    }
+    __m256i isum = _mm256_sub_epi32(kq_reduce8(hs), _mm256_slli_epi32(kq_reduce8(hm), 5));
+    __m256 dw = _mm256_mul_ps(_mm256_set1_ps(d->dw), _mm256_loadu_ps(xd));
+    return _mm256_fmadd_ps(dw, _mm256_cvtepi32_ps(isum), acc);
+}
+
+/* q6_apply8 for 2 to 4 tokens: lanes t < nt of an xmm (kq_reduce4). */
+INLINE __m128 q6_apply4(const struct q6_dec *d, const struct kern_q8k_block *xb, int64_t nb, int nt, __m128 acc)
+{
+    __m256i hs[4], hm[4];
+    float xd[4] = {0};
+    _Pragma("GCC unroll 4")
+    for (int t = 0; t < 4; t++) {
+        if (t >= nt) {
+            hs[t] = hm[t] = _mm256_setzero_si256();
+            continue;
+        }
+        const struct kern_q8k_block *x = xb + t * nb;
+        hs[t] = q6_dot(d, x);
+        hm[t] = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsum), d->sc16);
+        xd[t] = x->d;
+    }
+    __m128i isum = _mm_sub_epi32(kq_reduce4(hs), _mm_slli_epi32(kq_reduce4(hm), 5));
+    __m128 dw = _mm_mul_ps(_mm_set1_ps(d->dw), _mm_loadu_ps(xd));
+    return _mm_fmadd_ps(dw, _mm_cvtepi32_ps(isum), acc);
+}
+
+/* The row path (note 2) for rows [r0, r1). */
 static void q6k_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8k_block *xq,
                      int64_t n_tok, int64_t nb, int64_t r0, int64_t r1)
 {
-    const __m512i m4 = _mm512_set1_epi8(15), m2 = _mm512_set1_epi8(3);
     /* qh shifts: chunk 2h takes bit pairs 0 (first 32 values) and 2, chunk 2h+1 pairs 4, 6 */
     int16_t sh[2][32];
     for (int i = 0; i < 32; i++) {
@@ -74,43 +158,45 @@ static void q6k_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern
     for (int c = 0; c < 4; c++) sidx[c] = kq_spread_idx(4 * c, 8);
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = w + (size_t)r * (size_t)nb * KERN_Q6K_BYTES;
-        for (int64_t t0 = 0; t0 < n_tok; t0 += TOKS) {
-            int nt = (int)(n_tok - t0 < TOKS ? n_tok - t0 : TOKS);
-            float acc[TOKS] = {0};
+        if (n_tok == 1) {
+            float acc = 0.0f;
             for (int64_t b = 0; b < nb; b++) {
                 const uint8_t *blk = row + b * KERN_Q6K_BYTES;
-                _mm_prefetch((const char *)blk + PF_BYTES, _MM_HINT_T0);
-                _mm_prefetch((const char *)blk + PF_BYTES + 64, _MM_HINT_T0);
-                _mm_prefetch((const char *)blk + PF_BYTES + 128, _MM_HINT_T0);
-                _mm_prefetch((const char *)blk + PF_BYTES + 192, _MM_HINT_T0);
-                __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
-                __m512i wq[4], ws[4];
-                _Pragma("GCC unroll 8")
-                for (int h = 0; h < 2; h++) {
-                    __m512i ql = _mm512_loadu_si512(blk + 64 * h);
-                    __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h)));
-                    __m512i h01 = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh01), m2), 4);
-                    __m512i h23 = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh23), m2), 4);
-                    wq[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4), h01);
-                    wq[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), h23);
-                }
-                _Pragma("GCC unroll 8")
-                for (int c = 0; c < 4; c++) ws[c] = _mm512_permutexvar_epi16(sidx[c], _mm512_castsi256_si512(sc16));
-                float dw = kq_f16_at(blk + 208);
-                for (int t = 0; t < nt; t++) {
-                    const struct kern_q8k_block *xb = xq + (t0 + t) * nb + b;
-                    __m512i s = _mm512_setzero_si512();
-                    _Pragma("GCC unroll 8")
-                    for (int c = 0; c < 4; c++) {
-                        __m512i x = _mm512_loadu_si512(xb->q + 64 * c);
-                        s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(wq[c], x), ws[c]);
-                    }
-                    int32_t s1 = hsum512(s);
-                    int32_t s2 = kq_hsum256(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsum), sc16));
-                    acc[t] = fmaf(dw * xb->d, (float)(s1 - 32 * s2), acc[t]);
-                }
+                q6_prefetch(blk);
+                struct q6_dec d;
+                q6_decode(&d, blk, sidx, sh01, sh23);
+                int32_t s1 = kq_hsum256(q6_dot(&d, xq + b));
+                int32_t s2 = kq_hsum256(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xq[b].bsum), d.sc16));
+                acc = fmaf(d.dw * xq[b].d, (float)(s1 - 32 * s2), acc);
             }
-            for (int t = 0; t < nt; t++) y[(t0 + t) * y_ld + r] = acc[t];
+            y[r] = acc;
+            continue;
+        }
+        for (int64_t t0 = 0; t0 < n_tok; t0 += TOKS) {
+            int nt = (int)(n_tok - t0 < TOKS ? n_tok - t0 : TOKS);
+            float out[TOKS];
+            if (nt > 4) {
+                __m256 acc = _mm256_setzero_ps();
+                for (int64_t b = 0; b < nb; b++) {
+                    const uint8_t *blk = row + b * KERN_Q6K_BYTES;
+                    if (t0 == 0) q6_prefetch(blk);
+                    struct q6_dec d;
+                    q6_decode(&d, blk, sidx, sh01, sh23);
+                    acc = q6_apply8(&d, xq + t0 * nb + b, nb, nt, acc);
+                }
+                _mm256_storeu_ps(out, acc);
+            } else {
+                __m128 acc = _mm_setzero_ps();
+                for (int64_t b = 0; b < nb; b++) {
+                    const uint8_t *blk = row + b * KERN_Q6K_BYTES;
+                    if (t0 == 0) q6_prefetch(blk);
+                    struct q6_dec d;
+                    q6_decode(&d, blk, sidx, sh01, sh23);
+                    acc = q6_apply4(&d, xq + t0 * nb + b, nb, nt, acc);
+                }
+                _mm_storeu_ps(out, acc);
+            }
+            for (int t = 0; t < nt; t++) y[(t0 + t) * y_ld + r] = out[t];
         }
     }
 }
