@@ -23,7 +23,7 @@
  *      (kq_reduce8) and the float steps run lane-wise, lane t being token t's accumulator
  *      (kq_apply8; 2-4 tokens kq_apply4 in an xmm; one token kq_apply1). The per-token
  *      horizontal sums and scalar float steps were most of a decode step of 8 sequences
- *      (bench/profile.md round 15).
+ *      (bench/profile.md round 16).
  *   3. Panel path (n_tok >= P_MIN_TOKS, the prefill): a panel of 16-row groups is repacked
  *      once per call (P_PANEL_BYTES on the stack, so K <= P_NB4 super-blocks; longer rows take
  *      note 2) so that lane i of a zmm belongs to row i: per group and super-block the weights

@@ -37,7 +37,7 @@
  *      bytes more slowly, so their prefetch runs further ahead (8 KiB; 2 KiB for 1-2).
  *      Measured on Zen 4 against T0 at 2 KiB for all (bench/ab_step.c, 2 threads, 3 runs):
  *      per step 1.29-1.36x at 8 sequences, 1.04-1.20x at 4, 0.95-1.02x at 3, 1.05-1.09x at
- *      2, 1.03-1.15x at 1 (bench/profile.md round 15).
+ *      2, 1.03-1.15x at 1 (bench/profile.md round 16).
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
