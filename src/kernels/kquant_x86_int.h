@@ -10,7 +10,7 @@
  *   2. kq_scales_u32 makes the same bit moves as kern_q4k_scales (q4k.c), on 32-bit words.
  *   3. Integer helpers (sums, broadcasts, lane moves, transposes) are exact, so they cannot
  *      change a bit of any order the float steps keep.
- *   4. The float helpers (kq_apply1, kq_apply8) make exactly the scalar's float steps for one
+ *   4. The float helpers (kq_apply1, kq_apply) make exactly the scalar's float steps for one
  *      block (kernels.h, "K-quant weights"), lane-wise where they take several tokens.
  */
 #ifndef HS_KERNELS_KQUANT_X86_INT_H
@@ -198,18 +198,19 @@ static inline __attribute__((always_inline)) void kq_sums(const struct kq_dec *d
     *hm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsum), d->mins);
 }
 
-/* acc lanes t < nt (5 to 8 tokens, activation blocks xb[t * nb]) after one decoded block:
- * the 8 tokens' isum (and msum) vectors reduced together (kq_reduce8: a third of the per-token
- * horizontal sums' work), then the scalar's float steps lane-wise, lane t being token t's own
- * accumulator (vmulps rounds dw * dx as the scalar product does, vcvtdq2ps is (float), vfmadd
- * and vfnmadd round once as fmaf; lanes past nt see dx = 0 and stay 0, and are never stored). */
-static inline __attribute__((always_inline)) __m256 kq_apply8(const struct kq_dec *d, const struct kern_q8k_block *xb,
-                                                              int64_t nb, int nt, __m256 acc)
+/* acc lanes t < nt (nt <= W, W = 4 or 8 tokens, activation blocks xb[t * nb]) after one
+ * decoded block: the tokens' isum (and msum) vectors reduced together (kq_reduce8, or
+ * kq_reduce4 for W = 4, its upper lanes 0: a third of the per-token horizontal sums' work),
+ * then the scalar's float steps lane-wise, lane t being token t's own accumulator (vmulps
+ * rounds dw * dx as the scalar product does, vcvtdq2ps is (float), vfmadd and vfnmadd round
+ * once as fmaf; lanes past nt see dx = 0 and stay 0, and are never stored). */
+static inline __attribute__((always_inline)) __m256 kq_apply(const struct kq_dec *d, const struct kern_q8k_block *xb,
+                                                             int64_t nb, int nt, __m256 acc, int W)
 {
     __m256i hs[8], hm[8];
     float xd[8] = {0};
     _Pragma("GCC unroll 8")
-    for (int t = 0; t < 8; t++) {
+    for (int t = 0; t < W; t++) {
         if (t >= nt) {
             hs[t] = hm[t] = _mm256_setzero_si256();
             continue;
@@ -217,31 +218,12 @@ static inline __attribute__((always_inline)) __m256 kq_apply8(const struct kq_de
         kq_sums(d, xb + t * nb, &hs[t], &hm[t]);
         xd[t] = xb[t * nb].d;
     }
+    __m256i is = W == 8 ? kq_reduce8(hs) : _mm256_zextsi128_si256(kq_reduce4(hs));
+    __m256i ms = W == 8 ? kq_reduce8(hm) : _mm256_zextsi128_si256(kq_reduce4(hm));
     __m256 vx = _mm256_loadu_ps(xd);
     __m256 dw = _mm256_mul_ps(_mm256_set1_ps(d->dw), vx), dm = _mm256_mul_ps(_mm256_set1_ps(d->dmin), vx);
-    acc = _mm256_fmadd_ps(dw, _mm256_cvtepi32_ps(kq_reduce8(hs)), acc);
-    return _mm256_fnmadd_ps(dm, _mm256_cvtepi32_ps(kq_reduce8(hm)), acc);
-}
-
-/* kq_apply8 for 2 to 4 tokens: lanes t < nt of an xmm. */
-static inline __attribute__((always_inline)) __m128 kq_apply4(const struct kq_dec *d, const struct kern_q8k_block *xb,
-                                                              int64_t nb, int nt, __m128 acc)
-{
-    __m256i hs[4], hm[4];
-    float xd[4] = {0};
-    _Pragma("GCC unroll 4")
-    for (int t = 0; t < 4; t++) {
-        if (t >= nt) {
-            hs[t] = hm[t] = _mm256_setzero_si256();
-            continue;
-        }
-        kq_sums(d, xb + t * nb, &hs[t], &hm[t]);
-        xd[t] = xb[t * nb].d;
-    }
-    __m128 vx = _mm_loadu_ps(xd);
-    __m128 dw = _mm_mul_ps(_mm_set1_ps(d->dw), vx), dm = _mm_mul_ps(_mm_set1_ps(d->dmin), vx);
-    acc = _mm_fmadd_ps(dw, _mm_cvtepi32_ps(kq_reduce4(hs)), acc);
-    return _mm_fnmadd_ps(dm, _mm_cvtepi32_ps(kq_reduce4(hm)), acc);
+    acc = _mm256_fmadd_ps(dw, _mm256_cvtepi32_ps(is), acc);
+    return _mm256_fnmadd_ps(dm, _mm256_cvtepi32_ps(ms), acc);
 }
 
 /* The panel tiles' switch from a run-time token count nt (1..6) to a constant one: expands

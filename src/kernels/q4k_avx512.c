@@ -21,7 +21,7 @@
  *      mins), as the scalar formula writes them. A row's super-block is decoded once and
  *      applied to up to TOKS = 8 tokens: their isum (and msum) vectors are reduced together
  *      (kq_reduce8) and the float steps run lane-wise, lane t being token t's accumulator
- *      (kq_apply8; 2-4 tokens kq_apply4 in an xmm; one token kq_apply1). The per-token
+ *      (kq_apply; 2-4 tokens reduce 4 at a time; one token kq_apply1). The per-token
  *      horizontal sums and scalar float steps were most of a decode step of 8 sequences
  *      (bench/profile.md round 16).
  *   3. Panel path (n_tok >= P_MIN_TOKS, the prefill): a panel of 16-row groups is repacked
@@ -120,28 +120,17 @@ static void q4k_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern
         }
         for (int64_t t0 = 0; t0 < n_tok; t0 += TOKS) {
             int nt = (int)(n_tok - t0 < TOKS ? n_tok - t0 : TOKS);
-            float out[TOKS];
-            if (nt > 4) {
-                __m256 acc = _mm256_setzero_ps();
-                for (int64_t b = 0; b < nb; b++) {
-                    const uint8_t *blk = row + b * KERN_Q4K_BYTES;
-                    if (t0 == 0) q4_prefetch(blk);
-                    struct kq_dec d;
-                    q4_decode(&d, blk, sidx);
-                    acc = kq_apply8(&d, xq + t0 * nb + b, nb, nt, acc);
-                }
-                _mm256_storeu_ps(out, acc);
-            } else {
-                __m128 acc = _mm_setzero_ps();
-                for (int64_t b = 0; b < nb; b++) {
-                    const uint8_t *blk = row + b * KERN_Q4K_BYTES;
-                    if (t0 == 0) q4_prefetch(blk);
-                    struct kq_dec d;
-                    q4_decode(&d, blk, sidx);
-                    acc = kq_apply4(&d, xq + t0 * nb + b, nb, nt, acc);
-                }
-                _mm_storeu_ps(out, acc);
+            __m256 acc = _mm256_setzero_ps();
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *blk = row + b * KERN_Q4K_BYTES;
+                if (t0 == 0) q4_prefetch(blk);
+                struct kq_dec d;
+                q4_decode(&d, blk, sidx);
+                acc = nt > 4 ? kq_apply(&d, xq + t0 * nb + b, nb, nt, acc, 8)
+                             : kq_apply(&d, xq + t0 * nb + b, nb, nt, acc, 4);
             }
+            float out[TOKS];
+            _mm256_storeu_ps(out, acc);
             for (int t = 0; t < nt; t++) y[(t0 + t) * y_ld + r] = out[t];
         }
     }

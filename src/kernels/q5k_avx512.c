@@ -117,7 +117,7 @@ static void q5_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern_
                 }
                 struct kq_dec d;
                 q5_decode(&d, blk, sidx, hbit);
-                acc = kq_apply8(&d, xq + t0 * nb + b, nb, nt, acc);
+                acc = kq_apply(&d, xq + t0 * nb + b, nb, nt, acc, 8);
             }
             float out[TOKS];
             _mm256_storeu_ps(out, acc);

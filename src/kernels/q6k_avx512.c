@@ -17,8 +17,8 @@
  *      the lanes are summed with one reduction per block. The -32 offset uses the activation
  *      bsums (vpmaddwd of 16 bsums with 16 scales), as the scalar formula writes it. A row's
  *      super-block is decoded once and applied to up to TOKS = 8 tokens, their sums reduced
- *      together and the float step run lane-wise (q6_apply8, q6_apply4 for 2-4 tokens;
- *      q4k_avx512.c note 2).
+ *      together and the float step run lane-wise (q6_apply; q4k_avx512.c
+ *      note 2).
  *   3. Panel path (n_tok >= P_MIN_TOKS, the prefill): q4k_avx512.c's note 3 (16-row groups
  *      repacked once per call, P_PANEL_BYTES on the stack, so K <= P_NB6 super-blocks; lane i
  *      of a zmm belongs to row i; independent vpdpbusd chains, lane-wise float steps, no
@@ -97,16 +97,17 @@ INLINE __m256i q6_dot(const struct q6_dec *d, const struct kern_q8k_block *xb)
     return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
 }
 
-/* acc lanes t < nt (up to 8 tokens, activation blocks xb[t * nb]) after one decoded block:
- * isum = s1 - 32 s2 of the 8 tokens as one integer vector (kq_reduce8 of both parts; exact),
- * then the scalar's dw * dx rounded once and one fmaf, lane-wise (lanes past nt see dx = 0
- * and are never stored). */
-INLINE __m256 q6_apply8(const struct q6_dec *d, const struct kern_q8k_block *xb, int64_t nb, int nt, __m256 acc)
+/* acc lanes t < nt (nt <= W, W = 4 or 8 tokens, activation blocks xb[t * nb]) after one
+ * decoded block: isum = s1 - 32 s2 of the tokens as one integer vector (kq_reduce8 or
+ * kq_reduce4 of both parts; exact), then the scalar's dw * dx rounded once and one fmaf,
+ * lane-wise (lanes past nt see dx = 0 and are never stored). */
+INLINE __m256 q6_apply(const struct q6_dec *d, const struct kern_q8k_block *xb, int64_t nb, int nt, __m256 acc,
+                       int W)
 {
     __m256i hs[8], hm[8];
     float xd[8] = {0};
     _Pragma("GCC unroll 8")
-    for (int t = 0; t < 8; t++) {
+    for (int t = 0; t < W; t++) {
         if (t >= nt) {
             hs[t] = hm[t] = _mm256_setzero_si256();
             continue;
@@ -116,30 +117,10 @@ INLINE __m256 q6_apply8(const struct q6_dec *d, const struct kern_q8k_block *xb,
         hm[t] = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsum), d->sc16);
         xd[t] = x->d;
     }
-    __m256i isum = _mm256_sub_epi32(kq_reduce8(hs), _mm256_slli_epi32(kq_reduce8(hm), 5));
+    __m256i s1 = W == 8 ? kq_reduce8(hs) : _mm256_zextsi128_si256(kq_reduce4(hs));
+    __m256i s2 = W == 8 ? kq_reduce8(hm) : _mm256_zextsi128_si256(kq_reduce4(hm));
     __m256 dw = _mm256_mul_ps(_mm256_set1_ps(d->dw), _mm256_loadu_ps(xd));
-    return _mm256_fmadd_ps(dw, _mm256_cvtepi32_ps(isum), acc);
-}
-
-/* q6_apply8 for 2 to 4 tokens: lanes t < nt of an xmm (kq_reduce4). */
-INLINE __m128 q6_apply4(const struct q6_dec *d, const struct kern_q8k_block *xb, int64_t nb, int nt, __m128 acc)
-{
-    __m256i hs[4], hm[4];
-    float xd[4] = {0};
-    _Pragma("GCC unroll 4")
-    for (int t = 0; t < 4; t++) {
-        if (t >= nt) {
-            hs[t] = hm[t] = _mm256_setzero_si256();
-            continue;
-        }
-        const struct kern_q8k_block *x = xb + t * nb;
-        hs[t] = q6_dot(d, x);
-        hm[t] = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsum), d->sc16);
-        xd[t] = x->d;
-    }
-    __m128i isum = _mm_sub_epi32(kq_reduce4(hs), _mm_slli_epi32(kq_reduce4(hm), 5));
-    __m128 dw = _mm_mul_ps(_mm_set1_ps(d->dw), _mm_loadu_ps(xd));
-    return _mm_fmadd_ps(dw, _mm_cvtepi32_ps(isum), acc);
+    return _mm256_fmadd_ps(dw, _mm256_cvtepi32_ps(_mm256_sub_epi32(s1, _mm256_slli_epi32(s2, 5))), acc);
 }
 
 /* The row path (note 2) for rows [r0, r1). */
@@ -174,28 +155,17 @@ static void q6k_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern
         }
         for (int64_t t0 = 0; t0 < n_tok; t0 += TOKS) {
             int nt = (int)(n_tok - t0 < TOKS ? n_tok - t0 : TOKS);
-            float out[TOKS];
-            if (nt > 4) {
-                __m256 acc = _mm256_setzero_ps();
-                for (int64_t b = 0; b < nb; b++) {
-                    const uint8_t *blk = row + b * KERN_Q6K_BYTES;
-                    if (t0 == 0) q6_prefetch(blk);
-                    struct q6_dec d;
-                    q6_decode(&d, blk, sidx, sh01, sh23);
-                    acc = q6_apply8(&d, xq + t0 * nb + b, nb, nt, acc);
-                }
-                _mm256_storeu_ps(out, acc);
-            } else {
-                __m128 acc = _mm_setzero_ps();
-                for (int64_t b = 0; b < nb; b++) {
-                    const uint8_t *blk = row + b * KERN_Q6K_BYTES;
-                    if (t0 == 0) q6_prefetch(blk);
-                    struct q6_dec d;
-                    q6_decode(&d, blk, sidx, sh01, sh23);
-                    acc = q6_apply4(&d, xq + t0 * nb + b, nb, nt, acc);
-                }
-                _mm_storeu_ps(out, acc);
+            __m256 acc = _mm256_setzero_ps();
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *blk = row + b * KERN_Q6K_BYTES;
+                if (t0 == 0) q6_prefetch(blk);
+                struct q6_dec d;
+                q6_decode(&d, blk, sidx, sh01, sh23);
+                acc = nt > 4 ? q6_apply(&d, xq + t0 * nb + b, nb, nt, acc, 8)
+                             : q6_apply(&d, xq + t0 * nb + b, nb, nt, acc, 4);
             }
+            float out[TOKS];
+            _mm256_storeu_ps(out, acc);
             for (int t = 0; t < nt; t++) y[(t0 + t) * y_ld + r] = out[t];
         }
     }
