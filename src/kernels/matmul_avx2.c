@@ -55,6 +55,19 @@
  *      this is note 1's order; the block's weights and activations stay in L1 across the
  *      four passes. Six loads per nine FMAs, against sixteen per twelve in a 1 x 3 tile
  *      with all four groups live.
+ *  10. Float weights, several tokens, K > F_GROUP_MINK (group_f3): note 9's order breaks
+ *      down when a token tile's activations (3 x K x 4 bytes) no longer stay in L1 across
+ *      the row tiles of a panel: each 3-row tile then reads them from L2 again, twice the
+ *      bytes of its f16 weights (0.8b's ffn_down, K 3584: 68-75 GFLOP/s against 85-90 at
+ *      K 1024). So the loop over k blocks moves outside the row tiles: a group of F_GROUP
+ *      rows x F_GTOKS tokens keeps all its partial sums parked (24 x 4 x 4 ymm = 12 KiB),
+ *      and per block every 3-row tile of the group (then single rows) runs note 9's four
+ *      lane-group passes (block_f3) on its own parked sums, the block's activations staying
+ *      in L1. Each output's operations are note 9's, in the same order (lane groups
+ *      independent, k ascending within each, the tail chunk last, the same tree), so only
+ *      the loop order around them changed. At K <= 1024 this order measured a few percent
+ *      slower than note 9's (the row tiles' weights are read in shorter runs), so those K
+ *      keep note 9's loop. bench/profile.md, round 15.
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -68,9 +81,16 @@
  * same bits. Float: 4 ymm accumulators per output; Q8_0: 1 ymm. */
 #define F_ROWS 3   /* batched float: 3 x 3 outputs, one lane group at a time (note 9) */
 #define F_TOKS 3
-#define F_MAXT 3
+#define F_GTOKS 4  /* the same, K > F_GROUP_MINK: 3 x 4 outputs in groups of rows (note 10) */
+#define F_MAXT 4
 #define F_ROWS1 3  /* single-token float: 3 rows, 12 accumulators */
 #define F_MAXR 3
+#ifndef F_GROUP
+#define F_GROUP 24 /* rows per group of the k-block-major order (note 10; measured) */
+#endif
+#ifndef F_GROUP_MINK
+#define F_GROUP_MINK 1024 /* K above this takes the groups (note 10; measured) */
+#endif
 #ifndef F_KBLK
 #define F_KBLK 512 /* k per block of the batched float tile (note 9; a multiple of 32) */
 #endif
@@ -245,6 +265,83 @@ INLINE void tile_f3(float *y, int64_t y_ld, const uint8_t *w, size_t rb, enum ke
             y[(t + j) * y_ld + r + i] = v8_tree32(park[i][j][0], park[i][j][1], park[i][j][2], park[i][j][3]);
 }
 
+/* Several tokens, K > F_GROUP_MINK (note 10): one block [b0, b1) of k (whole chunks) for the
+ * outputs of rows row[i], i < nr, and tokens xt + j * k, j < nt, whose partial sums live in
+ * park[i][j][q]; tile_f3's inner loop over one lane group q at a time. */
+INLINE void block_f3(__m256 park[][F_MAXT][4], const uint8_t *const *row, enum kern_wtype wt,
+                     const float *xt, int64_t k, int64_t b0, int64_t b1, int nr, int nt)
+{
+    for (int q = 0; q < 4; q++) {
+        __m256 acc[F_MAXR][F_MAXT];
+#pragma GCC unroll 8
+        for (int i = 0; i < nr; i++)
+#pragma GCC unroll 8
+            for (int j = 0; j < nt; j++) acc[i][j] = park[i][j][q];
+        for (int64_t k0 = b0 + 8 * q; k0 < b1; k0 += KERN_LANES) {
+            __m256 wv[F_MAXR];
+#pragma GCC unroll 8
+            for (int i = 0; i < nr; i++) wv[i] = load_w8(row[i], wt, k0);
+#pragma GCC unroll 8
+            for (int j = 0; j < nt; j++) {
+                __m256 xv = _mm256_loadu_ps(xt + j * k + k0);
+#pragma GCC unroll 8
+                for (int i = 0; i < nr; i++) acc[i][j] = _mm256_fmadd_ps(wv[i], xv, acc[i][j]);
+            }
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < nr; i++)
+#pragma GCC unroll 8
+            for (int j = 0; j < nt; j++) park[i][j][q] = acc[i][j];
+    }
+}
+
+/* Rows [g0, g1) (at most F_GROUP) x tokens t .. t+nt-1 (note 10): per block of F_KBLK values
+ * of k, every row tile of the group (F_ROWS rows, then single rows) runs block_f3 on its
+ * parked sums, so the block's activations stay in L1 across the group whatever K is; then
+ * the tails, the trees and the stores, as tile_f3. */
+INLINE void group_f3(float *y, int64_t y_ld, const uint8_t *w, size_t rb, enum kern_wtype wt,
+                     const float *x, int64_t k, int64_t g0, int64_t g1, int64_t t, int nt)
+{
+    __m256 park[F_GROUP][F_MAXT][4];
+    const float *xt = x + t * k;
+    const int64_t n = g1 - g0, nf = n / F_ROWS * F_ROWS;
+    for (int64_t i = 0; i < n; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nt; j++)
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) park[i][j][q] = _mm256_setzero_ps();
+    const int64_t kf = k & ~(int64_t)(KERN_LANES - 1);
+    for (int64_t b0 = 0; b0 < kf; b0 += F_KBLK) {
+        const int64_t b1 = HS_MIN(b0 + F_KBLK, kf);
+        for (int64_t i = 0; i < nf; i += F_ROWS) {
+            const uint8_t *row[F_MAXR];
+#pragma GCC unroll 8
+            for (int l = 0; l < F_ROWS; l++) row[l] = w + (size_t)(g0 + i + l) * rb;
+            block_f3(park + i, row, wt, xt, k, b0, b1, F_ROWS, nt);
+        }
+        for (int64_t i = nf; i < n; i++) {
+            const uint8_t *row[F_MAXR] = { w + (size_t)(g0 + i) * rb };
+            block_f3(park + i, row, wt, xt, k, b0, b1, 1, nt);
+        }
+    }
+    if (kf < k) {
+        for (int64_t i = 0; i < nf; i += F_ROWS) {
+            const uint8_t *row[F_MAXR];
+#pragma GCC unroll 8
+            for (int l = 0; l < F_ROWS; l++) row[l] = w + (size_t)(g0 + i + l) * rb;
+            tail_f(park + i, row, wt, xt, k, F_ROWS, nt);
+        }
+        for (int64_t i = nf; i < n; i++) {
+            const uint8_t *row[F_MAXR] = { w + (size_t)(g0 + i) * rb };
+            tail_f(park + i, row, wt, xt, k, 1, nt);
+        }
+    }
+    for (int64_t i = 0; i < n; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nt; j++)
+            y[(t + j) * y_ld + g0 + i] = v8_tree32(park[i][j][0], park[i][j][1], park[i][j][2], park[i][j][3]);
+}
+
 /* One weight type, with wt a constant inside so load_w8's switch folds away. */
 INLINE void matmul_float_t(float *y, int64_t y_ld, const uint8_t *w, enum kern_wtype wt,
                            const float *x, int64_t n_tok, int64_t k, int64_t r0, int64_t r1)
@@ -258,8 +355,23 @@ INLINE void matmul_float_t(float *y, int64_t y_ld, const uint8_t *w, enum kern_w
     }
 #undef TILE1
 #define TILE(r, t, nr, nt) tile_f3(y, y_ld, w, rb, wt, x, k, r, t, nr, nt)
-    KERN_TILES_PANELS(r, r0, r1, n_tok, rb, F_ROWS, F_TOKS, TILE);
+    if (k <= F_GROUP_MINK) {
+        KERN_TILES_PANELS(r, r0, r1, n_tok, rb, F_ROWS, F_TOKS, TILE);
+        return;
+    }
 #undef TILE
+    /* note 10: panels as tile_int.h's (invariant 3), token tiles of F_GTOKS (then one by
+     * one), each over the panel's groups of F_GROUP rows */
+    const int64_t panel = HS_MAX((int64_t)(KERN_PANEL_BYTES / rb) / F_GROUP * F_GROUP, (int64_t)F_GROUP);
+    for (int64_t p0 = r0; p0 < r1; p0 += panel) {
+        int64_t p1 = HS_MIN(p0 + panel, r1), t = 0;
+        for (; t + F_GTOKS <= n_tok; t += F_GTOKS)
+            for (int64_t g0 = p0; g0 < p1; g0 += F_GROUP)
+                group_f3(y, y_ld, w, rb, wt, x, k, g0, HS_MIN(g0 + F_GROUP, p1), t, F_GTOKS);
+        for (; t < n_tok; t++)
+            for (int64_t g0 = p0; g0 < p1; g0 += F_GROUP)
+                group_f3(y, y_ld, w, rb, wt, x, k, g0, HS_MIN(g0 + F_GROUP, p1), t, 1);
+    }
 }
 
 static void matmul_f32(float *y, int64_t y_ld, const uint8_t *w, const float *x, int64_t n_tok,

@@ -482,6 +482,63 @@ static void simd_float_blocks(const char *variant)
     cr_assert_eq(bad, 0, "%s: %d threaded-shape calls differ from scalar", variant, bad);
 }
 
+/* The batched float path's row groups (matmul_avx2.c note 10: K above 1024, groups of 24
+ * rows in panels, 3-row tiles then single rows, 4-token tiles then single tokens): row
+ * counts over several groups and panels with leftovers, partial row ranges that start and
+ * end inside a tile and a group, K around the 512-k block and the 32-lane tail, T 1..9;
+ * then the rows split over three threads at cuts inside groups against one call. */
+static void simd_float_groups(const char *variant)
+{
+    const struct kern_ops *ops = cpu_level_ops_or_skip(variant);
+    static const enum kern_wtype types[] = {KERN_W_F32, KERN_W_F16, KERN_W_BF16};
+    static const int64_t ks[] = {1025, 1056, 2048, 2085, 3584, 3615};
+    static const int64_t rows_set[] = {50, 77, 100};
+    simd_seed(16);
+    int bad = 0, calls = 0;
+    for (size_t ti = 0; ti < 3; ti++)
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+            int64_t k = ks[ki], rows = rows_set[(ki + ti) % 3];
+            uint8_t *w = simd_weights(types[ti], rows, k);
+            float *x = simd_vec(9 * k);
+            for (int64_t t = 1; t <= 9; t++) {
+                if (t == 2 || t == 6) continue; /* (time) */
+                bad += simd_cmp_matmul(ops, w, types[ti], x, t, k, rows, 0, rows);
+                bad += simd_cmp_matmul(ops, w, types[ti], x, t, k, rows, 1 + t % 3, rows - 1 - t % 4);
+                bad += simd_cmp_matmul(ops, w, types[ti], x, t, k, rows, 25, 49);
+                calls += 3;
+            }
+            free(w);
+            free(x);
+        }
+    cr_assert_eq(bad, 0, "%s: %d of %d calls differ from scalar", variant, bad, calls);
+
+    enum { ROWS = 101, K = 2085 };
+    for (size_t ti = 0; ti < 3; ti++) {
+        uint8_t *w = simd_weights(types[ti], ROWS, K);
+        float *x = simd_vec(9 * K);
+        for (int64_t t = 1; t <= 9; t += 2) {
+            float *one = simd_ybuf(t, ROWS), *thr = simd_ybuf(t, ROWS);
+            ops->matmul(one, ROWS, w, types[ti], x, NULL, t, K, 0, ROWS);
+            pthread_t th[3];
+            struct simd_mm_job jobs[3];
+            const int64_t cut[4] = {0, 13, 62, ROWS};
+            for (int i = 0; i < 3; i++) {
+                jobs[i] = (struct simd_mm_job){ops, thr, w, types[ti], x, ROWS, t, K, cut[i], cut[i + 1]};
+                cr_assert_eq(pthread_create(&th[i], NULL, simd_mm_thread, &jobs[i]), 0);
+            }
+            for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+            cr_assert(memcmp(one, thr, (size_t)(t * ROWS) * sizeof(float)) == 0,
+                      "%s wt=%d T=%ld: threaded rows differ", variant, (int)types[ti], (long)t);
+            bad += simd_cmp_matmul(ops, w, types[ti], x, t, K, ROWS, 0, ROWS);
+            free(one);
+            free(thr);
+        }
+        free(w);
+        free(x);
+    }
+    cr_assert_eq(bad, 0, "%s: %d threaded-shape calls differ from scalar", variant, bad);
+}
+
 #define SIMD_TESTS(V)                                                                 \
     Test(kern_simd_##V, matmul_f32) { simd_matmul_sweep(#V, KERN_W_F32); }            \
     Test(kern_simd_##V, matmul_f16) { simd_matmul_sweep(#V, KERN_W_F16); }            \
@@ -492,7 +549,8 @@ static void simd_float_blocks(const char *variant)
     Test(kern_simd_##V, negzero_tail) { simd_negzero_tail(#V); }                      \
     Test(kern_simd_##V, special_values) { simd_special(#V); }                         \
     Test(kern_simd_##V, matmul_panels) { simd_panels(#V); }                           \
-    Test(kern_simd_##V, matmul_float_blocks) { simd_float_blocks(#V); }
+    Test(kern_simd_##V, matmul_float_blocks) { simd_float_blocks(#V); }               \
+    Test(kern_simd_##V, matmul_float_groups) { simd_float_groups(#V); }
 
 SIMD_TESTS(avx2)
 SIMD_TESTS(avx512)
