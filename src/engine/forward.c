@@ -74,9 +74,7 @@
 /* At most this many tokens per matmul count as "a few" (a decode step of several sequences):
  * the weights stream from memory, so the rows are handed out in small pieces as for one. */
 #define ENGINE_FEW_TOKENS 8
-#ifndef ENGINE_PREFILL_PIECES
 #define ENGINE_PREFILL_PIECES 4 /* pieces per thread of a several-token matmul (mm_n) */
-#endif
 
 /* Quantized copies of one activation [T, K], NULL where no weight reading it needs them:
  * q8 (kern_q8_quantize) for Q8_0 weights, qk (kern_q8k_quantize) for Q4_K / Q6_K, bf
@@ -168,7 +166,6 @@ static void mm_n(struct engine *e, const float *x, struct act xa, int64_t T, int
         }
     }
     if (T > ENGINE_FEW_TOKENS) {
-#if ENGINE_PREFILL_PIECES
         /* Several tokens: about ENGINE_PREFILL_PIECES pieces per thread, multiples of 48 rows
          * (whole 3-row float tiles, 8- and 16-row Q8_0 groups, 24-row float groups), first
          * come, first served: a thread that is preempted (the machine shared) or wakes late
@@ -176,9 +173,6 @@ static void mm_n(struct engine *e, const float *x, struct act xa, int64_t T, int
         int64_t nt = sys_pool_threads(e->pool);
         int64_t chunk = (rows / (ENGINE_PREFILL_PIECES * nt) + 47) / 48 * 48;
         sys_pool_run_chunks(e->pool, rows, HS_MAX(chunk, 48), mm_fn, &j);
-#else
-        sys_pool_run(e->pool, rows, mm_fn, &j);
-#endif
         return;
     }
     /* One token (or a decode step's few, one per sequence) streams the weights from memory:

@@ -213,61 +213,10 @@ INLINE void tile_f1(float *y, const uint8_t *w, size_t rb, enum kern_wtype wt, c
     for (int i = 0; i < nr; i++) y[r + i] = v8_tree32(acc[i][0][0], acc[i][0][1], acc[i][0][2], acc[i][0][3]);
 }
 
-/* Several tokens (prefill; note 9): outputs y[t + j][r + i], i < nr, j < nt (nr, nt <= 3,
- * constants after inlining). The 4 x nr x nt partial sums live in `park`; per block of
- * F_KBLK values of k, one lane group q at a time is taken into nr x nt registers, runs over
- * the block's chunks, and goes back. */
-INLINE void tile_f3(float *y, int64_t y_ld, const uint8_t *w, size_t rb, enum kern_wtype wt,
-                    const float *x, int64_t k, int64_t r, int64_t t, int nr, int nt)
-{
-    __m256 park[F_MAXR][F_MAXT][4];
-    const uint8_t *row[F_MAXR];
-#pragma GCC unroll 8
-    for (int i = 0; i < nr; i++) {
-        row[i] = w + (size_t)(r + i) * rb;
-#pragma GCC unroll 8
-        for (int j = 0; j < nt; j++)
-#pragma GCC unroll 4
-            for (int q = 0; q < 4; q++) park[i][j][q] = _mm256_setzero_ps();
-    }
-    const float *xt = x + t * k;
-    int64_t kf = k & ~(int64_t)(KERN_LANES - 1);
-    for (int64_t b0 = 0; b0 < kf; b0 += F_KBLK) {
-        int64_t b1 = HS_MIN(b0 + F_KBLK, kf);
-        for (int q = 0; q < 4; q++) {
-            __m256 acc[F_MAXR][F_MAXT];
-#pragma GCC unroll 8
-            for (int i = 0; i < nr; i++)
-#pragma GCC unroll 8
-                for (int j = 0; j < nt; j++) acc[i][j] = park[i][j][q];
-            for (int64_t k0 = b0 + 8 * q; k0 < b1; k0 += KERN_LANES) {
-                __m256 wv[F_MAXR];
-#pragma GCC unroll 8
-                for (int i = 0; i < nr; i++) wv[i] = load_w8(row[i], wt, k0);
-#pragma GCC unroll 8
-                for (int j = 0; j < nt; j++) {
-                    __m256 xv = _mm256_loadu_ps(xt + j * k + k0);
-#pragma GCC unroll 8
-                    for (int i = 0; i < nr; i++) acc[i][j] = _mm256_fmadd_ps(wv[i], xv, acc[i][j]);
-                }
-            }
-#pragma GCC unroll 8
-            for (int i = 0; i < nr; i++)
-#pragma GCC unroll 8
-                for (int j = 0; j < nt; j++) park[i][j][q] = acc[i][j];
-        }
-    }
-    if (kf < k) tail_f(park, row, wt, xt, k, nr, nt);
-#pragma GCC unroll 8
-    for (int j = 0; j < nt; j++)
-#pragma GCC unroll 8
-        for (int i = 0; i < nr; i++)
-            y[(t + j) * y_ld + r + i] = v8_tree32(park[i][j][0], park[i][j][1], park[i][j][2], park[i][j][3]);
-}
-
-/* Several tokens, K > F_GROUP_MINK (note 10): one block [b0, b1) of k (whole chunks) for the
- * outputs of rows row[i], i < nr, and tokens xt + j * k, j < nt, whose partial sums live in
- * park[i][j][q]; tile_f3's inner loop over one lane group q at a time. */
+/* Several tokens (notes 9, 10): one block [b0, b1) of k (whole chunks) for the outputs of
+ * rows row[i], i < nr, and tokens xt + j * k, j < nt, whose partial sums live in
+ * park[i][j][q]: one lane group q at a time is taken into nr x nt registers, runs over the
+ * block's chunks, and goes back. */
 INLINE void block_f3(__m256 park[][F_MAXT][4], const uint8_t *const *row, enum kern_wtype wt,
                      const float *xt, int64_t k, int64_t b0, int64_t b1, int nr, int nt)
 {
@@ -293,6 +242,35 @@ INLINE void block_f3(__m256 park[][F_MAXT][4], const uint8_t *const *row, enum k
 #pragma GCC unroll 8
             for (int j = 0; j < nt; j++) park[i][j][q] = acc[i][j];
     }
+}
+
+/* Several tokens (prefill; note 9): outputs y[t + j][r + i], i < nr, j < nt (nr, nt <= 3,
+ * constants after inlining). The 4 x nr x nt partial sums live in `park`; per block of
+ * F_KBLK values of k, one lane group q at a time is taken into nr x nt registers, runs over
+ * the block's chunks, and goes back. */
+INLINE void tile_f3(float *y, int64_t y_ld, const uint8_t *w, size_t rb, enum kern_wtype wt,
+                    const float *x, int64_t k, int64_t r, int64_t t, int nr, int nt)
+{
+    __m256 park[F_MAXR][F_MAXT][4];
+    const uint8_t *row[F_MAXR];
+#pragma GCC unroll 8
+    for (int i = 0; i < nr; i++) {
+        row[i] = w + (size_t)(r + i) * rb;
+#pragma GCC unroll 8
+        for (int j = 0; j < nt; j++)
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) park[i][j][q] = _mm256_setzero_ps();
+    }
+    const float *xt = x + t * k;
+    int64_t kf = k & ~(int64_t)(KERN_LANES - 1);
+    for (int64_t b0 = 0; b0 < kf; b0 += F_KBLK)
+        block_f3(park, row, wt, xt, k, b0, HS_MIN(b0 + F_KBLK, kf), nr, nt);
+    if (kf < k) tail_f(park, row, wt, xt, k, nr, nt);
+#pragma GCC unroll 8
+    for (int j = 0; j < nt; j++)
+#pragma GCC unroll 8
+        for (int i = 0; i < nr; i++)
+            y[(t + j) * y_ld + r + i] = v8_tree32(park[i][j][0], park[i][j][1], park[i][j][2], park[i][j][3]);
 }
 
 /* Rows [g0, g1) (at most F_GROUP) x tokens t .. t+nt-1 (note 10): per block of F_KBLK values

@@ -428,6 +428,38 @@ static void *simd_mm_thread(void *p)
     return NULL;
 }
 
+/* Rows [0, rows) split at cut[1], cut[2] over three threads against one call, T = 1..9 in
+ * steps of t_step: the threaded output must be memcmp-equal to the one call, which must
+ * equal scalar; returns the calls that differ from scalar. */
+static int simd_threaded_rows(const struct kern_ops *ops, const char *variant, const enum kern_wtype types[3],
+                              int64_t rows, int64_t k, const int64_t cut[4], int64_t t_step)
+{
+    int bad = 0;
+    for (size_t ti = 0; ti < 3; ti++) {
+        uint8_t *w = simd_weights(types[ti], rows, k);
+        float *x = simd_vec(9 * k);
+        for (int64_t t = 1; t <= 9; t += t_step) {
+            float *one = simd_ybuf(t, rows), *thr = simd_ybuf(t, rows);
+            ops->matmul(one, rows, w, types[ti], x, NULL, t, k, 0, rows);
+            pthread_t th[3];
+            struct simd_mm_job jobs[3];
+            for (int i = 0; i < 3; i++) {
+                jobs[i] = (struct simd_mm_job){ops, thr, w, types[ti], x, rows, t, k, cut[i], cut[i + 1]};
+                cr_assert_eq(pthread_create(&th[i], NULL, simd_mm_thread, &jobs[i]), 0);
+            }
+            for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+            cr_assert(memcmp(one, thr, (size_t)(t * rows) * sizeof(float)) == 0,
+                      "%s wt=%d T=%ld: threaded rows differ", variant, (int)types[ti], (long)t);
+            bad += simd_cmp_matmul(ops, w, types[ti], x, t, k, rows, 0, rows);
+            free(one);
+            free(thr);
+        }
+        free(w);
+        free(x);
+    }
+    return bad;
+}
+
 static void simd_float_blocks(const char *variant)
 {
     const struct kern_ops *ops = cpu_level_ops_or_skip(variant);
@@ -455,30 +487,8 @@ static void simd_float_blocks(const char *variant)
     cr_assert_eq(bad, 0, "%s: %d of %d calls differ from scalar", variant, bad, calls);
 
     /* threads: rows [0, 5), [5, 22), [22, 37) on three threads against one call, T = 1..9 */
-    enum { ROWS = 37, K = 1061 };
-    for (size_t ti = 0; ti < 3; ti++) {
-        uint8_t *w = simd_weights(types[ti], ROWS, K);
-        float *x = simd_vec(9 * K);
-        for (int64_t t = 1; t <= 9; t++) {
-            float *one = simd_ybuf(t, ROWS), *thr = simd_ybuf(t, ROWS);
-            ops->matmul(one, ROWS, w, types[ti], x, NULL, t, K, 0, ROWS);
-            pthread_t th[3];
-            struct simd_mm_job jobs[3];
-            const int64_t cut[4] = {0, 5, 22, ROWS};
-            for (int i = 0; i < 3; i++) {
-                jobs[i] = (struct simd_mm_job){ops, thr, w, types[ti], x, ROWS, t, K, cut[i], cut[i + 1]};
-                cr_assert_eq(pthread_create(&th[i], NULL, simd_mm_thread, &jobs[i]), 0);
-            }
-            for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
-            cr_assert(memcmp(one, thr, (size_t)(t * ROWS) * sizeof(float)) == 0,
-                      "%s wt=%d T=%ld: threaded rows differ", variant, (int)types[ti], (long)t);
-            bad += simd_cmp_matmul(ops, w, types[ti], x, t, K, ROWS, 0, ROWS);
-            free(one);
-            free(thr);
-        }
-        free(w);
-        free(x);
-    }
+    const int64_t cut[4] = {0, 5, 22, 37};
+    bad = simd_threaded_rows(ops, variant, types, 37, 1061, cut, 1);
     cr_assert_eq(bad, 0, "%s: %d threaded-shape calls differ from scalar", variant, bad);
 }
 
@@ -512,30 +522,8 @@ static void simd_float_groups(const char *variant)
         }
     cr_assert_eq(bad, 0, "%s: %d of %d calls differ from scalar", variant, bad, calls);
 
-    enum { ROWS = 101, K = 2085 };
-    for (size_t ti = 0; ti < 3; ti++) {
-        uint8_t *w = simd_weights(types[ti], ROWS, K);
-        float *x = simd_vec(9 * K);
-        for (int64_t t = 1; t <= 9; t += 2) {
-            float *one = simd_ybuf(t, ROWS), *thr = simd_ybuf(t, ROWS);
-            ops->matmul(one, ROWS, w, types[ti], x, NULL, t, K, 0, ROWS);
-            pthread_t th[3];
-            struct simd_mm_job jobs[3];
-            const int64_t cut[4] = {0, 13, 62, ROWS};
-            for (int i = 0; i < 3; i++) {
-                jobs[i] = (struct simd_mm_job){ops, thr, w, types[ti], x, ROWS, t, K, cut[i], cut[i + 1]};
-                cr_assert_eq(pthread_create(&th[i], NULL, simd_mm_thread, &jobs[i]), 0);
-            }
-            for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
-            cr_assert(memcmp(one, thr, (size_t)(t * ROWS) * sizeof(float)) == 0,
-                      "%s wt=%d T=%ld: threaded rows differ", variant, (int)types[ti], (long)t);
-            bad += simd_cmp_matmul(ops, w, types[ti], x, t, K, ROWS, 0, ROWS);
-            free(one);
-            free(thr);
-        }
-        free(w);
-        free(x);
-    }
+    const int64_t cut[4] = {0, 13, 62, 101};
+    bad = simd_threaded_rows(ops, variant, types, 101, 2085, cut, 2);
     cr_assert_eq(bad, 0, "%s: %d threaded-shape calls differ from scalar", variant, bad);
 }
 
