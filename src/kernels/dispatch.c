@@ -44,6 +44,7 @@ static const struct kern_ops ops_table[] = {
         .matmul_x = kern_matmul_x,
         .q8k_quantize = kern_q8k_quantize,
         .matmul_q8p = NULL, /* no panel layout: the engine keeps Q8_0 rows */
+        .matmul_kp = NULL,  /* nor a row-group one: the K-quant rows stay */
     },
 #if KERN_HAVE_X86
     {
@@ -64,6 +65,7 @@ static const struct kern_ops ops_table[] = {
         .matmul_x = kern_matmul_x_avx2,
         .q8k_quantize = kern_q8k_quantize_avx2,
         .matmul_q8p = NULL,
+        .matmul_kp = NULL,
     },
     /* AVX-512 without AVX512_BF16: everything of "avx512" but the two bf16 entries, which
      * take the FMA forms of the same contract (bf16_avx512.c note 2, bf16_avx2.c) */
@@ -85,6 +87,7 @@ static const struct kern_ops ops_table[] = {
         .matmul_x = kern_matmul_x_avx512,
         .q8k_quantize = kern_q8k_quantize_avx2,
         .matmul_q8p = kern_matmul_q8p_avx512,
+        .matmul_kp = kern_matmul_kp_avx512,
     },
     {
         .name = "avx512",
@@ -104,6 +107,7 @@ static const struct kern_ops ops_table[] = {
         .matmul_x = kern_matmul_x_avx512,
         .q8k_quantize = kern_q8k_quantize_avx2,
         .matmul_q8p = kern_matmul_q8p_avx512,
+        .matmul_kp = kern_matmul_kp_avx512,
     },
 #endif
 };

@@ -381,6 +381,42 @@ void kern_q8p_row(void *out, const void *wp, int64_t k, int64_t row);
  * quantized activation by several matrices computes it once and passes it to each. */
 void kern_q8p_corr(int32_t *cx, const struct kern_q8_block *xq, int64_t n);
 
+/* ---- Q4_K / Q6_K in the row-group layout (q4kp.c, q6kp.c; matmul q4kp_avx512.c,
+ * q6kp_avx512.c) ------------------------------------------------------------------------
+ * K-quant weights rearranged once (at engine start) as the Q8_0 panel layout is, so that a
+ * VNNI kernel reads 16 rows' integer sums out of vpdpbusd chains (lane i = row 16 g + i)
+ * for any number of tokens, with no per-call repacking and no horizontal sums. A pure
+ * rearrangement of each block's bits (kern_kp_row gives the rows back byte for byte), about
+ * the size of the matrix (q4kp.c, q6kp.c notes); a matmul over it keeps the K-quant
+ * contract above to the bit: kern_matmul_k's results on the unpacked rows. */
+#define KERN_KP_ROWS 16
+/* Pseudo weight types for the engine's matmul parts (as KERN_P_Q8_0): the weights are
+ * kern_kp_pack's output for KERN_K_Q4_K / KERN_K_Q6_K, computed by kern_ops.matmul_kp. */
+#define KERN_P_Q4_K 65
+#define KERN_P_Q6_K 66
+#define KERN_Q4KP_SB_BYTES 2368 /* one super-block of 16 rows (q4kp.c) */
+#define KERN_Q6KP_SB_BYTES 3392 /* one super-block of 16 rows (q6kp.c) */
+/* Bytes of one group of KERN_KP_ROWS rows of k values (k % 256 == 0) of type wt
+ * (KERN_K_Q4_K or KERN_K_Q6_K; a multiple of 64); 0 for another type or k. */
+size_t kern_kp_group_bytes(int wt, int64_t k);
+/* Bytes of a packed matrix; 0 when rows < 1, k is not a positive multiple of 256 or wt is
+ * neither type. */
+size_t kern_kp_bytes(int wt, int64_t rows, int64_t k);
+/* Row groups [g0, g1) of dst (kern_kp_bytes(wt, rows, k) bytes, 64-byte aligned) = the
+ * row-group layout of the matrix w [rows, k] of type wt; g1 <= ceil(rows / 16). Groups are
+ * independent: threads may pack disjoint ranges. Padding rows are zero blocks. */
+void kern_kp_pack(void *dst, const void *w, int wt, int64_t rows, int64_t k, int64_t g0, int64_t g1);
+/* out (kern_k_row_bytes(wt, k) bytes) = row `row` of the packed matrix wp, the row that was
+ * packed, byte for byte. */
+void kern_kp_row(void *out, const void *wp, int wt, int64_t k, int64_t row);
+/* The same for one type (kern_kp_* forward here). */
+size_t kern_q4kp_group_bytes(int64_t k);
+void kern_q4kp_pack(void *dst, const void *w, int64_t rows, int64_t k, int64_t g0, int64_t g1);
+void kern_q4kp_row(void *out, const void *wp, int64_t k, int64_t row);
+size_t kern_q6kp_group_bytes(int64_t k);
+void kern_q6kp_pack(void *dst, const void *w, int64_t rows, int64_t k, int64_t g0, int64_t g1);
+void kern_q6kp_row(void *out, const void *wp, int64_t k, int64_t row);
+
 /* ---- bf16 x bf16 matmul (bf16.c; the "BF16 weights" contract above) ----------------- */
 
 /* xb[i] = x[i] rounded to bf16 for i < n (the contract's rule). Done once per input, shared
@@ -620,6 +656,12 @@ struct kern_ops {
      * keeps the Q8_0 rows and never packs (q8p_avx512.c) */
     void (*matmul_q8p)(float *y, int64_t y_ld, const void *wp, const struct kern_q8_block *xq,
                        const int32_t *cx, int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+    /* appended ([F10], many streams): kern_matmul_k's results for rows [r0, r1) (any rows,
+     * any split) with Q4_K or Q6_K weights (wt KERN_K_Q4_K / KERN_K_Q6_K) in the row-group
+     * layout (kern_kp_pack), xq = kern_q8k_quantize(x). NULL in a table without it: the
+     * engine then keeps the K-quant rows and never packs them (q4kp_avx512.c) */
+    void (*matmul_kp)(float *y, int64_t y_ld, const void *wp, int wt, const struct kern_q8k_block *xq,
+                      int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
 };
 
 /* The table of variant `variant` ("scalar", "avx2", "avx512vnni", "avx512"); NULL for an
@@ -663,6 +705,12 @@ void kern_matmul_avx512(float *y, int64_t y_ld, const void *w, enum kern_wtype w
 void kern_q8_quantize_avx512(struct kern_q8_block *xq, const float *x, int64_t n_tok, int64_t k);
 void kern_matmul_q8p_avx512(float *y, int64_t y_ld, const void *wp, const struct kern_q8_block *xq,
                             const int32_t *cx, int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+void kern_matmul_kp_avx512(float *y, int64_t y_ld, const void *wp, int wt, const struct kern_q8k_block *xq,
+                           int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+void kern_matmul_q4kp_avx512(float *y, int64_t y_ld, const void *wp, const struct kern_q8k_block *xq,
+                             int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+void kern_matmul_q6kp_avx512(float *y, int64_t y_ld, const void *wp, const struct kern_q8k_block *xq,
+                             int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
 float kern_dot_avx512(const float *a, const float *b, int64_t n);
 
 /* ---- SIMD sequence kernels ([F7]; attn_avx2.c, attn_avx512.c, gdn_avx2.c, gdn_avx512.c)
