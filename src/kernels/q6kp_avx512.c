@@ -17,7 +17,11 @@
  *   2. The integer sum is the contract's isum = sum_g sc_g (dot_g - 32 bsum_g), exact, in
  *      another order: it starts from -32 sum_g sc_g bsum_g (8 vpdpwssd of the rows' scale
  *      pairs times -32, within int16, with the token's bsum pairs), then adds sc_g * dot_g
- *      (vpmulld of the scale as int32 lanes). |isum| < 2^29, so no step wraps.
+ *      (vpmulld of the scale as int32 lanes). Every partial sum stays below 2^29 in
+ *      magnitude (16 x 128 x 32 x 2032 for the share, 16 x 128 x 63 x 127 x 16 for the
+ *      rest), so no step wraps. Measured slower: half sums of 8 values started at their
+ *      -32 share (within int16) and scaled by vpdpwssd with (sc_g, 0) (one more VNNI
+ *      instruction per group and token, more registers).
  *   3. The float steps are the contract's: dw * dx rounded once (vcvtph2ps of the rows' d,
  *      times the token's d), then one fma per block into the output's accumulator, blocks
  *      ascending; lane-wise, so each row is the scalar code's row.
@@ -30,6 +34,10 @@
  *   5. Any r0, r1: a group that is only partly inside [r0, r1) is computed whole and stored
  *      with a mask (its other lanes are independent and thrown away), so a thread split
  *      that cuts a group cannot change a bit. Padding rows compute zeros, never stored.
+ *   6. The prefetch is software, into L2 (T1, as q8p_avx512.c note 5), 16 KiB ahead, 7
+ *      lines per step: with none a decode call ran at about 0.6x the speed (the steps read
+ *      a super-block out of order: ql, qh, scales), with 2-8 KiB the 1- and 2-token calls
+ *      lagged the 4-token ones (bench/kp_bench.c, Zen 4, one thread).
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -40,11 +48,12 @@
 #define INLINE static inline __attribute__((always_inline))
 #define Q6KP_TMAX 8                   /* tokens per tile at most (registers: note 4) */
 #define Q6KP_PANEL_BYTES (256 * 1024) /* packed weights per row panel of a several-token call */
-#define Q6KP_PREFETCH 2048            /* bytes ahead a tile of 1 or 2 tokens prefetches (into L2) */
-#define Q6KP_PREFETCH_N 8192          /* ... and a tile of 3 to Q6KP_TMAX tokens */
+#ifndef Q6KP_PREFETCH
+#define Q6KP_PREFETCH 16384           /* bytes ahead a streaming tile prefetches into L2 (note 6) */
+#endif
 #define Q6KP_LINES (KERN_Q6KP_SB_BYTES / 64)
 
-/* The broadcast dword at byte `at` of an activation block (4 quants or a bsum pair). */
+/* The dword at p (4 activation quants or a bsum pair) in every lane. */
 INLINE __m512i q6kp_bcast(const void *p)
 {
     int32_t four;
@@ -168,8 +177,8 @@ void kern_matmul_q6kp_avx512(float *y, int64_t y_ld, const void *wp, const struc
     const int64_t ga = r0 / KERN_KP_ROWS, gz = (r1 + KERN_KP_ROWS - 1) / KERN_KP_ROWS;
     if (r0 >= r1 || n_tok < 1) return;
     if (n_tok <= Q6KP_TMAX) { /* a decode step: one stream, each group read once */
-        int pf = n_tok <= 2 ? Q6KP_PREFETCH : Q6KP_PREFETCH_N;
-        for (int64_t g = ga; g < gz; g++) q6kp_tile_n(y, y_ld, wp, gb, nb, g, xq, 0, r0, r1, pf, (int)n_tok);
+        for (int64_t g = ga; g < gz; g++)
+            q6kp_tile_n(y, y_ld, wp, gb, nb, g, xq, 0, r0, r1, Q6KP_PREFETCH, (int)n_tok);
         return;
     }
     /* token tiles of at most Q6KP_TMAX, as even as can be (9 tokens: 4 + 5) */
@@ -181,7 +190,7 @@ void kern_matmul_q6kp_avx512(float *y, int64_t y_ld, const void *wp, const struc
             int64_t t = n_tok * tt / n_tt;
             int nt = (int)(n_tok * (tt + 1) / n_tt - t);
             for (int64_t g = p0; g < p1; g++)
-                q6kp_tile_n(y, y_ld, wp, gb, nb, g, xq + t * nb, t, r0, r1, tt == 0 ? Q6KP_PREFETCH_N : 0, nt);
+                q6kp_tile_n(y, y_ld, wp, gb, nb, g, xq + t * nb, t, r0, r1, tt == 0 ? Q6KP_PREFETCH : 0, nt);
         }
     }
 }
