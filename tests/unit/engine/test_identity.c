@@ -93,7 +93,7 @@ Test(engine_identity, mid_file_change_and_copies)
     /* the SIGBUS guard needs matrices read from the mapping: without the packed Q8_0
      * copies (wpack.c), which would leave it only the embedding rows and the norms to read
      * (packed_copies_and_truncation below) */
-    setenv("HEADSTART_NO_Q8P", "1", 1);
+    setenv("HEADSTART_NO_PACK", "1", 1);
     struct model *ma, *mc, *md, *ma2;
     struct engine *a = open_engine("a.gguf", &ma), *c = open_engine("c.gguf", &mc), *d = open_engine("d.gguf", &md),
                   *a2 = open_engine("a.gguf", &ma2);
@@ -132,7 +132,7 @@ Test(engine_identity, packed_copies_and_truncation)
     snprintf(out, sizeof(out), "%s/a.gguf", dir);
     struct hs_err err;
     hs_err_clear(&err);
-    unsetenv("HEADSTART_NO_Q8P");
+    unsetenv("HEADSTART_NO_PACK");
     struct model *m;
     struct engine *e = open_engine("a.gguf", &m);
     int64_t V = e->g.V, row = 1;
