@@ -55,7 +55,7 @@
 #   BENCH_PARTS    ["streams ttft head"]
 #   BENCH_LLAMA    [1]           0: the streams part runs headstart only (llama.cpp columns "-")
 #   BENCH_B_ENV    [""]          "NAME=VALUE ...": the streams part compares headstart with a second
-#                  headstart server started with these variables added (e.g. HEADSTART_NO_Q8P=1),
+#                  headstart server started with these variables added (e.g. HEADSTART_NO_PACK=1),
 #                  in place of llama.cpp, alternating the two within each stream count as it
 #                  alternates with llama.cpp (a loaded machine's swings then hit both alike);
 #                  the llama.cpp columns hold B and say so

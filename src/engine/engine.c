@@ -38,7 +38,7 @@
  *
  * Prefault. engine_new maps the pages of the weight files into the process at once
  * (sys_mem_warm: one madvise, no trap per page), all but those of the matrices packed
- * (q8pack.c: their copies serve, and each was read and dropped in turn), so the first
+ * (wpack.c: their copies serve, and each was read and dropped in turn), so the first
  * forward pass does not pay ~0.2 s of page faults on a 0.8b model (what
  * llama.cpp's MAP_POPULATE does at its load too). Not when the files are over half the
  * machine's RAM (they would evict each other: they are read as the passes need them), nor
@@ -503,7 +503,7 @@ static void scratch_free(struct engine_scratch *s)
 }
 
 /* Map the weight files' pages in now (see Prefault above), but for the matrices packed
- * (their copies serve; e->q8p is sorted by address), unless the files would not fit. */
+ * (their copies serve; e->packs is sorted by address), unless the files would not fit. */
 static void prefault(const struct engine *e)
 {
     const struct tensor_set *ts = model_tensors(e->m);
@@ -515,11 +515,11 @@ static void prefault(const struct engine *e)
         const struct sys_map *f = tensor_set_file(ts, i);
         if (!f || !f->data) continue;
         const uint8_t *at = f->data, *end = f->data + f->len;
-        for (int64_t k = 0; k < e->n_q8p; k++) {
-            const uint8_t *src = e->q8p[k].src;
+        for (int64_t k = 0; k < e->n_packs; k++) {
+            const uint8_t *src = e->packs[k].src;
             if (src < at || src >= end) continue;
             sys_mem_warm(at, (size_t)(src - at));
-            at = src + e->q8p[k].rows * kern_row_bytes(KERN_W_Q8_0, e->q8p[k].cols);
+            at = src + e->packs[k].src_bytes;
         }
         if (at < end) sys_mem_warm(at, (size_t)(end - at));
     }
@@ -554,7 +554,7 @@ int engine_new(const struct model *m, const struct engine_opts *o, struct engine
     }
     scratch_alloc(e);
     e->pool = sys_pool_new(e->n_threads);
-    engine_q8p_build(e);
+    engine_pack_build(e);
     prefault(e);
     e->fingerprint = fingerprint(e);
     *out = e;
@@ -565,7 +565,7 @@ void engine_free(struct engine *e)
 {
     if (!e) return;
     sys_pool_free(e->pool);
-    engine_q8p_free(e);
+    engine_pack_free(e);
     scratch_free(&e->s);
     hs_free(e);
 }
@@ -598,7 +598,7 @@ bool engine_fingerprint_persistent(const struct engine *e, uint64_t *fp)
 
 const struct model *engine_model(const struct engine *e) { return e->m; }
 const char *engine_kernel_variant(const struct engine *e) { return e->variant; }
-uint64_t engine_packed_bytes(const struct engine *e) { return e->q8p_bytes; }
+uint64_t engine_packed_bytes(const struct engine *e) { return e->packed_bytes; }
 uint64_t engine_fingerprint(const struct engine *e) { return e->fingerprint; }
 
 uint64_t engine_snapshot_bytes(const struct engine *e)

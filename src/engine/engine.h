@@ -58,9 +58,10 @@ const struct model *engine_model(const struct engine *e);
 /* Name of the kernel variant in use ("scalar", "avx2", "avx512vnni", "avx512") — part of
  * the numerics fingerprint. */
 const char *engine_kernel_variant(const struct engine *e);
-/* Bytes of the engine's own copies of Q8_0 matrices in the panel layout (q8pack.c: made at
- * engine_new when the kernel variant multiplies by them; 0 otherwise). Resident in place
- * of the file mapping's pages of those matrices, which are dropped once copied. */
+/* Bytes of the engine's own copies of Q8_0, Q4_K and Q6_K matrices in their packed layouts
+ * (wpack.c: made at engine_new when the kernel variant multiplies by them; 0 otherwise).
+ * Resident in place of the file mapping's pages of those matrices, which are dropped once
+ * copied. */
 uint64_t engine_packed_bytes(const struct engine *e);
 /* The variant a new engine uses on this machine: the best the CPU has, lowered by
  * HEADSTART_CPU=scalar|avx2|avx512vnni|avx512 (static string). */

@@ -117,11 +117,14 @@ struct engine_scratch {
     int64_t *row_idx;                      /* [n_batch] step indices of the logit rows */
 };
 
-/* One Q8_0 matrix [rows, cols] at src and its copy in the panel layout (q8pack.c). */
-struct engine_q8p {
+/* One weight matrix [rows, cols] of type wt (KERN_W_Q8_0, KERN_K_Q4_K or KERN_K_Q6_K) at src,
+ * src_bytes long, and its copy in the type's packed layout (wpack.c). */
+struct engine_pack {
     const void *src;
     void *packed;
+    int wt;
     int64_t rows, cols;
+    size_t src_bytes;
 };
 
 struct engine {
@@ -137,9 +140,10 @@ struct engine {
     uint64_t fingerprint_persistent;       /* valid when has_identity */
     const char *variant;
     const struct kern_ops *ops;            /* matmul / q8_quantize of the variant */
-    struct engine_q8p *q8p;                /* packed Q8_0 copies, sorted by src (q8pack.c) */
-    int64_t n_q8p;
-    uint64_t q8p_bytes;                    /* their bytes in all */
+    struct engine_pack *packs;             /* packed weight copies, sorted by src (wpack.c) */
+    int64_t n_packs;
+    bool has_q8p;                          /* one of them is Q8_0 (the activations' offset shares) */
+    uint64_t packed_bytes;                 /* their bytes in all */
 };
 
 struct seq {
@@ -164,11 +168,12 @@ void engine_attn_reserve(struct engine *e, int64_t n_pos);
  * CPU's best) and recompute the fingerprints. For tests that compare variants. */
 int engine_force_variant(struct engine *e, const char *name, struct hs_err *err);
 
-/* Pack every Q8_0 matrix of the model when the variant has kern_ops.matmul_q8p (and
- * HEADSTART_NO_Q8P is unset); needs e->pool. The copy of src, or NULL; free them all. */
-void engine_q8p_build(struct engine *e);
-const void *engine_q8p_find(const struct engine *e, const void *src);
-void engine_q8p_free(struct engine *e);
+/* Pack every Q8_0 matrix of the model when the variant has kern_ops.matmul_q8p, every Q4_K
+ * and Q6_K one when it has kern_ops.matmul_kp (unless HEADSTART_NO_PACK is set); needs
+ * e->pool. The copy of src (and its type in *wt), or NULL; free them all. */
+void engine_pack_build(struct engine *e);
+const void *engine_pack_find(const struct engine *e, const void *src, int *wt);
+void engine_pack_free(struct engine *e);
 
 /* FNV-1a 64 over bytes, continuing from h (start with ENGINE_FNV_INIT). */
 #define ENGINE_FNV_INIT 0xcbf29ce484222325ull

@@ -79,7 +79,7 @@
 /* Quantized copies of one activation [T, K], NULL where no weight reading it needs them:
  * q8 (kern_q8_quantize) for Q8_0 weights, qk (kern_q8k_quantize) for Q4_K / Q6_K, bf
  * (kern_bf16_round) for bf16 weights; cx (kern_q8p_corr of q8) where Q8_0 matrices have
- * packed copies (q8pack.c), computed once for all of them. */
+ * packed copies (wpack.c), computed once for all of them. */
 struct act {
     const struct kern_q8_block *q8;
     const struct kern_q8k_block *qk;
@@ -117,8 +117,11 @@ struct mm_job {
 
 static void mm_part_run(const struct mm_job *j, const struct mm_part *p, int64_t r0, int64_t r1)
 {
-    if ((int)p->wt == KERN_P_Q8_0) /* packed at engine start (q8pack.c) */
+    if ((int)p->wt == KERN_P_Q8_0) /* packed at engine start (wpack.c) */
         j->ops->matmul_q8p(p->y, p->y_ld, p->w, j->xa.q8, j->xa.cx, j->T, j->K, r0, r1);
+    else if ((int)p->wt == KERN_P_Q4_K || (int)p->wt == KERN_P_Q6_K) /* also (wpack.c) */
+        j->ops->matmul_kp(p->y, p->y_ld, p->w, (int)p->wt == KERN_P_Q4_K ? KERN_K_Q4_K : KERN_K_Q6_K, j->xa.qk,
+                          j->T, j->K, r0, r1);
     else if (kern_wtype_is_k((int)p->wt))
         j->ops->matmul_k(p->y, p->y_ld, p->w, (int)p->wt, j->xa.qk, j->T, j->K, r0, r1);
     else if (kern_wtype_is_x((int)p->wt)) /* Q5_1, IQ4_NL, IQ4_XS ([F12]) */
@@ -158,11 +161,15 @@ static void mm_n(struct engine *e, const float *x, struct act xa, int64_t T, int
     for (int i = 0; i < n; i++) {
         j.p[i] = p[i];
         rows += p[i].rows;
-        /* a Q8_0 matrix with a packed copy multiplies in the panel layout: same bits */
-        const void *pk = p[i].wt == KERN_W_Q8_0 && e->ops->matmul_q8p ? engine_q8p_find(e, p[i].w) : NULL;
-        if (pk) {
+        /* a matrix with a packed copy (wpack.c) multiplies in its layout: same bits */
+        int pt = -1;
+        const void *pk = e->n_packs > 0 ? engine_pack_find(e, p[i].w, &pt) : NULL;
+        if (pk && pt == KERN_W_Q8_0 && e->ops->matmul_q8p) {
             j.p[i].w = pk;
             j.p[i].wt = (enum kern_wtype)KERN_P_Q8_0;
+        } else if (pk && pt != KERN_W_Q8_0 && e->ops->matmul_kp) {
+            j.p[i].w = pk;
+            j.p[i].wt = (enum kern_wtype)(pt == KERN_K_Q4_K ? KERN_P_Q4_K : KERN_P_Q6_K);
         }
     }
     if (T > ENGINE_FEW_TOKENS) {
@@ -265,7 +272,7 @@ static struct act quant(const struct engine *e, struct kern_q8_block *buf, struc
     if (!(need & ACT_Q8)) return a;
     e->ops->q8_quantize(buf, x, T, K);
     a.q8 = buf;
-    if (e->n_q8p > 0) { /* the packed matmuls' offset shares, once for all of them */
+    if (e->has_q8p) { /* the packed Q8_0 matmuls' offset shares, once for all of them */
         int32_t *cbuf = buf == e->s.xq_a ? e->s.xc_a : e->s.xc_b;
         kern_q8p_corr(cbuf, buf, T * (K / KERN_Q8_BLOCK));
         a.cx = cbuf;

@@ -1585,7 +1585,7 @@ int server_run(const struct server_opts *o)
     char start[8192], packed[64] = "";
     uint64_t pb = engine_packed_bytes(srv->engine);
     char pbs[32];
-    if (pb) snprintf(packed, sizeof packed, " (Q8_0 weights packed: %s)", hs_format_size(pb, pbs, sizeof pbs));
+    if (pb) snprintf(packed, sizeof packed, " (weights packed: %s)", hs_format_size(pb, pbs, sizeof pbs));
     snprintf(start, sizeof start, "headstart serve: model %s (%s, %s), context %lld, threads %d, kernels %s%s, "
              "parallel %d (steps of %lld tokens, sequence state %.1f GiB), max queue %d, %s, listening on http://%s%s%s:%d",
              srv->model_name, model_arch_name(model_hparams(srv->model)->arch), o->model_path,

@@ -41,8 +41,8 @@
 #      API, one streaming), where a server without the small budget answers it with 200.
 #   5. At the end every server is healthy (/health ok, queue empty), exits 0 on SIGTERM, and
 #      no sanitizer wrote a report.
-#   The wave of 1 also runs on a Q8_0 GGUF packed at start (CPUs whose table packs), against
-#   its alone runs on the weights unpacked, and restoring from the bank.
+#   The wave of 1 also runs on a Q8_0 GGUF and a Q4_K_M one packed at start (CPUs whose table
+#   packs), against their alone runs on the weights unpacked, and restoring from the bank.
 # Checks 3 and 4 (and the step count of 1) need the batching scheduler: before it they fail
 # on the metrics it adds and on the 400. Bounded: every client socket has a 60 s timeout;
 # the whole script takes seconds on the tiny model. Ends with "RESULT: N passed, N failed".
@@ -167,25 +167,31 @@ wave_cmp bank main w1 && pass "[1] --parallel 16 --step-tokens 64, bank in RAM (
 wave_cmp bank main w2 reverse && restored bank w2 && pass "[1] the bank's second wave, sent in reverse order (restores beside prefills): $(tail -1 "$tmp/o")" \
     || { fail "[1] bank, second wave"; show "$tmp/o"; }
 
-# Q8_0 weights packed at start (where the kernel table packs: AVX-512 VNNI): the same wave on
-# a Q8_0 GGUF, alone on the unpacked weights (HEADSTART_NO_Q8P=1), then in a crowd packed,
-# twice (the second restoring): packing changes no bit, alone or beside others
-"$hs" mkmodel --preset tiny --dtype q8_0 --out "$tmp/q8.gguf" > "$tmp/o" 2>&1 || { fail "mkmodel q8_0"; show "$tmp/o"; }
-model=$tmp/q8.gguf
-export HEADSTART_NO_Q8P=1
-start q8alone --parallel 1 --no-bank
-unset HEADSTART_NO_Q8P
-cc run "$port" "$tmp/main.json" "$tmp/q8alone.main.json" alone > "$tmp/o" 2>&1 || { fail "[1] q8_0 alone runs"; show "$tmp/o"; }
-start q8packed --parallel 16 --step-tokens 64 --bank-ram 64M --no-bank-disk --max-queue 64
-p=$port ref=q8alone
-if grep -q 'weights packed' "$tmp/q8alone.log"; then fail "[1] q8_0: HEADSTART_NO_Q8P=1 still packed"
-elif ! grep -q 'Q8_0 weights packed' "$tmp/q8packed.log"; then echo "skip: [1] q8_0 packed: this CPU's kernel table does not pack"
-else
-    wave_cmp q8packed main w1 && wave_cmp q8packed main w2 reverse && restored q8packed w2 \
-        && pass "[1] Q8_0 packed at start, in a crowd and restored (two waves): the unpacked alone answers, $(tail -1 "$tmp/o")" \
-        || { fail "[1] Q8_0 packed"; show "$tmp/o"; }
-fi
-model= ref=
+# Weights packed at start (where the kernel table packs: AVX-512 VNNI): the same wave on a
+# Q8_0 GGUF and on a Q4_K_M one (Q4_K and Q6_K matrices: hidden 256, rows of whole
+# super-blocks), alone on the unpacked weights (HEADSTART_NO_PACK=1), then in a crowd
+# packed, twice (the second restoring): packing changes no bit, alone or beside others
+packed_wave() { # name dtype [mkmodel options]
+    pw=$1 pt=$2; shift 2
+    "$hs" mkmodel --preset tiny --dtype "$pt" "$@" --out "$tmp/$pw.gguf" > "$tmp/o" 2>&1 || { fail "mkmodel $pt"; show "$tmp/o"; return; }
+    model=$tmp/$pw.gguf
+    export HEADSTART_NO_PACK=1
+    start "${pw}alone" --parallel 1 --no-bank
+    unset HEADSTART_NO_PACK
+    cc run "$port" "$tmp/main.json" "$tmp/${pw}alone.main.json" alone > "$tmp/o" 2>&1 || { fail "[1] $pt alone runs"; show "$tmp/o"; }
+    start "${pw}packed" --parallel 16 --step-tokens 64 --bank-ram 64M --no-bank-disk --max-queue 64
+    p=$port ref=${pw}alone
+    if grep -q 'weights packed' "$tmp/${pw}alone.log"; then fail "[1] $pt: HEADSTART_NO_PACK=1 still packed"
+    elif ! grep -q 'weights packed' "$tmp/${pw}packed.log"; then echo "skip: [1] $pt packed: this CPU's kernel table does not pack"
+    else
+        wave_cmp "${pw}packed" main w1 && wave_cmp "${pw}packed" main w2 reverse && restored "${pw}packed" w2 \
+            && pass "[1] $pt packed at start, in a crowd and restored (two waves): the unpacked alone answers, $(tail -1 "$tmp/o")" \
+            || { fail "[1] $pt packed"; show "$tmp/o"; }
+    fi
+    model= ref=
+}
+packed_wave q8 q8_0
+packed_wave q4 q4_k_m --hidden 256 --ffn 512 --head-dim 64 --gdn-head-dim 64
 
 # ---- 2. disconnects -----------------------------------------------------------------------
 p=$p16

@@ -91,9 +91,9 @@ Test(engine_identity, mid_file_change_and_copies)
              dir);
     cr_assert_eq(system(cmd), 0);
     /* the SIGBUS guard needs matrices read from the mapping: without the packed Q8_0
-     * copies (q8pack.c), which would leave it only the embedding rows and the norms to read
+     * copies (wpack.c), which would leave it only the embedding rows and the norms to read
      * (packed_copies_and_truncation below) */
-    setenv("HEADSTART_NO_Q8P", "1", 1);
+    setenv("HEADSTART_NO_PACK", "1", 1);
     struct model *ma, *mc, *md, *ma2;
     struct engine *a = open_engine("a.gguf", &ma), *c = open_engine("c.gguf", &mc), *d = open_engine("d.gguf", &md),
                   *a2 = open_engine("a.gguf", &ma2);
@@ -121,7 +121,7 @@ Test(engine_identity, mid_file_change_and_copies)
     model_free(ma); model_free(mc); model_free(md); model_free(ma2);
 }
 
-/* With packed Q8_0 copies (q8pack.c; where the kernel variant has them) the matrices no
+/* With packed Q8_0 copies (wpack.c; where the kernel variant has them) the matrices no
  * longer come from the file: after the file is cut to a third, a forward either fails
  * naming the file (it read a truncated page: an embedding row, a norm) or returns the very
  * logits it returned before. Never other logits. */
@@ -132,7 +132,7 @@ Test(engine_identity, packed_copies_and_truncation)
     snprintf(out, sizeof(out), "%s/a.gguf", dir);
     struct hs_err err;
     hs_err_clear(&err);
-    unsetenv("HEADSTART_NO_Q8P");
+    unsetenv("HEADSTART_NO_PACK");
     struct model *m;
     struct engine *e = open_engine("a.gguf", &m);
     int64_t V = e->g.V, row = 1;
@@ -150,7 +150,7 @@ Test(engine_identity, packed_copies_and_truncation)
         cr_assert_eq(rc, HS_ERR_IO, "%s", err.msg);
         cr_assert(strstr(err.msg, "a.gguf") && strstr(err.msg, "truncated"), "%s", err.msg);
     } else {
-        cr_assert(e->n_q8p > 0, "no packed copies and no error: the guard missed the truncation");
+        cr_assert(e->n_packs > 0, "no packed copies and no error: the guard missed the truncation");
         cr_assert(!memcmp(l0, l1, (size_t)V * sizeof(float)), "other logits after the truncation, and no error");
     }
     seq_free(s);

@@ -1,0 +1,209 @@
+/* Tests of the Q4_K row-group layout (q4kp.c, kp.c) and its AVX-512 VNNI matmul
+ * (q4kp_avx512.c): the pack is a lossless rearrangement (every row comes back byte for byte
+ * through kern_kp_row, padding rows are zero blocks, every byte of the copy is written),
+ * packing in group ranges equals one pack, and matmul_kp over the packed matrix is
+ * bit-identical to the scalar kern_matmul_k over the Q4_K rows, for token counts 1..20 and
+ * 64 (the decode tiles 1..8, the several-token tiles of 2 groups and their remainders), row
+ * counts around 16-row groups, K from one super-block to a 27B FFN row (several row panels,
+ * a group larger than a panel), row ranges that cut groups and splits of one call into
+ * pieces (threads), extreme quants, scales, mins and f16 factors. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "unit/cpu_level.h"
+
+static uint64_t kp_rng;
+static uint64_t kp_next(void)
+{
+    uint64_t z = (kp_rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* A finite f16: normal, sometimes subnormal or zero, either sign. */
+static uint16_t kp_f16(void)
+{
+    uint64_t u = kp_next();
+    uint16_t h = (uint16_t)(0x1000 + u % 0x3000);
+    if (u % 13 == 0) h = (uint16_t)(u % 0x0400);
+    if (u % 7 == 0) h |= 0x8000;
+    return h;
+}
+
+static uint8_t *kp_weights(int64_t rows, int64_t k)
+{
+    size_t rb = (size_t)(k / 256) * KERN_Q4K_BYTES;
+    uint8_t *w = hs_malloc((size_t)rows * rb);
+    for (size_t i = 0; i < (size_t)rows * rb; i++) w[i] = (uint8_t)kp_next();
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t b = 0; b < k / 256; b++) {
+            uint8_t *blk = w + r * rb + b * KERN_Q4K_BYTES;
+            uint16_t d = kp_f16(), dm = kp_f16();
+            memcpy(blk, &d, 2);
+            memcpy(blk + 2, &dm, 2);
+            uint64_t u = kp_next();
+            if (u % 11 == 0) memset(blk + 16, 0xff, 128); /* every quant 15 */
+            if (u % 17 == 0) memset(blk + 16, 0x00, 128); /* every quant 0 */
+            if (u % 19 == 0) memset(blk + 4, 0xff, 12);   /* every scale and min 63 */
+        }
+    return w;
+}
+
+static float *kp_acts(int64_t n)
+{
+    float *x = hs_malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t u = kp_next();
+        x[i] = ldexpf((float)((double)(u >> 11) / 9007199254740992.0) * 2.0f - 1.0f, (int)(u % 9) - 4);
+    }
+    for (int64_t i = 0; i + 256 <= n; i += 256 * 5) memset(x + i, 0, 256 * sizeof(float)); /* zero blocks */
+    return x;
+}
+
+static void *kp_pack(const uint8_t *w, int64_t rows, int64_t k)
+{
+    size_t n = kern_kp_bytes(KERN_K_Q4_K, rows, k);
+    void *p = hs_aligned_alloc(64, n);
+    memset(p, 0xa5, n); /* the pack must write every byte */
+    kern_kp_pack(p, w, KERN_K_Q4_K, rows, k, 0, (rows + KERN_KP_ROWS - 1) / KERN_KP_ROWS);
+    return p;
+}
+
+/* One call over [r0, r1) split into `pieces` consecutive ranges (as threads would). */
+static void kp_case(const struct kern_ops *v, int64_t rows, int64_t k, int64_t n_tok, int64_t r0, int64_t r1,
+                    int pieces, int *bad, int *calls)
+{
+    uint8_t *w = kp_weights(rows, k);
+    void *wp = kp_pack(w, rows, k);
+    float *x = kp_acts(n_tok * k);
+    struct kern_q8k_block *xq = hs_malloc((size_t)(n_tok * (k / 256)) * sizeof(*xq));
+    kern_q8k_quantize(xq, x, n_tok, k);
+    int64_t y_ld = rows + 2;
+    float *a = hs_malloc((size_t)(n_tok * y_ld) * sizeof(float));
+    float *b = hs_malloc((size_t)(n_tok * y_ld) * sizeof(float));
+    for (int64_t i = 0; i < n_tok * y_ld; i++) a[i] = b[i] = -7.25f; /* sentinels: rows outside stay */
+    kern_matmul_k(a, y_ld, w, KERN_K_Q4_K, xq, n_tok, k, r0, r1);
+    for (int p = 0; p < pieces; p++) {
+        int64_t lo = r0 + (r1 - r0) * p / pieces, hi = r0 + (r1 - r0) * (p + 1) / pieces;
+        v->matmul_kp(b, y_ld, wp, KERN_K_Q4_K, xq, n_tok, k, lo, hi);
+    }
+    (*calls)++;
+    if (memcmp(a, b, (size_t)(n_tok * y_ld) * sizeof(float))) {
+        if (!*bad)
+            for (int64_t i = 0; i < n_tok * y_ld; i++)
+                if (memcmp(a + i, b + i, 4)) {
+                    cr_log_error("rows %ld K %ld T %ld [%ld,%ld) /%d: first diff t=%ld r=%ld: %a vs %a", (long)rows,
+                                 (long)k, (long)n_tok, (long)r0, (long)r1, pieces, (long)(i / y_ld),
+                                 (long)(i % y_ld), a[i], b[i]);
+                    break;
+                }
+        (*bad)++;
+    }
+    hs_free(w);
+    hs_free(wp);
+    hs_free(x);
+    hs_free(xq);
+    hs_free(a);
+    hs_free(b);
+}
+
+Test(kern_q4kp, pack_is_lossless_and_pads_with_zero_rows)
+{
+    static const int64_t rows[] = {1, 15, 16, 17, 40};
+    static const int64_t ks[] = {256, 512, 1024, 3584};
+    kp_rng = 1;
+    for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+            int64_t n = rows[ri], k = ks[ki];
+            size_t rb = kern_k_row_bytes(KERN_K_Q4_K, k), gb = kern_kp_group_bytes(KERN_K_Q4_K, k);
+            cr_assert_eq(kern_kp_bytes(KERN_K_Q4_K, n, k), (size_t)((n + 15) / 16) * gb);
+            cr_assert_eq(gb % 64, 0);
+            cr_assert_eq(gb, (size_t)(k / 256) * KERN_Q4KP_SB_BYTES);
+            cr_assert_geq(gb, 16 * rb, "a group holds its 16 rows");
+            uint8_t *w = kp_weights(n, k);
+            void *wp = kp_pack(w, n, k);
+            uint8_t *row = hs_malloc(rb);
+            for (int64_t r = 0; r < (n + 15) / 16 * 16; r++) {
+                kern_kp_row(row, wp, KERN_K_Q4_K, k, r);
+                if (r < n) {
+                    cr_assert(!memcmp(row, w + (size_t)r * rb, rb), "rows %ld K %ld: row %ld differs", (long)n,
+                              (long)k, (long)r);
+                } else {
+                    for (size_t i = 0; i < rb; i++)
+                        cr_assert_eq(row[i], 0, "rows %ld K %ld: padding row %ld byte %zu", (long)n, (long)k,
+                                     (long)r, i);
+                }
+            }
+            /* packing group by group gives the same bytes as one pack */
+            void *wq = hs_aligned_alloc(64, kern_kp_bytes(KERN_K_Q4_K, n, k));
+            for (int64_t g = (n + 15) / 16 - 1; g >= 0; g--) kern_kp_pack(wq, w, KERN_K_Q4_K, n, k, g, g + 1);
+            cr_assert(!memcmp(wp, wq, kern_kp_bytes(KERN_K_Q4_K, n, k)), "rows %ld K %ld: ranged pack differs",
+                      (long)n, (long)k);
+            hs_free(w);
+            hs_free(wp);
+            hs_free(wq);
+            hs_free(row);
+        }
+    cr_assert_eq(kern_kp_bytes(KERN_K_Q4_K, 0, 256), 0);
+    cr_assert_eq(kern_kp_bytes(KERN_K_Q4_K, 4, 384), 0);
+    cr_assert_eq(kern_kp_bytes(KERN_K_Q5_K, 4, 256), 0, "Q5_K has no row-group layout");
+}
+
+Test(kern_q4kp, tables_with_and_without)
+{
+    cr_assert_null(kern_ops_for("scalar")->matmul_kp, "scalar has no row-group layout: the engine must not pack");
+    if (kern_ops_for("avx2")) cr_assert_null(kern_ops_for("avx2")->matmul_kp);
+    if (kern_ops_for("avx512vnni")) cr_assert_not_null(kern_ops_for("avx512vnni")->matmul_kp);
+    if (kern_ops_for("avx512")) cr_assert_not_null(kern_ops_for("avx512")->matmul_kp);
+}
+
+Test(kern_q4kp, decode_token_counts_rows_and_tails)
+{
+    const struct kern_ops *v = cpu_level_ops_or_skip("avx512vnni");
+    static const int64_t rows[] = {1, 15, 16, 17, 33, 64};
+    static const int64_t ks[] = {256, 768, 1024};
+    int bad = 0, calls = 0;
+    kp_rng = 2;
+    for (int64_t t = 1; t <= 8; t++)
+        for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
+            for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+                int64_t n = rows[ri];
+                kp_case(v, n, ks[ki], t, 0, n, 1, &bad, &calls);
+                if (n > 20) kp_case(v, n, ks[ki], t, 3, n - 1, 3, &bad, &calls);
+            }
+    cr_assert_eq(bad, 0, "%d of %d decode calls differ from scalar", bad, calls);
+}
+
+Test(kern_q4kp, prefill_tiles_and_remainders)
+{
+    const struct kern_ops *v = cpu_level_ops_or_skip("avx512vnni");
+    static const int64_t rows[] = {15, 32, 50, 64};
+    static const int64_t toks[] = {9, 10, 11, 12, 13, 17, 20, 64};
+    static const int64_t ks[] = {256, 1280};
+    int bad = 0, calls = 0;
+    kp_rng = 3;
+    for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
+        for (size_t ti = 0; ti < sizeof toks / sizeof toks[0]; ti++)
+            for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+                int64_t n = rows[ri];
+                kp_case(v, n, ks[ki], toks[ti], 0, n, 1, &bad, &calls);
+                if (n > 20) kp_case(v, n, ks[ki], toks[ti], 5, n - 2, 2, &bad, &calls);
+            }
+    cr_assert_eq(bad, 0, "%d of %d prefill calls differ from scalar", bad, calls);
+}
+
+Test(kern_q4kp, panels_large_k_and_splits)
+{
+    const struct kern_ops *v = cpu_level_ops_or_skip("avx512vnni");
+    int bad = 0, calls = 0;
+    kp_rng = 4;
+    kp_case(v, 300, 1024, 7, 5, 299, 7, &bad, &calls);   /* decode, cut in 7 pieces */
+    kp_case(v, 300, 1024, 19, 0, 300, 4, &bad, &calls);  /* several row panels */
+    kp_case(v, 20, 17408, 2, 0, 20, 1, &bad, &calls);    /* a 27B FFN row */
+    kp_case(v, 20, 28672, 18, 0, 20, 2, &bad, &calls);   /* a group larger than a panel */
+    kp_case(v, 48, 3584, 16, 0, 48, 5, &bad, &calls);
+    cr_assert_eq(bad, 0, "%d of %d calls differ from scalar", bad, calls);
+}
