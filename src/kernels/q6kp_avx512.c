@@ -34,10 +34,11 @@
  *   5. Any r0, r1: a group that is only partly inside [r0, r1) is computed whole and stored
  *      with a mask (its other lanes are independent and thrown away), so a thread split
  *      that cuts a group cannot change a bit. Padding rows compute zeros, never stored.
- *   6. The prefetch is software, into L2 (T1, as q8p_avx512.c note 5), 16 KiB ahead, 7
+ *   6. The prefetch is software, into L2 (T1, as q8p_avx512.c note 5), 32 KiB ahead, 7
  *      lines per step: with none a decode call ran at about 0.6x the speed (the steps read
- *      a super-block out of order: ql, qh, scales), with 2-8 KiB the 1- and 2-token calls
- *      lagged the 4-token ones (bench/kp_bench.c, Zen 4, one thread).
+ *      a super-block out of order: ql, qh, scales); with 2-16 KiB the 1- and 2-token calls
+ *      lagged the 4-token ones, most on the 248320-row lm_head; 64 KiB was no better, and
+ *      T0 (into L1) slower at every distance (bench/kp_bench.c, Zen 4, one thread).
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -49,7 +50,7 @@
 #define Q6KP_TMAX 8                   /* tokens per tile at most (registers: note 4) */
 #define Q6KP_PANEL_BYTES (256 * 1024) /* packed weights per row panel of a several-token call */
 #ifndef Q6KP_PREFETCH
-#define Q6KP_PREFETCH 16384           /* bytes ahead a streaming tile prefetches into L2 (note 6) */
+#define Q6KP_PREFETCH 32768           /* bytes ahead a streaming tile prefetches into L2 (note 6) */
 #endif
 #define Q6KP_LINES (KERN_Q6KP_SB_BYTES / 64)
 
