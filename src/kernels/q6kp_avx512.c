@@ -8,12 +8,12 @@
  *
  * Design note:
  *   1. Lane i of every zmm is row 16g + i of a 16-row group. A super-block is read in 8
- *      steps (h, uh, c): 4 ql vectors (v = 16h + 8c + 4uh + u4) and their 4 qh vectors
- *      give 8 vectors of 6-bit quants (q6kp.c note 2; 0..63, unsigned): the low nibbles with
- *      the qh bit pair kk = c shifted up, and the high nibbles with pair kk = c + 2 (one
- *      vpternlogd bit select each). Each is unpacked once per tile and used for all its
- *      tokens; group g = 8h + 2kk + uh's dot is a chain of 4 vpdpbusd with the token's
- *      quant dwords q[128h + 32kk + 16uh + 4u4 ..] (broadcast).
+ *      steps (h, c, uh; the ql vectors in order): 4 ql vectors (v = 16h + 8c + 4uh + u4)
+ *      and their 4 qh vectors give 8 vectors of 6-bit quants (q6kp.c note 2; 0..63,
+ *      unsigned): the low nibbles with the qh bit pair kk = c shifted up, and the high
+ *      nibbles with pair kk = c + 2 (one vpternlogd bit select each). Each is unpacked once
+ *      per tile and used for all its tokens; group g = 8h + 2kk + uh's dot is a chain of 4
+ *      vpdpbusd with the token's quant dwords q[128h + 32kk + 16uh + 4u4 ..] (broadcast).
  *   2. The integer sum is the contract's isum = sum_g sc_g (dot_g - 32 bsum_g), exact, in
  *      another order: it starts from -32 sum_g sc_g bsum_g (8 vpdpwssd of the rows' scale
  *      pairs times -32, within int16, with the token's bsum pairs), then adds sc_g * dot_g
@@ -36,9 +36,11 @@
  *      that cuts a group cannot change a bit. Padding rows compute zeros, never stored.
  *   6. The prefetch is software, into L2 (T1, as q8p_avx512.c note 5), 32 KiB ahead, 7
  *      lines per step: with none a decode call ran at about 0.6x the speed (the steps read
- *      a super-block out of order: ql, qh, scales); with 2-16 KiB the 1- and 2-token calls
- *      lagged the 4-token ones, most on the 248320-row lm_head; 64 KiB was no better, and
- *      T0 (into L1) slower at every distance (bench/kp_bench.c, Zen 4, one thread).
+ *      a super-block out of order: ql, qh, scales; the steps (h, c, uh), which read ql in
+ *      order, measured better than (h, uh, c), which read it 0-3, 8-11, 4-7, ...); with
+ *      2-16 KiB the 1- and 2-token calls lagged the 4-token ones, most on the 248320-row
+ *      lm_head; 64 KiB was no better, and T0 (into L1) slower at every distance
+ *      (bench/kp_bench.c, Zen 4, one thread).
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -82,13 +84,13 @@ INLINE void q6kp_sb(__m512 acc[Q6KP_TMAX], const uint8_t *sb, const struct kern_
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++)
 #pragma GCC unroll 2
-        for (int uh = 0; uh < 2; uh++)
+        for (int c = 0; c < 2; c++)
 #pragma GCC unroll 2
-            for (int c = 0; c < 2; c++) {
+            for (int uh = 0; uh < 2; uh++) {
                 if (pf) {
                     /* the super-block's 53 lines, pf bytes ahead, 7 per step */
                     const char *ahead = (const char *)sb + pf;
-                    int s = 4 * h + 2 * uh + c;
+                    int s = 4 * h + 2 * c + uh;
 #pragma GCC unroll 7
                     for (int l = 0; l < 7; l++)
                         if (7 * s + l < Q6KP_LINES) _mm_prefetch(ahead + 64 * (7 * s + l), _MM_HINT_T1);
