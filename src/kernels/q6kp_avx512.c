@@ -14,14 +14,15 @@
  *      nibbles with pair kk = c + 2 (one vpternlogd bit select each). Each is unpacked once
  *      per tile and used for all its tokens; group g = 8h + 2kk + uh's dot is a chain of 4
  *      vpdpbusd with the token's quant dwords q[128h + 32kk + 16uh + 4u4 ..] (broadcast).
- *   2. The integer sum is the contract's isum = sum_g sc_g (dot_g - 32 bsum_g), exact, in
- *      another order: it starts from -32 sum_g sc_g bsum_g (8 vpdpwssd of the rows' scale
- *      pairs times -32, within int16, with the token's bsum pairs), then adds sc_g * dot_g
- *      (vpmulld of the scale as int32 lanes). Every partial sum stays below 2^29 in
- *      magnitude (16 x 128 x 32 x 2032 for the share, 16 x 128 x 63 x 127 x 16 for the
- *      rest), so no step wraps. Measured slower: half sums of 8 values started at their
- *      -32 share (within int16) and scaled by vpdpwssd with (sc_g, 0) (one more VNNI
- *      instruction per group and token, more registers).
+ *   2. The integer sum is the contract's isum = sum_g sc_g (dot_g - 32 bsum_g), exact, term
+ *      by term: group g's vpdpbusd chain starts from the token's -32 bsum_g (a table of 16
+ *      int32 per token and block, made once per call for up to Q6KP_OFF_MAX / 16 token
+ *      blocks at a time, broadcast from memory) and ends at dot_g - 32 bsum_g; a vpmulld by
+ *      sc_g (int32 lanes out of the layout's scale pairs by shifts) and a vpaddd add the
+ *      term. No step wraps (|term| <= 128 x 16 x 32 x 127, 16 terms). Measured slower, on
+ *      prefill: the share as 8 vpdpwssd per token of the scale pairs times -32 with the
+ *      token's bsum pairs (a few %), and half sums of 8 values within int16 scaled by
+ *      vpdpwssd with (sc_g, 0) (one more VNNI instruction per group and token; 1.3-1.5x).
  *   3. The float steps are the contract's: dw * dx rounded once (vcvtph2ps of the rows' d,
  *      times the token's d), then one fma per block into the output's accumulator, blocks
  *      ascending; lane-wise, so each row is the scalar code's row.
@@ -54,6 +55,7 @@
 #ifndef Q6KP_PREFETCH
 #define Q6KP_PREFETCH 32768           /* bytes ahead a streaming tile prefetches into L2 (note 6) */
 #endif
+#define Q6KP_OFF_MAX 16384            /* offsets (16 per token and block) one call computes at once */
 #define Q6KP_LINES (KERN_Q6KP_SB_BYTES / 64)
 
 /* The dword at p (4 activation quants or a bsum pair) in every lane. */
@@ -65,22 +67,15 @@ INLINE __m512i q6kp_bcast(const void *p)
 }
 
 /* Super-block sb of one group for NT tokens (xb: token 0's activation block for it, token j
- * at xb[j * nb]): acc[j] after the block (notes 1-3). pf: bytes ahead to prefetch, or 0. */
-INLINE void q6kp_sb(__m512 acc[Q6KP_TMAX], const uint8_t *sb, const struct kern_q8k_block *xb, int64_t nb,
-                    int pf, int NT)
+ * at xb[j * nb]; ob: its 16 offsets -32 bsum_g, token j's at ob + 16 j nb): acc[j] after the
+ * block (notes 1-3). pf: bytes ahead to prefetch, or 0. */
+INLINE void q6kp_sb(__m512 acc[Q6KP_TMAX], const uint8_t *sb, const struct kern_q8k_block *xb,
+                    const int32_t *ob, int64_t nb, int pf, int NT)
 {
     const __m512i m0f = _mm512_set1_epi8(0x0f), m33 = _mm512_set1_epi8(0x33);
     __m512i isum[Q6KP_TMAX];
-    /* the offset's share: isum = sum_p (-32 sc[2p], -32 sc[2p+1]) . (bsum[2p], bsum[2p+1]) */
 #pragma GCC unroll 8
     for (int j = 0; j < NT; j++) isum[j] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-    for (int p = 0; p < 8; p++) {
-        __m512i scp = _mm512_cvtepi8_epi16(_mm256_load_si256((const __m256i *)(sb + 3072 + 32 * p)));
-        scp = _mm512_mullo_epi16(scp, _mm512_set1_epi16(-32));
-#pragma GCC unroll 8
-        for (int j = 0; j < NT; j++) isum[j] = _mm512_dpwssd_epi32(isum[j], scp, q6kp_bcast(xb[j * nb].bsum + 2 * p));
-    }
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++)
 #pragma GCC unroll 2
@@ -122,7 +117,9 @@ INLINE void q6kp_sb(__m512 acc[Q6KP_TMAX], const uint8_t *sb, const struct kern_
 #pragma GCC unroll 8
                 for (int j = 0; j < NT; j++) {
                     const int8_t *xqj = xb[j * nb].q + 128 * h + 32 * c + 16 * uh;
-                    __m512i d0 = _mm512_setzero_si512(), d1 = _mm512_setzero_si512();
+                    /* dot_g - 32 bsum_g: the chains start from the offsets (note 2) */
+                    const int32_t *oj = ob + 16 * j * nb + 8 * h + 2 * c + uh;
+                    __m512i d0 = _mm512_set1_epi32(oj[0]), d1 = _mm512_set1_epi32(oj[4]);
 #pragma GCC unroll 4
                     for (int u4 = 0; u4 < 4; u4++) {
                         d0 = _mm512_dpbusd_epi32(d0, wlo[u4], q6kp_bcast(xqj + 4 * u4));
@@ -143,13 +140,15 @@ INLINE void q6kp_sb(__m512 acc[Q6KP_TMAX], const uint8_t *sb, const struct kern_
 /* Group g (rows 16 g ..) x tokens t0 .. t0+NT-1 (xq from token t0); rows outside [r0, r1)
  * are not stored (note 5). */
 INLINE void q6kp_tile(float *y, int64_t y_ld, const uint8_t *wp, size_t gb, int64_t nb, int64_t g,
-                      const struct kern_q8k_block *xq, int64_t t0, int64_t r0, int64_t r1, int pf, int NT)
+                      const struct kern_q8k_block *xq, const int32_t *off, int64_t t0, int64_t r0, int64_t r1,
+                      int pf, int NT)
 {
     __m512 acc[Q6KP_TMAX];
     const uint8_t *gp = wp + (size_t)g * gb;
 #pragma GCC unroll 8
     for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) q6kp_sb(acc, gp + (size_t)b * KERN_Q6KP_SB_BYTES, xq + b, nb, pf, NT);
+    for (int64_t b = 0; b < nb; b++)
+        q6kp_sb(acc, gp + (size_t)b * KERN_Q6KP_SB_BYTES, xq + b, off + 16 * b, nb, pf, NT);
     int64_t r = g * KERN_KP_ROWS;
     int64_t lo = HS_MAX(r0 - r, (int64_t)0), hi = HS_MIN(r1 - r, (int64_t)KERN_KP_ROWS);
     __mmask16 m = (__mmask16)((((uint32_t)1 << hi) - 1) & ~(((uint32_t)1 << lo) - 1));
@@ -158,30 +157,30 @@ INLINE void q6kp_tile(float *y, int64_t y_ld, const uint8_t *wp, size_t gb, int6
 }
 
 static void q6kp_tile_n(float *y, int64_t y_ld, const uint8_t *wp, size_t gb, int64_t nb, int64_t g,
-                        const struct kern_q8k_block *xq, int64_t t0, int64_t r0, int64_t r1, int pf, int nt)
+                        const struct kern_q8k_block *xq, const int32_t *off, int64_t t0, int64_t r0, int64_t r1,
+                        int pf, int nt)
 {
     switch (nt) {
-    case 8: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, t0, r0, r1, pf, 8); break;
-    case 7: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, t0, r0, r1, pf, 7); break;
-    case 6: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, t0, r0, r1, pf, 6); break;
-    case 5: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, t0, r0, r1, pf, 5); break;
-    case 4: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, t0, r0, r1, pf, 4); break;
-    case 3: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, t0, r0, r1, pf, 3); break;
-    case 2: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, t0, r0, r1, pf, 2); break;
-    default: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, t0, r0, r1, pf, 1); break;
+    case 8: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, off, t0, r0, r1, pf, 8); break;
+    case 7: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, off, t0, r0, r1, pf, 7); break;
+    case 6: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, off, t0, r0, r1, pf, 6); break;
+    case 5: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, off, t0, r0, r1, pf, 5); break;
+    case 4: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, off, t0, r0, r1, pf, 4); break;
+    case 3: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, off, t0, r0, r1, pf, 3); break;
+    case 2: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, off, t0, r0, r1, pf, 2); break;
+    default: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, off, t0, r0, r1, pf, 1); break;
     }
 }
 
-void kern_matmul_q6kp_avx512(float *y, int64_t y_ld, const void *wp, const struct kern_q8k_block *xq,
-                             int64_t n_tok, int64_t k, int64_t r0, int64_t r1)
+/* The matmul with the offsets at hand (xq and off from token 0; note 2). */
+static void q6kp_rows(float *y, int64_t y_ld, const uint8_t *wp, const struct kern_q8k_block *xq,
+                      const int32_t *off, int64_t n_tok, int64_t nb, int64_t r0, int64_t r1)
 {
-    const int64_t nb = k / KERN_QK;
-    const size_t gb = kern_q6kp_group_bytes(k);
+    const size_t gb = kern_q6kp_group_bytes(nb * KERN_QK);
     const int64_t ga = r0 / KERN_KP_ROWS, gz = (r1 + KERN_KP_ROWS - 1) / KERN_KP_ROWS;
-    if (r0 >= r1 || n_tok < 1) return;
     if (n_tok <= Q6KP_TMAX) { /* a decode step: one stream, each group read once */
         for (int64_t g = ga; g < gz; g++)
-            q6kp_tile_n(y, y_ld, wp, gb, nb, g, xq, 0, r0, r1, Q6KP_PREFETCH, (int)n_tok);
+            q6kp_tile_n(y, y_ld, wp, gb, nb, g, xq, off, 0, r0, r1, Q6KP_PREFETCH, (int)n_tok);
         return;
     }
     /* token tiles of at most Q6KP_TMAX, as even as can be (9 tokens: 4 + 5) */
@@ -193,8 +192,26 @@ void kern_matmul_q6kp_avx512(float *y, int64_t y_ld, const void *wp, const struc
             int64_t t = n_tok * tt / n_tt;
             int nt = (int)(n_tok * (tt + 1) / n_tt - t);
             for (int64_t g = p0; g < p1; g++)
-                q6kp_tile_n(y, y_ld, wp, gb, nb, g, xq + t * nb, t, r0, r1, tt == 0 ? Q6KP_PREFETCH : 0, nt);
+                q6kp_tile_n(y, y_ld, wp, gb, nb, g, xq + t * nb, off + 16 * t * nb, t, r0, r1,
+                            tt == 0 ? Q6KP_PREFETCH : 0, nt);
         }
+    }
+}
+
+void kern_matmul_q6kp_avx512(float *y, int64_t y_ld, const void *wp, const struct kern_q8k_block *xq,
+                             int64_t n_tok, int64_t k, int64_t r0, int64_t r1)
+{
+    const int64_t nb = k / KERN_QK;
+    if (r0 >= r1 || n_tok < 1) return;
+    /* the offsets -32 bsum_g of as many tokens at a time as the buffer holds (a decode step's
+     * up to K = 32768; tokens are independent, so the pieces change no bit) */
+    int32_t buf[Q6KP_OFF_MAX] __attribute__((aligned(64)));
+    const int64_t step = HS_MAX(Q6KP_OFF_MAX / (16 * nb), (int64_t)1);
+    for (int64_t t = 0; t < n_tok; t += step) {
+        int64_t nt = HS_MIN(step, n_tok - t);
+        for (int64_t i = 0; i < nt * nb; i++)
+            for (int g = 0; g < 16; g++) buf[16 * i + g] = -32 * (int32_t)xq[t * nb + i].bsum[g];
+        q6kp_rows(y + t * y_ld, y_ld, (const uint8_t *)wp, xq + t * nb, buf, nt, nb, r0, r1);
     }
 }
 

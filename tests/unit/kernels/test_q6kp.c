@@ -4,10 +4,10 @@
  * group ranges equals one pack and writes every byte, and matmul_kp over the packed matrix
  * is bit-identical to the scalar kern_matmul_k over the Q6_K rows, for token counts 1..20
  * and 64 (the decode tiles 1..8, the prefill's token tiles and their remainders), row counts
- * around 16-row groups (padding), K from one super-block to 3584, row ranges that cut
- * groups (thread splits), splits of one call into pieces, several row panels, and extreme
- * blocks: all quants 0 or all 63, scales all -128 or 127, d subnormal, zero or negative,
- * activation blocks at +-127. */
+ * around 16-row groups (padding), K from one super-block to 33024, row ranges that cut
+ * groups (thread splits), splits of one call into pieces, several row panels, the call's
+ * offset table in pieces of tokens, and extreme blocks: all quants 0 or all 63, scales all
+ * -128 or 127, d subnormal, zero or negative, activation blocks at +-127. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
@@ -245,6 +245,10 @@ Test(kern_q6kp, panels_large_k_and_splits)
     kq_case(v, 50, 3584, 8, 1, 49, 2, 10, &bad, &calls);
     kq_case(v, 48, 3584, 16, 0, 48, 5, 10, &bad, &calls);
     kq_case(v, 33, 3584, 64, 0, 33, 2, 10, &bad, &calls);
+    /* the call's offset table in pieces of tokens (Q6KP_OFF_MAX / (16 nb) at a time) */
+    kq_case(v, 33, 3584, 80, 0, 33, 1, 10, &bad, &calls);  /* 73 + 7 */
+    kq_case(v, 20, 17408, 20, 0, 20, 2, 10, &bad, &calls); /* a 27B FFN row: 15 + 5 */
+    kq_case(v, 17, 33024, 8, 0, 17, 1, 10, &bad, &calls);  /* past K = 32768: a decode step as 7 + 1 */
     cr_assert_eq(bad, 0, "%d of %d calls differ from scalar", bad, calls);
 }
 
