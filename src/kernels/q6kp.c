@@ -31,8 +31,10 @@
  *      128h + 32kk + 4u .. +3 from two ql vectors and one qh vector with shifts, ands and
  *      bit selects, and the activation dword for them is q[128h + 32kk + 4u ..].
  *   3. Scales as int8 pairs per row: one vpmovsxbw gives lane i = (sc[2p], sc[2p+1]) as
- *      int16, the operand of vpdpwssd with an activation's (bsum[2p], bsum[2p+1]) for the
- *      -32 offset's share, and each scale as int32 lanes by shifts, for sc_g * dot_g.
+ *      int16, each scale as int32 lanes by shifts (for sc_g * dot_g), or as they are the
+ *      operand of vpdpwssd with an activation's (bsum[2p], bsum[2p+1]) for the -32 offset's
+ *      share (q6kp_avx512.c measured the share faster as the start of each group's chain,
+ *      its note 2, so it takes the shifts only).
  */
 #include <string.h>
 
