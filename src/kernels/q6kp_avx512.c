@@ -67,7 +67,7 @@ INLINE __m512i q6kp_bcast(const void *p)
 }
 
 /* Super-block sb of one group for NT tokens (xb: token 0's activation block for it, token j
- * at xb[j * nb]; ob: its 16 offsets -32 bsum_g, token j's at ob + 16 j nb): acc[j] after the
+ * at xb[j * nb]; ob: its 16 offsets -32 bsum_g, token j's at ob + 16 j): acc[j] after the
  * block (notes 1-3). pf: bytes ahead to prefetch, or 0. */
 INLINE void q6kp_sb(__m512 acc[Q6KP_TMAX], const uint8_t *sb, const struct kern_q8k_block *xb,
                     const int32_t *ob, int64_t nb, int pf, int NT)
@@ -118,7 +118,7 @@ INLINE void q6kp_sb(__m512 acc[Q6KP_TMAX], const uint8_t *sb, const struct kern_
                 for (int j = 0; j < NT; j++) {
                     const int8_t *xqj = xb[j * nb].q + 128 * h + 32 * c + 16 * uh;
                     /* dot_g - 32 bsum_g: the chains start from the offsets (note 2) */
-                    const int32_t *oj = ob + 16 * j * nb + 8 * h + 2 * c + uh;
+                    const int32_t *oj = ob + 16 * j + 8 * h + 2 * c + uh;
                     __m512i d0 = _mm512_set1_epi32(oj[0]), d1 = _mm512_set1_epi32(oj[4]);
 #pragma GCC unroll 4
                     for (int u4 = 0; u4 < 4; u4++) {
@@ -137,18 +137,18 @@ INLINE void q6kp_sb(__m512 acc[Q6KP_TMAX], const uint8_t *sb, const struct kern_
     }
 }
 
-/* Group g (rows 16 g ..) x tokens t0 .. t0+NT-1 (xq from token t0); rows outside [r0, r1)
- * are not stored (note 5). */
+/* Group g (rows 16 g ..) x tokens t0 .. t0+NT-1 (xq and off from token t0; off's blocks
+ * ostride apart); rows outside [r0, r1) are not stored (note 5). */
 INLINE void q6kp_tile(float *y, int64_t y_ld, const uint8_t *wp, size_t gb, int64_t nb, int64_t g,
-                      const struct kern_q8k_block *xq, const int32_t *off, int64_t t0, int64_t r0, int64_t r1,
-                      int pf, int NT)
+                      const struct kern_q8k_block *xq, const int32_t *off, int64_t ostride, int64_t t0,
+                      int64_t r0, int64_t r1, int pf, int NT)
 {
     __m512 acc[Q6KP_TMAX];
     const uint8_t *gp = wp + (size_t)g * gb;
 #pragma GCC unroll 8
     for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++)
-        q6kp_sb(acc, gp + (size_t)b * KERN_Q6KP_SB_BYTES, xq + b, off + 16 * b, nb, pf, NT);
+        q6kp_sb(acc, gp + (size_t)b * KERN_Q6KP_SB_BYTES, xq + b, off + ostride * b, nb, pf, NT);
     int64_t r = g * KERN_KP_ROWS;
     int64_t lo = HS_MAX(r0 - r, (int64_t)0), hi = HS_MIN(r1 - r, (int64_t)KERN_KP_ROWS);
     __mmask16 m = (__mmask16)((((uint32_t)1 << hi) - 1) & ~(((uint32_t)1 << lo) - 1));
@@ -157,22 +157,23 @@ INLINE void q6kp_tile(float *y, int64_t y_ld, const uint8_t *wp, size_t gb, int6
 }
 
 static void q6kp_tile_n(float *y, int64_t y_ld, const uint8_t *wp, size_t gb, int64_t nb, int64_t g,
-                        const struct kern_q8k_block *xq, const int32_t *off, int64_t t0, int64_t r0, int64_t r1,
-                        int pf, int nt)
+                        const struct kern_q8k_block *xq, const int32_t *off, int64_t ostride, int64_t t0,
+                        int64_t r0, int64_t r1, int pf, int nt)
 {
     switch (nt) {
-    case 8: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, off, t0, r0, r1, pf, 8); break;
-    case 7: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, off, t0, r0, r1, pf, 7); break;
-    case 6: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, off, t0, r0, r1, pf, 6); break;
-    case 5: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, off, t0, r0, r1, pf, 5); break;
-    case 4: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, off, t0, r0, r1, pf, 4); break;
-    case 3: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, off, t0, r0, r1, pf, 3); break;
-    case 2: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, off, t0, r0, r1, pf, 2); break;
-    default: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, off, t0, r0, r1, pf, 1); break;
+    case 8: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, off, ostride, t0, r0, r1, pf, 8); break;
+    case 7: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, off, ostride, t0, r0, r1, pf, 7); break;
+    case 6: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, off, ostride, t0, r0, r1, pf, 6); break;
+    case 5: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, off, ostride, t0, r0, r1, pf, 5); break;
+    case 4: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, off, ostride, t0, r0, r1, pf, 4); break;
+    case 3: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, off, ostride, t0, r0, r1, pf, 3); break;
+    case 2: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, off, ostride, t0, r0, r1, pf, 2); break;
+    default: q6kp_tile(y, y_ld, wp, gb, nb, g, xq, off, ostride, t0, r0, r1, pf, 1); break;
     }
 }
 
-/* The matmul with the offsets at hand (xq and off from token 0; note 2). */
+/* The matmul with the offsets at hand (xq and off from token 0; off[(b n_tok + t) 16 + g] =
+ * -32 bsum_g of token t's block b, so a tile's tokens are 64 bytes apart; note 2). */
 static void q6kp_rows(float *y, int64_t y_ld, const uint8_t *wp, const struct kern_q8k_block *xq,
                       const int32_t *off, int64_t n_tok, int64_t nb, int64_t r0, int64_t r1)
 {
@@ -180,7 +181,7 @@ static void q6kp_rows(float *y, int64_t y_ld, const uint8_t *wp, const struct ke
     const int64_t ga = r0 / KERN_KP_ROWS, gz = (r1 + KERN_KP_ROWS - 1) / KERN_KP_ROWS;
     if (n_tok <= Q6KP_TMAX) { /* a decode step: one stream, each group read once */
         for (int64_t g = ga; g < gz; g++)
-            q6kp_tile_n(y, y_ld, wp, gb, nb, g, xq, off, 0, r0, r1, Q6KP_PREFETCH, (int)n_tok);
+            q6kp_tile_n(y, y_ld, wp, gb, nb, g, xq, off, 16 * n_tok, 0, r0, r1, Q6KP_PREFETCH, (int)n_tok);
         return;
     }
     /* token tiles of at most Q6KP_TMAX, as even as can be (9 tokens: 4 + 5) */
@@ -192,7 +193,7 @@ static void q6kp_rows(float *y, int64_t y_ld, const uint8_t *wp, const struct ke
             int64_t t = n_tok * tt / n_tt;
             int nt = (int)(n_tok * (tt + 1) / n_tt - t);
             for (int64_t g = p0; g < p1; g++)
-                q6kp_tile_n(y, y_ld, wp, gb, nb, g, xq + t * nb, off + 16 * t * nb, t, r0, r1,
+                q6kp_tile_n(y, y_ld, wp, gb, nb, g, xq + t * nb, off + 16 * t, 16 * n_tok, t, r0, r1,
                             tt == 0 ? Q6KP_PREFETCH : 0, nt);
         }
     }
@@ -209,8 +210,9 @@ void kern_matmul_q6kp_avx512(float *y, int64_t y_ld, const void *wp, const struc
     const int64_t step = HS_MAX(Q6KP_OFF_MAX / (16 * nb), (int64_t)1);
     for (int64_t t = 0; t < n_tok; t += step) {
         int64_t nt = HS_MIN(step, n_tok - t);
-        for (int64_t i = 0; i < nt * nb; i++)
-            for (int g = 0; g < 16; g++) buf[16 * i + g] = -32 * (int32_t)xq[t * nb + i].bsum[g];
+        for (int64_t j = 0; j < nt; j++)
+            for (int64_t b = 0; b < nb; b++)
+                for (int g = 0; g < 16; g++) buf[16 * (b * nt + j) + g] = -32 * (int32_t)xq[(t + j) * nb + b].bsum[g];
         q6kp_rows(y + t * y_ld, y_ld, (const uint8_t *)wp, xq + t * nb, buf, nt, nb, r0, r1);
     }
 }
