@@ -16,13 +16,14 @@
  *      vpdpbusd with the token's quant dwords q[128h + 32kk + 16uh + 4u4 ..] (broadcast).
  *   2. The integer sum is the contract's isum = sum_g sc_g (dot_g - 32 bsum_g), exact, term
  *      by term: group g's vpdpbusd chain starts from the token's -32 bsum_g (a table of 16
- *      int32 per token and block, made once per call for up to Q6KP_OFF_MAX / 16 token
- *      blocks at a time, broadcast from memory) and ends at dot_g - 32 bsum_g; a vpmulld by
- *      sc_g (int32 lanes out of the layout's scale pairs by shifts) and a vpaddd add the
- *      term. No step wraps (|term| <= 128 x 16 x 32 x 127, 16 terms). Measured slower, on
- *      prefill: the share as 8 vpdpwssd per token of the scale pairs times -32 with the
- *      token's bsum pairs (a few %), and half sums of 8 values within int16 scaled by
- *      vpdpwssd with (sc_g, 0) (one more VNNI instruction per group and token; 1.3-1.5x).
+ *      int32 per token and block on the stack, 64 KiB, made once per call for up to
+ *      Q6KP_OFF_MAX / 16 token blocks at a time, broadcast from memory) and ends at
+ *      dot_g - 32 bsum_g; a vpmulld by sc_g (int32 lanes out of the layout's scale pairs by
+ *      shifts) and a vpaddd add the term. No step wraps (|term| <= 128 x 16 x 32 x 127, 16
+ *      terms). Measured slower, on prefill: the share as 8 vpdpwssd per token of the scale
+ *      pairs times -32 with the token's bsum pairs (a few %), and half sums of 8 values
+ *      within int16 scaled by vpdpwssd with (sc_g, 0) (one more VNNI instruction per group
+ *      and token; 1.3-1.5x).
  *   3. The float steps are the contract's: dw * dx rounded once (vcvtph2ps of the rows' d,
  *      times the token's d), then one fma per block into the output's accumulator, blocks
  *      ascending; lane-wise, so each row is the scalar code's row.
@@ -58,7 +59,7 @@
 #define Q6KP_OFF_MAX 16384            /* offsets (16 per token and block) one call computes at once */
 #define Q6KP_LINES (KERN_Q6KP_SB_BYTES / 64)
 
-/* The dword at p (4 activation quants or a bsum pair) in every lane. */
+/* The dword at p (4 activation quants) in every lane. */
 INLINE __m512i q6kp_bcast(const void *p)
 {
     int32_t four;
