@@ -73,7 +73,7 @@ INLINE void q4kp_sb(__m512 acc[][KP_TMAX], const uint8_t *const *sp, const struc
 #pragma GCC unroll 37
         for (int c = 0; c < KERN_Q4KP_SB_BYTES / 64; c++) _mm_prefetch(ahead + 64 * c, _MM_HINT_T1);
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int s = 0; s < 8; s++) { /* sub-block s: chunk s / 2, low (even) or high nibbles */
         const int j = s / 2, hi = s % 2;
         __m512i d[2][KP_TMAX];
