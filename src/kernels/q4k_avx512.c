@@ -32,7 +32,9 @@
  *      unsigned, activations signed: vpdpbusd's operand order) with the token's quants
  *      broadcast from kern_q8k_block.q in place, and every float step is lane-wise: no
  *      horizontal sums. Shapes measured (bench/profile.md, round 4). q6k_avx512.c runs the
- *      same panel scheme on Q6_K.
+ *      same panel scheme on Q6_K. The row-group layout's prefill takes this path too
+ *      (kern_q4kp_panels_avx512): a panel block is one vpermt2d per vector away from its
+ *      fixed 16-row groups (q4p_pack_group_kp).
  *   4. Scales without an int32 multiply: a sub-block's 32 products are split in two halves
  *      of 16, each |sum| <= 16 * 15 * 127 = 30480 < 2^15, so the two halves of a row fit the
  *      two int16 of one dword and vpdpwssd with (sc, sc) applies the scale and adds into the
@@ -52,6 +54,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/kernels_int.h"
 #include "kernels/kquant_x86_int.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -275,17 +278,59 @@ static void q4p_tiles(float *y, int64_t y_ld, const struct q4p_blk *pk, int64_t 
     if (ng == 2) { KQ_TILE_CASES(q4p_tile, 2, xq) } else { KQ_TILE_CASES(q4p_tile, 1, xq) }
 }
 
+/* The panel block of 16 rows from the row-group layout (q4kp.c): super-blocks 0..nb-1 of the
+ * group at gp. Lane L of w[s][4ab + u] is dword R(L) = 4(L/4) + (L/2)%2 + 2ab of the layout's
+ * vector for values 32s + 8u + 4(L%2) .. (chunk s / 2, u' = 2u + L%2, nibble s % 2), so one
+ * vpermt2d of the vectors u' = 2u and 2u + 1 gathers it; the layout's scales and mins are
+ * already one byte per row. */
+static void q4p_pack_group_kp(struct q4p_blk *dst, const uint8_t *gp, int64_t nb)
+{
+    const __m512i m4 = _mm512_set1_epi8(15);
+    __m512i idx[2];
+    for (int ab = 0; ab < 2; ab++) {
+        int32_t ix[16];
+        for (int L = 0; L < 16; L++) ix[L] = 4 * (L / 4) + (L / 2) % 2 + 2 * ab + 16 * (L % 2);
+        idx[ab] = _mm512_loadu_si512(ix);
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *sb = gp + (size_t)b * KERN_Q4KP_SB_BYTES;
+        struct q4p_blk *d = dst + b;
+        for (int j = 0; j < 4; j++)
+            for (int u = 0; u < 4; u++) {
+                __m512i va = _mm512_load_si512(sb + 64 * (8 * j + 2 * u));
+                __m512i vb = _mm512_load_si512(sb + 64 * (8 * j + 2 * u + 1));
+                for (int ab = 0; ab < 2; ab++) {
+                    __m512i q = _mm512_permutex2var_epi32(va, idx[ab], vb);
+                    _mm512_store_si512(&d->w[2 * j][4 * ab + u], _mm512_and_si512(q, m4));
+                    _mm512_store_si512(&d->w[2 * j + 1][4 * ab + u], _mm512_and_si512(_mm512_srli_epi32(q, 4), m4));
+                }
+            }
+        for (int s = 0; s < 8; s++) {
+            __m512i sc = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(sb + 2048 + 16 * s)));
+            __m512i mn = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(sb + 2176 + 16 * s)));
+            _mm512_store_si512(&d->sc[s], _mm512_or_si512(sc, _mm512_slli_epi32(sc, 16)));
+            _mm512_store_si512(&d->mn[s], _mm512_or_si512(mn, _mm512_slli_epi32(mn, 16)));
+        }
+        d->dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(sb + 2304)));
+        d->dmin = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(sb + 2336)));
+    }
+}
+
 /* Rows [r0, r1g) in panels of whole 16-row groups; each panel is packed once and every token
- * tile runs over all its groups (the tile's activations stay in L1). */
-static void q4p_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8k_block *xq,
+ * tile runs over all its groups (the tile's activations stay in L1). With kp set, w is the
+ * row-group layout and the groups are r0 / 16 .. r1g / 16 of it. */
+static void q4p_rows(float *y, int64_t y_ld, const uint8_t *w, bool kp, const struct kern_q8k_block *xq,
                      int64_t n_tok, int64_t nb, int64_t r0, int64_t r1g)
 {
     struct q4p_blk pk[P_NB4];
     const int64_t gmax = (int64_t)(sizeof pk / sizeof pk[0]) / nb;
-    const size_t rb = (size_t)nb * KERN_Q4K_BYTES;
+    const size_t rb = (size_t)nb * KERN_Q4K_BYTES, gb = (size_t)nb * KERN_Q4KP_SB_BYTES;
     for (int64_t p0 = r0; p0 < r1g; p0 += gmax * 16) {
         int64_t groups = HS_MIN(gmax, (r1g - p0) / 16);
-        for (int64_t g = 0; g < groups; g++) q4p_pack_group(pk + g * nb, w, rb, p0 + 16 * g, nb);
+        for (int64_t g = 0; g < groups; g++) {
+            if (kp) q4p_pack_group_kp(pk + g * nb, w + (size_t)(p0 / 16 + g) * gb, nb);
+            else q4p_pack_group(pk + g * nb, w, rb, p0 + 16 * g, nb);
+        }
         for (int64_t t = 0; t < n_tok; t += P_TOKS) {
             int nt = (int)HS_MIN((int64_t)P_TOKS, n_tok - t);
             int64_t g = 0;
@@ -293,6 +338,15 @@ static void q4p_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern
             for (; g < groups; g++) q4p_tiles(y, y_ld, pk + g * nb, nb, p0 + 16 * g, xq, t, 1, nt);
         }
     }
+}
+
+bool kern_q4kp_panels_avx512(float *y, int64_t y_ld, const void *wp, const struct kern_q8k_block *xq,
+                             int64_t n_tok, int64_t k, int64_t g0, int64_t g1)
+{
+    int64_t nb = k / KERN_QK;
+    if (n_tok < P_MIN_TOKS || nb > P_NB4) return false;
+    if (g0 < g1) q4p_rows(y, y_ld, wp, true, xq, n_tok, nb, 16 * g0, 16 * g1);
+    return true;
 }
 
 void kern_matmul_k_avx512(float *y, int64_t y_ld, const void *w, int wt,
@@ -311,7 +365,7 @@ void kern_matmul_k_avx512(float *y, int64_t y_ld, const void *w, int wt,
     int64_t r1g = r0;
     if (n_tok >= P_MIN_TOKS && nb <= P_NB4) {
         r1g = r0 + (r1 - r0) / 16 * 16;
-        q4p_rows(y, y_ld, w, xq, n_tok, nb, r0, r1g);
+        q4p_rows(y, y_ld, w, false, xq, n_tok, nb, r0, r1g);
     }
     q4k_rows(y, y_ld, w, xq, n_tok, nb, r1g, r1);
 }

@@ -23,7 +23,9 @@
  *      repacked once per call, P_PANEL_BYTES on the stack, so K <= P_NB6 super-blocks; lane i
  *      of a zmm belongs to row i; independent vpdpbusd chains, lane-wise float steps, no
  *      horizontal sums). Weight dwords are packed with vpgatherdd (measured faster here than
- *      plain loads).
+ *      plain loads). The row-group layout's prefill takes this path too
+ *      (kern_q6kp_panels_avx512): its groups are fixed 16-row groups already, and a panel
+ *      block is two vpermt2d per vector away from them (q6p_pack_group_kp).
  *   4. A group's sum (<= 16 * 63 * 127) does not fit int16, but with the -32 offset applied
  *      first a half of 8 values does: |sum (q - 32) x| <= 8 * 32 * 127 = 32512. So each
  *      accumulator starts at -32 times its half's activation sum (q6p_corr: one broadcast
@@ -40,6 +42,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/kernels_int.h"
 #include "kernels/kquant_x86_int.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -326,16 +329,68 @@ static void q6p_tiles(float *y, int64_t y_ld, const struct q6p_blk *pk, int64_t 
     if (ng == 2) { KQ_TILE_CASES(q6p_tile, 2, xq, cr) } else { KQ_TILE_CASES(q6p_tile, 1, xq, cr) }
 }
 
-static void q6p_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8k_block *xq,
+/* The panel block of 16 rows from the row-group layout (q6kp.c): super-blocks 0..nb-1 of the
+ * group at gp. Lane L of w[g][2ab + u] is dword R(L) = 4(L/4) + (L/2)%2 + 2ab of the layout's
+ * vector for quants 16g + 8u + 4(L%2) .. (u4 = 2u + L%2), so one vpermt2d of the vectors u4 =
+ * 2u and 2u + 1 gathers it (for ql and for qh); then the same nibble and bit-pair moves as
+ * from the rows. Scales: the layout's pairs (sc_2p, sc_2p+1) per row, each duplicated. */
+static void q6p_pack_group_kp(struct q6p_blk *dst, const uint8_t *gp, int64_t nb)
+{
+    const __m512i m4 = _mm512_set1_epi8(15), m2 = _mm512_set1_epi8(3);
+    const __m512i lo16 = _mm512_set1_epi32(0xffff), hi16 = _mm512_set1_epi32((int32_t)0xffff0000u);
+    __m512i idx[2];
+    for (int ab = 0; ab < 2; ab++) {
+        int32_t ix[16];
+        for (int L = 0; L < 16; L++) ix[L] = 4 * (L / 4) + (L / 2) % 2 + 2 * ab + 16 * (L % 2);
+        idx[ab] = _mm512_loadu_si512(ix);
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *sb = gp + (size_t)b * KERN_Q6KP_SB_BYTES;
+        struct q6p_blk *d = dst + b;
+        for (int h = 0; h < 2; h++)
+            for (int uh = 0; uh < 2; uh++)
+                for (int u = 0; u < 2; u++) {
+                    int ua = 4 * uh + 2 * u; /* u of the vectors u4 = 2u (even lanes) and 2u + 1 */
+                    __m512i qha = _mm512_load_si512(sb + 2048 + 64 * (8 * h + ua));
+                    __m512i qhb = _mm512_load_si512(sb + 2048 + 64 * (8 * h + ua + 1));
+                    for (int c = 0; c < 2; c++) {
+                        __m512i qla = _mm512_load_si512(sb + 64 * (16 * h + 8 * c + ua));
+                        __m512i qlb = _mm512_load_si512(sb + 64 * (16 * h + 8 * c + ua + 1));
+                        for (int ab = 0; ab < 2; ab++) {
+                            __m512i ql = _mm512_permutex2var_epi32(qla, idx[ab], qlb);
+                            __m512i qh = _mm512_permutex2var_epi32(qha, idx[ab], qhb);
+                            for (int k = c; k < 4; k += 2) { /* kk = c (low nibbles), c + 2 (high) */
+                                __m512i lo = _mm512_and_si512(k < 2 ? ql : _mm512_srli_epi32(ql, 4), m4);
+                                __m512i hi = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(qh, 2 * k), m2), 4);
+                                _mm512_store_si512(&d->w[8 * h + 2 * k + uh][2 * ab + u], _mm512_or_si512(lo, hi));
+                            }
+                        }
+                    }
+                }
+        for (int p = 0; p < 8; p++) {
+            __m512i pr = _mm512_cvtepi8_epi16(_mm256_load_si256((const __m256i *)(sb + 3072 + 32 * p)));
+            _mm512_store_si512(&d->sc[2 * p], _mm512_or_si512(_mm512_and_si512(pr, lo16), _mm512_slli_epi32(pr, 16)));
+            _mm512_store_si512(&d->sc[2 * p + 1], _mm512_or_si512(_mm512_and_si512(pr, hi16), _mm512_srli_epi32(pr, 16)));
+        }
+        d->dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(sb + 3328)));
+    }
+}
+
+/* Panels of whole 16-row groups: rows [r0, r1g) of the Q6_K rows w (r1g - r0 a multiple of
+ * 16), or, with kp set, groups r0 / 16 .. r1g / 16 of the row-group layout at w. */
+static void q6p_rows(float *y, int64_t y_ld, const uint8_t *w, bool kp, const struct kern_q8k_block *xq,
                      int64_t n_tok, int64_t nb, int64_t r0, int64_t r1g)
 {
     struct q6p_blk pk[P_NB6];
     struct q6p_corr cr[P_TMAX * P_NB6];
     const int64_t gmax = (int64_t)(sizeof pk / sizeof pk[0]) / nb;
-    const size_t rb = (size_t)nb * KERN_Q6K_BYTES;
+    const size_t rb = (size_t)nb * KERN_Q6K_BYTES, gb = (size_t)nb * KERN_Q6KP_SB_BYTES;
     for (int64_t p0 = r0; p0 < r1g; p0 += gmax * 16) {
         int64_t groups = HS_MIN(gmax, (r1g - p0) / 16);
-        for (int64_t g = 0; g < groups; g++) q6p_pack_group(pk + g * nb, w, rb, p0 + 16 * g, nb);
+        for (int64_t g = 0; g < groups; g++) {
+            if (kp) q6p_pack_group_kp(pk + g * nb, w + (size_t)(p0 / 16 + g) * gb, nb);
+            else q6p_pack_group(pk + g * nb, w, rb, p0 + 16 * g, nb);
+        }
         for (int64_t t = 0; t < n_tok; t += P_TOKS) {
             int nt = (int)HS_MIN((int64_t)P_TOKS, n_tok - t);
             for (int j = 0; j < nt; j++) q6p_prep(cr + j * nb, xq + (t + j) * nb, nb);
@@ -346,6 +401,15 @@ static void q6p_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern
     }
 }
 
+bool kern_q6kp_panels_avx512(float *y, int64_t y_ld, const void *wp, const struct kern_q8k_block *xq,
+                             int64_t n_tok, int64_t k, int64_t g0, int64_t g1)
+{
+    int64_t nb = k / KERN_QK;
+    if (n_tok < P_MIN_TOKS || nb > P_NB6) return false;
+    if (g0 < g1) q6p_rows(y, y_ld, wp, true, xq, n_tok, nb, 16 * g0, 16 * g1);
+    return true;
+}
+
 void kern_matmul_q6k_avx512(float *y, int64_t y_ld, const void *w,
                             const struct kern_q8k_block *xq, int64_t n_tok, int64_t k, int64_t r0,
                             int64_t r1)
@@ -354,7 +418,7 @@ void kern_matmul_q6k_avx512(float *y, int64_t y_ld, const void *w,
     int64_t r1g = r0;
     if (n_tok >= P_MIN_TOKS && nb <= P_NB6) {
         r1g = r0 + (r1 - r0) / 16 * 16;
-        q6p_rows(y, y_ld, w, xq, n_tok, nb, r0, r1g);
+        q6p_rows(y, y_ld, w, false, xq, n_tok, nb, r0, r1g);
     }
     q6k_rows(y, y_ld, w, xq, n_tok, nb, r1g, r1);
 }

@@ -43,12 +43,20 @@
  *      2-16 KiB the 1- and 2-token calls lagged the 4-token ones, most on the 248320-row
  *      lm_head; 64 KiB was no better, and T0 (into L1) slower at every distance
  *      (bench/kp_bench.c, Zen 4, one thread).
+ *   7. A prefill (at least 16 tokens, rows of at most 50 super-blocks) takes the panel path
+ *      of the Q6_K rows (q6k_avx512.c note 3) for the whole groups of [r0, r1): its blocks
+ *      hold the quants unpacked and interleave rows so that a group's two half sums share a
+ *      dword, scaled by vpdpwssd instead of vpmulld, and unpacking a panel once per call
+ *      costs little against hundreds of tokens. The tiles above measured about 10% slower
+ *      on a q4_k_m 0.8b prefill of 512 tokens (two threads); the groups cut by [r0, r1)
+ *      stay here. Same bits either way (the contract's order, note 3).
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/kernels_int.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define Q6KP_TMAX 8                   /* tokens per tile at most (registers: note 4) */
@@ -205,6 +213,14 @@ void kern_matmul_q6kp_avx512(float *y, int64_t y_ld, const void *wp, const struc
 {
     const int64_t nb = k / KERN_QK;
     if (r0 >= r1 || n_tok < 1) return;
+    /* a prefill: the whole groups inside [r0, r1) through q6k_avx512.c's panel path, the
+     * cut groups at the ends here (note 7) */
+    const int64_t ga = (r0 + KERN_KP_ROWS - 1) / KERN_KP_ROWS, gz = r1 / KERN_KP_ROWS;
+    if (n_tok > Q6KP_TMAX && ga < gz && kern_q6kp_panels_avx512(y, y_ld, wp, xq, n_tok, k, ga, gz)) {
+        if (r0 < ga * KERN_KP_ROWS) kern_matmul_q6kp_avx512(y, y_ld, wp, xq, n_tok, k, r0, ga * KERN_KP_ROWS);
+        if (gz * KERN_KP_ROWS < r1) kern_matmul_q6kp_avx512(y, y_ld, wp, xq, n_tok, k, gz * KERN_KP_ROWS, r1);
+        return;
+    }
     /* the offsets -32 bsum_g of as many tokens at a time as the buffer holds (a decode step's
      * up to K = 32768; tokens are independent, so the pieces change no bit) */
     int32_t buf[Q6KP_OFF_MAX] __attribute__((aligned(64)));
