@@ -13,15 +13,7 @@
 
 #include "kernels/kernels.h"
 #include "unit/cpu_level.h"
-
-static uint64_t kp_rng;
-static uint64_t kp_next(void)
-{
-    uint64_t z = (kp_rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+#include "kp_case.h"
 
 /* A finite f16: normal, sometimes subnormal or zero, either sign. */
 static uint16_t kp_f16(void)
@@ -52,62 +44,11 @@ static uint8_t *kp_weights(int64_t rows, int64_t k)
     return w;
 }
 
-static float *kp_acts(int64_t n)
-{
-    float *x = hs_malloc((size_t)n * sizeof(float));
-    for (int64_t i = 0; i < n; i++) {
-        uint64_t u = kp_next();
-        x[i] = ldexpf((float)((double)(u >> 11) / 9007199254740992.0) * 2.0f - 1.0f, (int)(u % 9) - 4);
-    }
-    for (int64_t i = 0; i + 256 <= n; i += 256 * 5) memset(x + i, 0, 256 * sizeof(float)); /* zero blocks */
-    return x;
-}
-
-static void *kp_pack(const uint8_t *w, int64_t rows, int64_t k)
-{
-    size_t n = kern_kp_bytes(KERN_K_Q4_K, rows, k);
-    void *p = hs_aligned_alloc(64, n);
-    memset(p, 0xa5, n); /* the pack must write every byte */
-    kern_kp_pack(p, w, KERN_K_Q4_K, rows, k, 0, (rows + KERN_KP_ROWS - 1) / KERN_KP_ROWS);
-    return p;
-}
-
-/* One call over [r0, r1) split into `pieces` consecutive ranges (as threads would). */
+/* One call over [r0, r1) in `pieces` (kp_check) on fresh weights. */
 static void kp_case(const struct kern_ops *v, int64_t rows, int64_t k, int64_t n_tok, int64_t r0, int64_t r1,
                     int pieces, int *bad, int *calls)
 {
-    uint8_t *w = kp_weights(rows, k);
-    void *wp = kp_pack(w, rows, k);
-    float *x = kp_acts(n_tok * k);
-    struct kern_q8k_block *xq = hs_malloc((size_t)(n_tok * (k / 256)) * sizeof(*xq));
-    kern_q8k_quantize(xq, x, n_tok, k);
-    int64_t y_ld = rows + 2;
-    float *a = hs_malloc((size_t)(n_tok * y_ld) * sizeof(float));
-    float *b = hs_malloc((size_t)(n_tok * y_ld) * sizeof(float));
-    for (int64_t i = 0; i < n_tok * y_ld; i++) a[i] = b[i] = -7.25f; /* sentinels: rows outside stay */
-    kern_matmul_k(a, y_ld, w, KERN_K_Q4_K, xq, n_tok, k, r0, r1);
-    for (int p = 0; p < pieces; p++) {
-        int64_t lo = r0 + (r1 - r0) * p / pieces, hi = r0 + (r1 - r0) * (p + 1) / pieces;
-        v->matmul_kp(b, y_ld, wp, KERN_K_Q4_K, xq, n_tok, k, lo, hi);
-    }
-    (*calls)++;
-    if (memcmp(a, b, (size_t)(n_tok * y_ld) * sizeof(float))) {
-        if (!*bad)
-            for (int64_t i = 0; i < n_tok * y_ld; i++)
-                if (memcmp(a + i, b + i, 4)) {
-                    cr_log_error("rows %ld K %ld T %ld [%ld,%ld) /%d: first diff t=%ld r=%ld: %a vs %a", (long)rows,
-                                 (long)k, (long)n_tok, (long)r0, (long)r1, pieces, (long)(i / y_ld),
-                                 (long)(i % y_ld), a[i], b[i]);
-                    break;
-                }
-        (*bad)++;
-    }
-    hs_free(w);
-    hs_free(wp);
-    hs_free(x);
-    hs_free(xq);
-    hs_free(a);
-    hs_free(b);
+    kp_check(v, KERN_K_Q4_K, kp_weights(rows, k), rows, k, n_tok, r0, r1, pieces, bad, calls);
 }
 
 Test(kern_q4kp, pack_is_lossless_and_pads_with_zero_rows)
@@ -124,7 +65,7 @@ Test(kern_q4kp, pack_is_lossless_and_pads_with_zero_rows)
             cr_assert_eq(gb, (size_t)(k / 256) * KERN_Q4KP_SB_BYTES);
             cr_assert_geq(gb, 16 * rb, "a group holds its 16 rows");
             uint8_t *w = kp_weights(n, k);
-            void *wp = kp_pack(w, n, k);
+            void *wp = kp_pack(w, KERN_K_Q4_K, n, k);
             uint8_t *row = hs_malloc(rb);
             for (int64_t r = 0; r < (n + 15) / 16 * 16; r++) {
                 kern_kp_row(row, wp, KERN_K_Q4_K, k, r);
@@ -152,13 +93,7 @@ Test(kern_q4kp, pack_is_lossless_and_pads_with_zero_rows)
     cr_assert_eq(kern_kp_bytes(KERN_K_Q5_K, 4, 256), 0, "Q5_K has no row-group layout");
 }
 
-Test(kern_q4kp, tables_with_and_without)
-{
-    cr_assert_null(kern_ops_for("scalar")->matmul_kp, "scalar has no row-group layout: the engine must not pack");
-    if (kern_ops_for("avx2")) cr_assert_null(kern_ops_for("avx2")->matmul_kp);
-    if (kern_ops_for("avx512vnni")) cr_assert_not_null(kern_ops_for("avx512vnni")->matmul_kp);
-    if (kern_ops_for("avx512")) cr_assert_not_null(kern_ops_for("avx512")->matmul_kp);
-}
+Test(kern_q4kp, tables_with_and_without) { kp_tables_with_and_without(); }
 
 Test(kern_q4kp, decode_token_counts_rows_and_tails)
 {

@@ -14,15 +14,7 @@
 
 #include "kernels/kernels.h"
 #include "unit/cpu_level.h"
-
-static uint64_t kq_rng;
-static uint64_t kq_next(void)
-{
-    uint64_t z = (kq_rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+#include "kp_case.h"
 
 /* Random Q6_K rows; `extreme` in 0..100: the percentage of blocks with extreme quants or
  * scales. d is finite: normal, subnormal or zero, either sign. */
@@ -30,18 +22,18 @@ static uint8_t *kq_weights(int64_t rows, int64_t k, int extreme)
 {
     size_t rb = (size_t)(k / 256) * 210;
     uint8_t *w = hs_malloc((size_t)rows * rb);
-    for (size_t i = 0; i < (size_t)rows * rb; i++) w[i] = (uint8_t)kq_next();
+    for (size_t i = 0; i < (size_t)rows * rb; i++) w[i] = (uint8_t)kp_next();
     for (int64_t r = 0; r < rows; r++)
         for (int64_t b = 0; b < k / 256; b++) {
             uint8_t *blk = w + r * rb + b * 210;
-            uint64_t u = kq_next();
+            uint64_t u = kp_next();
             uint16_t h = (uint16_t)(0x0c00 + u % 0x3000);
             if (u % 13 == 0) h = (uint16_t)(u % 0x0400); /* subnormal / zero */
             if (u % 7 == 0) h |= 0x8000;
             blk[208] = (uint8_t)h;
             blk[209] = (uint8_t)(h >> 8);
-            if ((int)(kq_next() % 100) >= extreme) continue;
-            u = kq_next();
+            if ((int)(kp_next() % 100) >= extreme) continue;
+            u = kp_next();
             if (u % 3 == 0) memset(blk, 0, 192);    /* all quants 0 (value -32) */
             if (u % 3 == 1) memset(blk, 0xff, 192); /* all quants 63 (value 31) */
             if (u % 5 == 0) memset(blk + 192, 0x80, 16); /* scales all -128 */
@@ -55,71 +47,18 @@ static uint8_t *kq_weights(int64_t rows, int64_t k, int extreme)
     return w;
 }
 
-static float *kq_acts(int64_t n)
-{
-    float *x = hs_malloc((size_t)n * sizeof(float));
-    for (int64_t i = 0; i < n; i++) {
-        uint64_t u = kq_next();
-        x[i] = ldexpf((float)((double)(u >> 11) / 9007199254740992.0) * 2.0f - 1.0f, (int)(u % 9) - 4);
-    }
-    for (int64_t i = 0; i + 256 <= n; i += 256 * 3) memset(x + i, 0, 256 * sizeof(float)); /* zero blocks */
-    for (int64_t i = 256; i + 256 <= n; i += 256 * 5) /* quants all -127, or all +127 but the first */
-        for (int j = 0; j < 256; j++) x[i + j] = (i / 256) % 2 ? 0.75f : j ? -1.0f : 1.0f;
-    return x;
-}
-
-static void *kq_pack(const uint8_t *w, int64_t rows, int64_t k)
-{
-    size_t n = kern_kp_bytes(KERN_K_Q6_K, rows, k);
-    void *p = hs_aligned_alloc(64, n);
-    memset(p, 0xa5, n); /* the pack must write every byte */
-    kern_kp_pack(p, w, KERN_K_Q6_K, rows, k, 0, (rows + KERN_KP_ROWS - 1) / KERN_KP_ROWS);
-    return p;
-}
-
-/* One call over [r0, r1) split into `pieces` consecutive ranges (as threads would). */
+/* One call over [r0, r1) in `pieces` (kp_check) on fresh weights. */
 static void kq_case(const struct kern_ops *v, int64_t rows, int64_t k, int64_t n_tok, int64_t r0, int64_t r1,
                     int pieces, int extreme, int *bad, int *calls)
 {
-    uint8_t *w = kq_weights(rows, k, extreme);
-    void *wp = kq_pack(w, rows, k);
-    float *x = kq_acts(n_tok * k);
-    struct kern_q8k_block *xq = hs_malloc((size_t)(n_tok * (k / 256)) * sizeof(*xq));
-    kern_q8k_quantize(xq, x, n_tok, k);
-    int64_t y_ld = rows + 2;
-    float *a = hs_malloc((size_t)(n_tok * y_ld) * sizeof(float));
-    float *b = hs_malloc((size_t)(n_tok * y_ld) * sizeof(float));
-    for (int64_t i = 0; i < n_tok * y_ld; i++) a[i] = b[i] = -7.25f; /* sentinels: rows outside stay */
-    kern_matmul_k(a, y_ld, w, KERN_K_Q6_K, xq, n_tok, k, r0, r1);
-    for (int p = 0; p < pieces; p++) {
-        int64_t lo = r0 + (r1 - r0) * p / pieces, hi = r0 + (r1 - r0) * (p + 1) / pieces;
-        v->matmul_kp(b, y_ld, wp, KERN_K_Q6_K, xq, n_tok, k, lo, hi);
-    }
-    (*calls)++;
-    if (memcmp(a, b, (size_t)(n_tok * y_ld) * sizeof(float))) {
-        if (!*bad)
-            for (int64_t i = 0; i < n_tok * y_ld; i++)
-                if (memcmp(a + i, b + i, 4)) {
-                    cr_log_error("rows %ld K %ld T %ld [%ld,%ld) /%d: first diff t=%ld r=%ld: %a vs %a", (long)rows,
-                                 (long)k, (long)n_tok, (long)r0, (long)r1, pieces, (long)(i / y_ld),
-                                 (long)(i % y_ld), a[i], b[i]);
-                    break;
-                }
-        (*bad)++;
-    }
-    hs_free(w);
-    hs_free(wp);
-    hs_free(x);
-    hs_free(xq);
-    hs_free(a);
-    hs_free(b);
+    kp_check(v, KERN_K_Q6_K, kq_weights(rows, k, extreme), rows, k, n_tok, r0, r1, pieces, bad, calls);
 }
 
 Test(kern_q6kp, pack_is_lossless_and_pads_with_zero_blocks)
 {
     static const int64_t rows[] = {1, 15, 16, 17, 40};
     static const int64_t ks[] = {256, 512, 1024, 3584};
-    kq_rng = 1;
+    kp_rng = 1;
     for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
         for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
             int64_t n = rows[ri], k = ks[ki], nb = k / 256, ng = (n + 15) / 16;
@@ -130,7 +69,7 @@ Test(kern_q6kp, pack_is_lossless_and_pads_with_zero_blocks)
             cr_assert_eq(KERN_Q6KP_SB_BYTES % 64, 0);
             cr_assert_geq(KERN_Q6KP_SB_BYTES, 16 * 210, "a super-block holds its 16 rows' blocks");
             uint8_t *w = kq_weights(n, k, 20);
-            void *wp = kq_pack(w, n, k);
+            void *wp = kp_pack(w, KERN_K_Q6_K, n, k);
             uint8_t *row = hs_malloc(rb);
             for (int64_t r = 0; r < ng * 16; r++) {
                 memset(row, 0x5a, rb);
@@ -168,9 +107,9 @@ Test(kern_q6kp, pack_is_lossless_and_pads_with_zero_blocks)
 /* The layout is the one q6kp.c's table states: spot checks of each field of one row. */
 Test(kern_q6kp, layout_offsets)
 {
-    kq_rng = 7;
+    kp_rng = 7;
     uint8_t *w = kq_weights(20, 512, 0);
-    uint8_t *wp = kq_pack(w, 20, 512);
+    uint8_t *wp = kp_pack(w, KERN_K_Q6_K, 20, 512);
     const int64_t r = 19, i = r % 16;
     const uint8_t *blk = w + r * 2 * 210 + 210; /* super-block 1 of row 19: group 1 */
     const uint8_t *sb = wp + 2 * KERN_Q6KP_SB_BYTES + KERN_Q6KP_SB_BYTES;
@@ -188,13 +127,7 @@ Test(kern_q6kp, layout_offsets)
     hs_free(wp);
 }
 
-Test(kern_q6kp, tables_with_and_without)
-{
-    cr_assert_null(kern_ops_for("scalar")->matmul_kp, "scalar has no row-group layout: the engine must not pack");
-    if (kern_ops_for("avx2")) cr_assert_null(kern_ops_for("avx2")->matmul_kp);
-    if (kern_ops_for("avx512vnni")) cr_assert_not_null(kern_ops_for("avx512vnni")->matmul_kp);
-    if (kern_ops_for("avx512")) cr_assert_not_null(kern_ops_for("avx512")->matmul_kp);
-}
+Test(kern_q6kp, tables_with_and_without) { kp_tables_with_and_without(); }
 
 Test(kern_q6kp, decode_token_counts_rows_and_cuts)
 {
@@ -202,7 +135,7 @@ Test(kern_q6kp, decode_token_counts_rows_and_cuts)
     static const int64_t rows[] = {1, 15, 16, 17, 33, 50};
     static const int64_t ks[] = {256, 512, 1024};
     int bad = 0, calls = 0;
-    kq_rng = 2;
+    kp_rng = 2;
     for (int64_t t = 1; t <= 8; t++)
         for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
             for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
@@ -220,7 +153,7 @@ Test(kern_q6kp, prefill_tiles_and_remainders)
     static const int64_t rows[] = {15, 33, 50};
     static const int64_t ks[] = {256, 1024};
     int bad = 0, calls = 0;
-    kq_rng = 3;
+    kp_rng = 3;
     for (int64_t t = 9; t <= 20; t++)
         for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
             for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
@@ -237,7 +170,7 @@ Test(kern_q6kp, panels_large_k_and_splits)
 {
     const struct kern_ops *v = cpu_level_ops_or_skip("avx512vnni");
     int bad = 0, calls = 0;
-    kq_rng = 4;
+    kp_rng = 4;
     kq_case(v, 300, 1024, 7, 5, 299, 7, 10, &bad, &calls);  /* decode, cut in 7 pieces */
     kq_case(v, 300, 1024, 19, 0, 300, 4, 10, &bad, &calls); /* several row panels */
     kq_case(v, 50, 3584, 1, 0, 50, 1, 10, &bad, &calls);    /* an ffn_down row (0.8B) */
@@ -257,7 +190,7 @@ Test(kern_q6kp, extreme_blocks)
     const struct kern_ops *v = cpu_level_ops_or_skip("avx512vnni");
     static const int64_t toks[] = {1, 2, 5, 8, 13, 64};
     int bad = 0, calls = 0;
-    kq_rng = 5;
+    kp_rng = 5;
     for (size_t ti = 0; ti < sizeof toks / sizeof toks[0]; ti++) {
         kq_case(v, 33, 512, toks[ti], 0, 33, 1, 100, &bad, &calls); /* every block extreme */
         kq_case(v, 17, 1024, toks[ti], 2, 17, 2, 60, &bad, &calls);

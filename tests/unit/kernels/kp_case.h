@@ -1,0 +1,96 @@
+/* kp_case.h — what the tests of the K-quant row-group layouts (test_q4kp.c, test_q6kp.c)
+ * share: a seeded generator, activations with zero and saturated blocks, the pack (checking
+ * that it writes every byte), and one matmul_kp call split into pieces compared with the
+ * scalar kern_matmul_k on the rows. Each file makes its own type's weights. */
+#ifndef HS_TEST_KP_CASE_H
+#define HS_TEST_KP_CASE_H
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+static uint64_t kp_rng;
+static inline uint64_t kp_next(void)
+{
+    uint64_t z = (kp_rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* n activations of mixed magnitude; every third 256-block zero, and some blocks whose quants
+ * are all -127, or all +127 but the first. */
+static inline float *kp_acts(int64_t n)
+{
+    float *x = hs_malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t u = kp_next();
+        x[i] = ldexpf((float)((double)(u >> 11) / 9007199254740992.0) * 2.0f - 1.0f, (int)(u % 9) - 4);
+    }
+    for (int64_t i = 0; i + 256 <= n; i += 256 * 3) memset(x + i, 0, 256 * sizeof(float));
+    for (int64_t i = 256; i + 256 <= n; i += 256 * 5)
+        for (int j = 0; j < 256; j++) x[i + j] = (i / 256) % 2 ? 0.75f : j ? -1.0f : 1.0f;
+    return x;
+}
+
+/* The row-group layout of w [rows, k] of type wt, in a buffer first filled with 0xa5. */
+static inline void *kp_pack(const uint8_t *w, int wt, int64_t rows, int64_t k)
+{
+    size_t n = kern_kp_bytes(wt, rows, k);
+    void *p = hs_aligned_alloc(64, n);
+    memset(p, 0xa5, n);
+    kern_kp_pack(p, w, wt, rows, k, 0, (rows + KERN_KP_ROWS - 1) / KERN_KP_ROWS);
+    return p;
+}
+
+/* One matmul_kp over [r0, r1) of the rows w (type wt) split into `pieces` consecutive
+ * ranges (as threads would), against kern_matmul_k; counts the call, and a difference in bad
+ * (logging the first one). Frees w. */
+static inline void kp_check(const struct kern_ops *v, int wt, uint8_t *w, int64_t rows, int64_t k, int64_t n_tok,
+                            int64_t r0, int64_t r1, int pieces, int *bad, int *calls)
+{
+    void *wp = kp_pack(w, wt, rows, k);
+    float *x = kp_acts(n_tok * k);
+    struct kern_q8k_block *xq = hs_malloc((size_t)(n_tok * (k / 256)) * sizeof(*xq));
+    kern_q8k_quantize(xq, x, n_tok, k);
+    int64_t y_ld = rows + 2;
+    float *a = hs_malloc((size_t)(n_tok * y_ld) * sizeof(float));
+    float *b = hs_malloc((size_t)(n_tok * y_ld) * sizeof(float));
+    for (int64_t i = 0; i < n_tok * y_ld; i++) a[i] = b[i] = -7.25f; /* sentinels: rows outside stay */
+    kern_matmul_k(a, y_ld, w, wt, xq, n_tok, k, r0, r1);
+    for (int p = 0; p < pieces; p++) {
+        int64_t lo = r0 + (r1 - r0) * p / pieces, hi = r0 + (r1 - r0) * (p + 1) / pieces;
+        v->matmul_kp(b, y_ld, wp, wt, xq, n_tok, k, lo, hi);
+    }
+    (*calls)++;
+    if (memcmp(a, b, (size_t)(n_tok * y_ld) * sizeof(float))) {
+        if (!*bad)
+            for (int64_t i = 0; i < n_tok * y_ld; i++)
+                if (memcmp(a + i, b + i, 4)) {
+                    cr_log_error("type %d rows %ld K %ld T %ld [%ld,%ld) /%d: first diff t=%ld r=%ld: %a vs %a", wt,
+                                 (long)rows, (long)k, (long)n_tok, (long)r0, (long)r1, pieces, (long)(i / y_ld),
+                                 (long)(i % y_ld), a[i], b[i]);
+                    break;
+                }
+        (*bad)++;
+    }
+    hs_free(w);
+    hs_free(wp);
+    hs_free(x);
+    hs_free(xq);
+    hs_free(a);
+    hs_free(b);
+}
+
+/* Row groups of matmul_kp: the variant tables that have it (the AVX-512 ones) and not. */
+static inline void kp_tables_with_and_without(void)
+{
+    cr_assert_null(kern_ops_for("scalar")->matmul_kp, "scalar has no row-group layout: the engine must not pack");
+    if (kern_ops_for("avx2")) cr_assert_null(kern_ops_for("avx2")->matmul_kp);
+    if (kern_ops_for("avx512vnni")) cr_assert_not_null(kern_ops_for("avx512vnni")->matmul_kp);
+    if (kern_ops_for("avx512")) cr_assert_not_null(kern_ops_for("avx512")->matmul_kp);
+}
+
+#endif
