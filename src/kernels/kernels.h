@@ -174,6 +174,9 @@ bool kern_wtype_is_k(int t);
 size_t kern_k_row_bytes(int t, int64_t k);
 /* The 8 six-bit scales and mins of a Q4_K block from its 12 packed bytes (bytes 4..15). */
 void kern_q4k_scales(const uint8_t *s12, uint8_t sc[8], uint8_t m[8]);
+/* Its inverse: the 12 packed bytes at s12 from 8 scales and 8 mins (6-bit values; higher
+ * bits are dropped). */
+void kern_q4k_scales_pack(uint8_t *s12, const uint8_t sc[8], const uint8_t m[8]);
 /* Quantize x [n_tok, k] (k % 256 == 0) into xq [n_tok, k / 256] (the order above). */
 void kern_q8k_quantize(struct kern_q8k_block *xq, const float *x, int64_t n_tok, int64_t k);
 /* y[t * y_ld + r] for r in [r0, r1) with K-quant weights wt (KERN_K_Q4_K / _Q5_K / _Q6_K),

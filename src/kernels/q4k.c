@@ -51,6 +51,15 @@ void kern_q4k_scales(const uint8_t *s12, uint8_t sc[8], uint8_t m[8])
     }
 }
 
+void kern_q4k_scales_pack(uint8_t *s12, const uint8_t sc[8], const uint8_t m[8])
+{
+    for (int j = 0; j < 4; j++) {
+        s12[j] = (uint8_t)((sc[j] & 63) | (sc[j + 4] >> 4) << 6);
+        s12[j + 4] = (uint8_t)((m[j] & 63) | (m[j + 4] >> 4) << 6);
+        s12[j + 8] = (uint8_t)((sc[j + 4] & 15) | (m[j + 4] & 15) << 4);
+    }
+}
+
 /* The 4-bit quant of value i of a Q4_K block's qs. */
 static int q4k_quant(const uint8_t *qs, int i)
 {
@@ -180,12 +189,7 @@ void kern_kq_scales_from_f32(const float *x, float qmax, uint8_t *blk, uint8_t q
     }
     kern_put_u16(blk, dh);
     kern_put_u16(blk + 2, mh);
-    uint8_t *s12 = blk + 4;
-    for (int j = 0; j < 4; j++) {
-        s12[j] = (uint8_t)(sc[j] | (sc[j + 4] >> 4) << 6);
-        s12[j + 4] = (uint8_t)(m[j] | (m[j + 4] >> 4) << 6);
-        s12[j + 8] = (uint8_t)((sc[j + 4] & 15) | (m[j + 4] & 15) << 4);
-    }
+    kern_q4k_scales_pack(blk + 4, sc, m);
     for (int i = 0; i < KERN_QK; i++) {
         float step = d * (float)sc[i / 32], off = dmin * (float)m[i / 32];
         q[i] = (uint8_t)(step > 0.0f ? kern_clampf(roundf((x[i] + off) / step), 0.0f, qmax) : 0.0f);

@@ -37,16 +37,6 @@
 
 size_t kern_q4kp_group_bytes(int64_t k) { return (size_t)(k / KERN_QK) * KERN_Q4KP_SB_BYTES; }
 
-/* The 12 packed bytes of 6-bit scales and mins from the 8 + 8 values (kern_q4k_scales' inverse). */
-static void q4k_scales_pack(uint8_t s12[12], const uint8_t sc[8], const uint8_t m[8])
-{
-    for (int j = 0; j < 4; j++) {
-        s12[j] = (uint8_t)((sc[j] & 63) | (sc[j + 4] >> 4) << 6);
-        s12[j + 4] = (uint8_t)((m[j] & 63) | (m[j + 4] >> 4) << 6);
-        s12[j + 8] = (uint8_t)((sc[j + 4] & 15) | (m[j + 4] & 15) << 4);
-    }
-}
-
 void kern_q4kp_pack(void *dst, const void *w, int64_t rows, int64_t k, int64_t g0, int64_t g1)
 {
     const int64_t nb = k / KERN_QK;
@@ -89,7 +79,7 @@ void kern_q4kp_row(void *out, const void *wp, int64_t k, int64_t row)
             sc[s] = sb[2048 + 16 * s + i];
             m[s] = sb[2176 + 16 * s + i];
         }
-        q4k_scales_pack(blk + 4, sc, m);
+        kern_q4k_scales_pack(blk + 4, sc, m);
         for (int v = 0; v < 32; v++) memcpy(blk + 16 + 4 * v, sb + 64 * v + 4 * i, 4);
     }
 }
