@@ -170,9 +170,9 @@ int engine_force_variant(struct engine *e, const char *name, struct hs_err *err)
 
 /* Pack every Q8_0 matrix of the model when the variant has kern_ops.matmul_q8p, every Q4_K
  * and Q6_K one when it has kern_ops.matmul_kp (unless HEADSTART_NO_PACK is set); needs
- * e->pool. The copy of src (and its type in *wt), or NULL; free them all. */
+ * e->pool. The copy of src (in the layout of its own type), or NULL; free them all. */
 void engine_pack_build(struct engine *e);
-const void *engine_pack_find(const struct engine *e, const void *src, int *wt);
+const void *engine_pack_find(const struct engine *e, const void *src);
 void engine_pack_free(struct engine *e);
 
 /* FNV-1a 64 over bytes, continuing from h (start with ENGINE_FNV_INIT). */

@@ -90,13 +90,16 @@ struct act {
 #define ACT_QK 2
 #define ACT_BF16 4
 
-/* One matrix of a matmul job: y[t * y_ld + r] = (W x_t)[r] for the rows of w. */
+/* One matrix of a matmul job: y[t * y_ld + r] = (W x_t)[r] for the rows of w, a matrix of
+ * type wt (a K-quant type cast to it, as the dtype is), or its copy in that type's packed
+ * layout when packed (wpack.c). */
 struct mm_part {
     float *y;
     int64_t y_ld;
     const void *w;
     enum kern_wtype wt;
     int64_t rows;
+    bool packed;
 };
 
 /* Up to MM_PARTS matrices that read the same activation x (same K), computed in one pool
@@ -117,11 +120,10 @@ struct mm_job {
 
 static void mm_part_run(const struct mm_job *j, const struct mm_part *p, int64_t r0, int64_t r1)
 {
-    if ((int)p->wt == KERN_P_Q8_0) /* packed at engine start (wpack.c) */
+    if (p->packed && p->wt == KERN_W_Q8_0) /* copies packed at engine start (wpack.c) */
         j->ops->matmul_q8p(p->y, p->y_ld, p->w, j->xa.q8, j->xa.cx, j->T, j->K, r0, r1);
-    else if ((int)p->wt == KERN_P_Q4_K || (int)p->wt == KERN_P_Q6_K) /* also (wpack.c) */
-        j->ops->matmul_kp(p->y, p->y_ld, p->w, (int)p->wt == KERN_P_Q4_K ? KERN_K_Q4_K : KERN_K_Q6_K, j->xa.qk,
-                          j->T, j->K, r0, r1);
+    else if (p->packed) /* Q4_K, Q6_K */
+        j->ops->matmul_kp(p->y, p->y_ld, p->w, (int)p->wt, j->xa.qk, j->T, j->K, r0, r1);
     else if (kern_wtype_is_k((int)p->wt))
         j->ops->matmul_k(p->y, p->y_ld, p->w, (int)p->wt, j->xa.qk, j->T, j->K, r0, r1);
     else if (kern_wtype_is_x((int)p->wt)) /* Q5_1, IQ4_NL, IQ4_XS ([F12]) */
@@ -148,7 +150,7 @@ static void mm_fn(void *ctx, int64_t r0, int64_t r1, int ti)
 
 static struct mm_part part(float *y, int64_t y_ld, const struct model_weight *w, const void *mat)
 {
-    struct mm_part p = { y, y_ld, mat, (enum kern_wtype)w->dtype, w->rows };
+    struct mm_part p = { y, y_ld, mat, (enum kern_wtype)w->dtype, w->rows, false };
     return p;
 }
 
@@ -161,15 +163,13 @@ static void mm_n(struct engine *e, const float *x, struct act xa, int64_t T, int
     for (int i = 0; i < n; i++) {
         j.p[i] = p[i];
         rows += p[i].rows;
-        /* a matrix with a packed copy (wpack.c) multiplies in its layout: same bits */
-        int pt = -1;
-        const void *pk = e->n_packs > 0 ? engine_pack_find(e, p[i].w, &pt) : NULL;
-        if (pk && pt == KERN_W_Q8_0 && e->ops->matmul_q8p) {
+        /* a matrix with a packed copy (wpack.c; of the matrix's own type) multiplies in its
+         * layout, where the kernel table has the matmul over it: same bits */
+        bool table = p[i].wt == KERN_W_Q8_0 ? e->ops->matmul_q8p != NULL : e->ops->matmul_kp != NULL;
+        const void *pk = table && e->n_packs > 0 ? engine_pack_find(e, p[i].w) : NULL;
+        if (pk) {
             j.p[i].w = pk;
-            j.p[i].wt = (enum kern_wtype)KERN_P_Q8_0;
-        } else if (pk && pt != KERN_W_Q8_0 && e->ops->matmul_kp) {
-            j.p[i].w = pk;
-            j.p[i].wt = (enum kern_wtype)(pt == KERN_K_Q4_K ? KERN_P_Q4_K : KERN_P_Q6_K);
+            j.p[i].packed = true;
         }
     }
     if (T > ENGINE_FEW_TOKENS) {

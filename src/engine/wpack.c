@@ -181,16 +181,13 @@ void engine_pack_build(struct engine *e)
     }
 }
 
-const void *engine_pack_find(const struct engine *e, const void *src, int *wt)
+const void *engine_pack_find(const struct engine *e, const void *src)
 {
     int64_t lo = 0, hi = e->n_packs;
     while (lo < hi) {
         int64_t mid = lo + (hi - lo) / 2;
         uintptr_t x = (uintptr_t)e->packs[mid].src;
-        if (x == (uintptr_t)src) {
-            *wt = e->packs[mid].wt;
-            return e->packs[mid].packed;
-        }
+        if (x == (uintptr_t)src) return e->packs[mid].packed;
         if (x < (uintptr_t)src) lo = mid + 1;
         else hi = mid;
     }

@@ -353,9 +353,6 @@ float kern_dot(const float *a, const float *b, int64_t n);
  * the Q8_0 rows. Same size as the Q8_0 matrix (rows padded to groups of KERN_Q8P_ROWS). */
 #define KERN_Q8P_ROWS 16
 #define KERN_Q8P_KMAX 65536 /* matmul_q8p takes k <= this (its stack buffers); longer rows stay Q8_0 */
-/* A pseudo weight type for the engine's matmul parts (not a member of enum kern_wtype, nor
- * a format dtype): the weights are kern_q8p_pack's output, computed by kern_ops.matmul_q8p. */
-#define KERN_P_Q8_0 64
 #define KERN_Q8P_PAIR_BYTES 1088 /* two blocks of 16 rows: 2 x 512 quant bytes, 2 x 32 scale bytes */
 /* The slot block b of nb sits in inside a group: blocks in the order of the Q8_0 matmul's
  * partial sums, b % 8 major and b ascending inside (0, 8, 16, ..., 1, 9, 17, ...), so a
@@ -393,10 +390,6 @@ void kern_q8p_corr(int32_t *cx, const struct kern_q8_block *xq, int64_t n);
  * the size of the matrix (q4kp.c, q6kp.c notes); a matmul over it keeps the K-quant
  * contract above to the bit: kern_matmul_k's results on the unpacked rows. */
 #define KERN_KP_ROWS 16
-/* Pseudo weight types for the engine's matmul parts (as KERN_P_Q8_0): the weights are
- * kern_kp_pack's output for KERN_K_Q4_K / KERN_K_Q6_K, computed by kern_ops.matmul_kp. */
-#define KERN_P_Q4_K 65
-#define KERN_P_Q6_K 66
 #define KERN_Q4KP_SB_BYTES 2368 /* one super-block of 16 rows (q4kp.c) */
 #define KERN_Q6KP_SB_BYTES 3392 /* one super-block of 16 rows (q6kp.c) */
 /* Bytes of one group of KERN_KP_ROWS rows of k values (k % 256 == 0) of type wt
