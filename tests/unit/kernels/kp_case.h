@@ -45,6 +45,41 @@ static inline void *kp_pack(const uint8_t *w, int wt, int64_t rows, int64_t k)
     return p;
 }
 
+/* The pack of the rows w [rows, k] of type wt (sb_bytes per super-block of 16 rows): the
+ * sizes agree, every row comes back byte for byte and padding rows as zero blocks, and
+ * packing group by group (backwards, over other bytes) gives the same bytes as one pack (so
+ * both write every byte). Returns the pack (the caller frees it and w). */
+static inline uint8_t *kp_check_pack(const uint8_t *w, int wt, int64_t rows, int64_t k, size_t sb_bytes)
+{
+    int64_t nb = k / 256, ng = (rows + 15) / 16;
+    size_t rb = kern_k_row_bytes(wt, k), gb = kern_kp_group_bytes(wt, k), bytes = kern_kp_bytes(wt, rows, k);
+    cr_assert_eq(gb, (size_t)nb * sb_bytes);
+    cr_assert_eq(bytes, (size_t)ng * gb);
+    cr_assert_eq(sb_bytes % 64, 0);
+    cr_assert_geq(gb, 16 * rb, "a group holds its 16 rows");
+    uint8_t *wp = kp_pack(w, wt, rows, k);
+    uint8_t *row = hs_malloc(rb);
+    for (int64_t r = 0; r < ng * 16; r++) {
+        memset(row, 0x5a, rb);
+        kern_kp_row(row, wp, wt, k, r);
+        if (r < rows) {
+            cr_assert(!memcmp(row, w + (size_t)r * rb, rb), "type %d rows %ld K %ld: row %ld differs", wt,
+                      (long)rows, (long)k, (long)r);
+        } else {
+            for (size_t i = 0; i < rb; i++)
+                cr_assert_eq(row[i], 0, "type %d rows %ld K %ld: padding row %ld byte %zu", wt, (long)rows, (long)k,
+                             (long)r, i);
+        }
+    }
+    uint8_t *wq = hs_aligned_alloc(64, bytes);
+    memset(wq, 0x5a, bytes);
+    for (int64_t g = ng - 1; g >= 0; g--) kern_kp_pack(wq, w, wt, rows, k, g, g + 1);
+    cr_assert(!memcmp(wp, wq, bytes), "type %d rows %ld K %ld: ranged pack differs", wt, (long)rows, (long)k);
+    hs_free(wq);
+    hs_free(row);
+    return wp;
+}
+
 /* One matmul_kp over [r0, r1) of the rows w (type wt) split into `pieces` consecutive
  * ranges (as threads would), against kern_matmul_k; counts the call, and a difference in bad
  * (logging the first one). Frees w. */

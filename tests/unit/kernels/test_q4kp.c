@@ -59,34 +59,10 @@ Test(kern_q4kp, pack_is_lossless_and_pads_with_zero_rows)
     for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
         for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
             int64_t n = rows[ri], k = ks[ki];
-            size_t rb = kern_k_row_bytes(KERN_K_Q4_K, k), gb = kern_kp_group_bytes(KERN_K_Q4_K, k);
-            cr_assert_eq(kern_kp_bytes(KERN_K_Q4_K, n, k), (size_t)((n + 15) / 16) * gb);
-            cr_assert_eq(gb % 64, 0);
-            cr_assert_eq(gb, (size_t)(k / 256) * KERN_Q4KP_SB_BYTES);
-            cr_assert_geq(gb, 16 * rb, "a group holds its 16 rows");
             uint8_t *w = kp_weights(n, k);
-            void *wp = kp_pack(w, KERN_K_Q4_K, n, k);
-            uint8_t *row = hs_malloc(rb);
-            for (int64_t r = 0; r < (n + 15) / 16 * 16; r++) {
-                kern_kp_row(row, wp, KERN_K_Q4_K, k, r);
-                if (r < n) {
-                    cr_assert(!memcmp(row, w + (size_t)r * rb, rb), "rows %ld K %ld: row %ld differs", (long)n,
-                              (long)k, (long)r);
-                } else {
-                    for (size_t i = 0; i < rb; i++)
-                        cr_assert_eq(row[i], 0, "rows %ld K %ld: padding row %ld byte %zu", (long)n, (long)k,
-                                     (long)r, i);
-                }
-            }
-            /* packing group by group gives the same bytes as one pack */
-            void *wq = hs_aligned_alloc(64, kern_kp_bytes(KERN_K_Q4_K, n, k));
-            for (int64_t g = (n + 15) / 16 - 1; g >= 0; g--) kern_kp_pack(wq, w, KERN_K_Q4_K, n, k, g, g + 1);
-            cr_assert(!memcmp(wp, wq, kern_kp_bytes(KERN_K_Q4_K, n, k)), "rows %ld K %ld: ranged pack differs",
-                      (long)n, (long)k);
+            uint8_t *wp = kp_check_pack(w, KERN_K_Q4_K, n, k, KERN_Q4KP_SB_BYTES);
             hs_free(w);
             hs_free(wp);
-            hs_free(wq);
-            hs_free(row);
         }
     cr_assert_eq(kern_kp_bytes(KERN_K_Q4_K, 0, 256), 0);
     cr_assert_eq(kern_kp_bytes(KERN_K_Q4_K, 4, 384), 0);
