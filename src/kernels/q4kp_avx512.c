@@ -25,9 +25,10 @@
  *      read twice, the second time from L1), so only one dot per (group, token) is live:
  *      with isum and acc that is 3 NG NT registers. A decode step (n_tok <= KP_TMAX) runs
  *      NG = 1, NT = n_tok: one sequential stream through the packed matrix with software
- *      prefetch into L2 (T1; q8p_avx512.c note 5). More tokens (a prefill, a step of 9 and
- *      more sequences) run row panels of about KP_PANEL_BYTES with tiles of KP_PNG groups x
- *      up to KP_PTOKS tokens inside, so a panel comes from L2 per token tile.
+ *      prefetch into L2 (T1; q8p_avx512.c note 5). More tokens that do not take the
+ *      rows' panel path (note 5: a step of 9-15 sequences, rows too long for it, the groups
+ *      a thread split cuts) run row panels of about KP_PANEL_BYTES with tiles of KP_PNG
+ *      groups x up to KP_PTOKS tokens inside, so a panel comes from L2 per token tile.
  *   4. Any r0, r1: a group only partly inside [r0, r1) is computed whole and stored with a
  *      mask (its other lanes are independent and thrown away), so a thread split that cuts
  *      a group cannot change a bit. Padding rows (zero blocks) compute zeros, never stored.
