@@ -32,8 +32,9 @@
  *      runs NT = n_tok: one sequential stream through the packed matrix with software
  *      prefetch into L2 (q8p_avx512.c note 5). More tokens that do not take the rows'
  *      panel path (note 7: 9-15 tokens, rows too long for it, the groups a thread split
- *      cuts) run row panels of about Q6KP_PANEL_BYTES, each panel read from memory by the first token tile and from L2 by
- *      the others (the tokens split evenly into tiles of at most Q6KP_TMAX).
+ *      cuts) run row panels of about Q6KP_PANEL_BYTES, each panel read from memory by the
+ *      first token tile and from L2 by the others (the tokens split evenly into tiles of at
+ *      most Q6KP_TMAX).
  *   5. Any r0, r1: a group that is only partly inside [r0, r1) is computed whole and stored
  *      with a mask (its other lanes are independent and thrown away), so a thread split
  *      that cuts a group cannot change a bit. Padding rows compute zeros, never stored.
