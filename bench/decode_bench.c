@@ -11,8 +11,9 @@
  *   1. The variant is the engine's choice (engine_best_variant, so
  *      HEADSTART_CPU=avx2 measures the AVX2 table on an AVX-512 CPU), or --variant.
  *   2. Per weight type (f32, f16, bf16 with f32 activations, bf16_dp = kern_bf16_matmul on
- *      bf16-rounded activations, the path the engine takes for bf16 files, and q8_0 with the
- *      activations quantized once outside the timing), one matrix of about --mib MiB (K =
+ *      bf16-rounded activations, the path the engine takes for bf16 files, q8_0, and q4_k /
+ *      q6_k through kern_ops.matmul_k on their rows, with the activations quantized once
+ *      outside the timing; K-quants only where --k is a multiple of 256), one matrix of about --mib MiB (K =
  *      --k, the rows to fill it), written once before timing (every page faulted in).
  *   3. read_gb_s: the same threads xor-reading the same matrix with 32-byte loads (AVX2
  *      where the CPU has it), four accumulators, the same row split: the roofline of this
@@ -57,9 +58,10 @@ static uint64_t db_next(void)
 }
 static float db_val(void) { return (float)((double)(db_next() >> 11) / 9007199254740992.0) * 2.0f - 1.0f; }
 
-enum { DB_F32, DB_F16, DB_BF16, DB_BF16_DP, DB_Q8_0, DB_N };
-static const char *const db_names[DB_N] = { "f32", "f16", "bf16", "bf16_dp", "q8_0" };
-static const enum kern_wtype db_wt[DB_N] = { KERN_W_F32, KERN_W_F16, KERN_W_BF16, KERN_W_BF16, KERN_W_Q8_0 };
+enum { DB_F32, DB_F16, DB_BF16, DB_BF16_DP, DB_Q8_0, DB_Q4_K, DB_Q6_K, DB_N };
+static const char *const db_names[DB_N] = { "f32", "f16", "bf16", "bf16_dp", "q8_0", "q4_k", "q6_k" };
+static const int db_wt[DB_N] = { KERN_W_F32, KERN_W_F16, KERN_W_BF16, KERN_W_BF16, KERN_W_Q8_0,
+                                 KERN_K_Q4_K, KERN_K_Q6_K };
 
 struct db_job {
     const struct kern_ops *ops;
@@ -69,6 +71,7 @@ struct db_job {
     const float *x;
     const uint16_t *xb;
     const struct kern_q8_block *xq;
+    const struct kern_q8k_block *xk;
     float *y;
     int64_t k;
     bool read;          /* the plain read (note 3) instead of the matmul */
@@ -118,7 +121,8 @@ static void db_fn(void *ctx, int64_t r0, int64_t r1, int ti)
         return;
     }
     if (j->type == DB_BF16_DP) j->ops->bf16_matmul(j->y, 1, j->w, j->xb, 1, j->k, r0, r1);
-    else j->ops->matmul(j->y, 1, j->w, db_wt[j->type], j->x, j->xq, 1, j->k, r0, r1);
+    else if (kern_wtype_is_k(db_wt[j->type])) j->ops->matmul_k(j->y, 1, j->w, db_wt[j->type], j->xk, 1, j->k, r0, r1);
+    else j->ops->matmul(j->y, 1, j->w, (enum kern_wtype)db_wt[j->type], j->x, j->xq, 1, j->k, r0, r1);
 }
 
 static uint8_t *db_weights(int type, int64_t rows, int64_t k, size_t rb)
@@ -132,6 +136,17 @@ static uint8_t *db_weights(int type, int64_t rows, int64_t k, size_t rb)
                 memcpy(row + KERN_Q8_BLOCK_BYTES * b, &d, 2);
                 for (int i = 0; i < KERN_Q8_BLOCK; i++)
                     row[KERN_Q8_BLOCK_BYTES * b + 2 + i] = (uint8_t)(int8_t)(127.0f * db_val());
+            }
+            continue;
+        }
+        if (kern_wtype_is_k(db_wt[type])) { /* random bits, the f16 scales kept small and finite */
+            for (size_t i = 0; i < rb; i++) row[i] = (uint8_t)db_next();
+            size_t bb = type == DB_Q4_K ? KERN_Q4K_BYTES : KERN_Q6K_BYTES;
+            for (size_t b = 0; b < rb / bb; b++) {
+                uint8_t *blk = row + bb * b;
+                uint16_t d = hs_f32_to_f16(0.01f * db_val()), dm = hs_f32_to_f16(0.001f * db_val());
+                if (type == DB_Q4_K) { memcpy(blk, &d, 2); memcpy(blk + 2, &dm, 2); }
+                else memcpy(blk + bb - 2, &d, 2);
             }
             continue;
         }
@@ -203,17 +218,24 @@ int main(int argc, char **argv)
     ops->bf16_round(xb, x, k);
     struct kern_q8_block *xq = hs_malloc((size_t)(k / KERN_Q8_BLOCK) * sizeof(*xq));
     kern_q8_quantize(xq, x, 1, k);
+    struct kern_q8k_block *xk = NULL;
+    if (k % KERN_QK == 0) {
+        xk = hs_malloc((size_t)(k / KERN_QK) * sizeof(*xk));
+        kern_q8k_quantize(xk, x, 1, k);
+    }
     double *ts = hs_malloc((size_t)reps * sizeof(double)), *tr = hs_malloc((size_t)reps * sizeof(double));
     double *cs = hs_malloc((size_t)reps * sizeof(double)), *cr = hs_malloc((size_t)reps * sizeof(double));
 
     for (int type = 0; type < DB_N; type++) {
         if (any && !want[type]) continue;
-        size_t rb = kern_row_bytes(db_wt[type], k);
+        if (kern_wtype_is_k(db_wt[type]) && !xk) continue; /* K-quants need k % 256 == 0 */
+        size_t rb = kern_wtype_is_k(db_wt[type]) ? kern_k_row_bytes(db_wt[type], k)
+                                                 : kern_row_bytes((enum kern_wtype)db_wt[type], k);
         int64_t rows = (int64_t)(((size_t)mib << 20) / rb);
         if (rows < 1) rows = 1;
         uint8_t *w = db_weights(type, rows, k, rb);
         float *y = hs_malloc((size_t)rows * sizeof(float));
-        struct db_job j = { .ops = ops, .type = type, .w = w, .rb = rb, .x = x, .xb = xb, .xq = xq, .y = y, .k = k };
+        struct db_job j = { .ops = ops, .type = type, .w = w, .rb = rb, .x = x, .xb = xb, .xq = xq, .xk = xk, .y = y, .k = k };
         double bytes = (double)rb * (double)rows;
         for (long rep = -1; rep < reps; rep++) { /* rep -1: a warm-up of each */
             j.read = false;
@@ -250,6 +272,7 @@ int main(int argc, char **argv)
     hs_free(x);
     hs_free(xb);
     hs_free(xq);
+    hs_free(xk);
     hs_free(ts);
     hs_free(tr);
     hs_free(cs);
