@@ -80,10 +80,14 @@ static inline uint8_t *kp_check_pack(const uint8_t *w, int wt, int64_t rows, int
     return wp;
 }
 
-/* One matmul_kp over [r0, r1) of the rows w (type wt) split into `pieces` consecutive
+/* A matmul over the row-group layout: a table's kern_ops.matmul_kp, or one type's kernel. */
+typedef void (*kp_matmul_fn)(float *y, int64_t y_ld, const void *wp, int wt, const struct kern_q8k_block *xq,
+                             int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+
+/* One call of mm over [r0, r1) of the rows w (type wt) split into `pieces` consecutive
  * ranges (as threads would), against kern_matmul_k; counts the call, and a difference in bad
  * (logging the first one). Frees w. */
-static inline void kp_check(const struct kern_ops *v, int wt, uint8_t *w, int64_t rows, int64_t k, int64_t n_tok,
+static inline void kp_check(kp_matmul_fn mm, int wt, uint8_t *w, int64_t rows, int64_t k, int64_t n_tok,
                             int64_t r0, int64_t r1, int pieces, int *bad, int *calls)
 {
     void *wp = kp_pack(w, wt, rows, k);
@@ -97,7 +101,7 @@ static inline void kp_check(const struct kern_ops *v, int wt, uint8_t *w, int64_
     kern_matmul_k(a, y_ld, w, wt, xq, n_tok, k, r0, r1);
     for (int p = 0; p < pieces; p++) {
         int64_t lo = r0 + (r1 - r0) * p / pieces, hi = r0 + (r1 - r0) * (p + 1) / pieces;
-        v->matmul_kp(b, y_ld, wp, wt, xq, n_tok, k, lo, hi);
+        mm(b, y_ld, wp, wt, xq, n_tok, k, lo, hi);
     }
     (*calls)++;
     if (memcmp(a, b, (size_t)(n_tok * y_ld) * sizeof(float))) {

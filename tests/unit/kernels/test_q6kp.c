@@ -51,7 +51,7 @@ static uint8_t *kq_weights(int64_t rows, int64_t k, int extreme)
 static void kq_case(const struct kern_ops *v, int64_t rows, int64_t k, int64_t n_tok, int64_t r0, int64_t r1,
                     int pieces, int extreme, int *bad, int *calls)
 {
-    kp_check(v, KERN_K_Q6_K, kq_weights(rows, k, extreme), rows, k, n_tok, r0, r1, pieces, bad, calls);
+    kp_check(v->matmul_kp, KERN_K_Q6_K, kq_weights(rows, k, extreme), rows, k, n_tok, r0, r1, pieces, bad, calls);
 }
 
 Test(kern_q6kp, pack_is_lossless_and_pads_with_zero_blocks)
