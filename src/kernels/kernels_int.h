@@ -33,11 +33,14 @@ float kern_attn_scores(float *scratch, const float *qj, const float *km, int64_t
                        int64_t hd, int64_t n_pos, float scale, kern_dot_fn dot, kern_expsub_fn expsub);
 
 /* The Q4_K / Q6_K row-group layouts' several-token matmul through q4k_avx512.c's /
- * q6k_avx512.c's panel path (their note 3): whole groups [g0, g1) of the packed matrix wp (k values per row), all 16 rows of
- * each stored, kern_matmul_k's bits. Returns false, computing nothing, where that path does
+ * q6k_avx512.c's panel path (their note 3; q4k_avx2.c's note 2 for the AVX2 one): whole
+ * groups [g0, g1) of the packed matrix wp (k values per row), all 16 rows of each stored,
+ * kern_matmul_k's bits. Returns false, computing nothing, where that path does
  * not apply (fewer tokens than it takes, or rows too long for its stack panel). */
 bool kern_q4kp_panels_avx512(float *y, int64_t y_ld, const void *wp, const struct kern_q8k_block *xq,
                              int64_t n_tok, int64_t k, int64_t g0, int64_t g1);
+bool kern_q4kp_panels_avx2(float *y, int64_t y_ld, const void *wp, const struct kern_q8k_block *xq,
+                           int64_t n_tok, int64_t k, int64_t g0, int64_t g1);
 bool kern_q6kp_panels_avx512(float *y, int64_t y_ld, const void *wp, const struct kern_q8k_block *xq,
                              int64_t n_tok, int64_t k, int64_t g0, int64_t g1);
 

@@ -27,7 +27,9 @@
  *      4064: int16), formed once per token tile for all the panel's groups (q4p_bpairs):
  *      4 steps per block and token where the bsum pairs took 8 (1.03-1.08x on the kernel).
  *      No horizontal sums; the float steps are lane-wise. The scale words are unpacked
- *      with kq_scales_u32's bit moves on 8 rows at once.
+ *      with kq_scales_u32's bit moves on 8 rows at once. The row-group layout's prefill
+ *      takes this path too (kern_q4kp_panels_avx2, q4kp_avx2.c note 5): a panel block is
+ *      loads, shifts and masks away from one half of a 16-row group (q4p_pack_group_kp).
  *   3. One token (decode), q4k_rows1: a row at a time, one block at a time, every sub-block
  *      decoded, multiplied (vpmaddubsw) and scaled (vpmaddwd) straight into two int32
  *      vectors: no token loop, so nothing spills (the per-row path of note 1 kept 16 ymm of
@@ -54,6 +56,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/kernels_int.h"
 #include "kernels/kquant_x86_int.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -323,6 +326,41 @@ static void q4p_pack_group(struct q4p_blk *dst, const uint8_t *w, size_t rb, int
     }
 }
 
+/* The same block from the row-group layout (q4kp.c): rows r .. r+7 are half (r / 8) % 2 of
+ * group r / 16, every field a load and at most a shift and a mask away (the layout keeps a
+ * row's bits, so the block is the one q4p_pack_group builds from the rows). */
+static void q4p_pack_group_kp(struct q4p_blk *dst, const uint8_t *wp, int64_t r, int64_t nb)
+{
+    const __m256i m4 = _mm256_set1_epi8(15);
+    const int h = (int)((r / 8) % 2);
+    const uint8_t *gp = wp + (size_t)(r / 16) * (size_t)nb * KERN_Q4KP_SB_BYTES;
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *sb = gp + (size_t)b * KERN_Q4KP_SB_BYTES;
+        struct q4p_blk *d = dst + b;
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < 4; j++)
+            _Pragma("GCC unroll 8")
+            for (int u = 0; u < 8; u++) {
+                __m256i v = _mm256_load_si256((const __m256i *)(const void *)(sb + 64 * (8 * j + u) + 32 * h));
+                _mm256_store_si256(&d->w[2 * j][u], _mm256_and_si256(v, m4));
+                _mm256_store_si256(&d->w[2 * j + 1][u], _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+            }
+        _Pragma("GCC unroll 8")
+        for (int s = 0; s < 8; s++) {
+            __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(sb + 2048 + 16 * s + 8 * h)));
+            _mm256_store_si256(&d->sc[s], _mm256_or_si256(v, _mm256_slli_epi32(v, 16)));
+        }
+        _Pragma("GCC unroll 4")
+        for (int q = 0; q < 4; q++) {
+            __m256i m0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(sb + 2176 + 32 * q + 8 * h)));
+            __m256i m1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(sb + 2192 + 32 * q + 8 * h)));
+            _mm256_store_si256(&d->mn[q], _mm256_or_si256(m0, _mm256_slli_epi32(m1, 16)));
+        }
+        d->dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(sb + 2304 + 16 * h)));
+        d->dmin = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(sb + 2336 + 16 * h)));
+    }
+}
+
 /* B_p = bsum_2p + bsum_2p+1 (the activation sum of sub-block p, |B_p| <= 2 * 16 * 127: an
  * int16) of blocks [0, nb) of tokens t0 .. t0+nt-1, as bp[(t - t0) * nb + b][p]: computed once
  * per token tile for every group of the panel. */
@@ -401,7 +439,7 @@ static void q4p_tiles(float *y, int64_t y_ld, const struct q4p_blk *pk, int64_t 
 
 /* Rows [r0, r1g) (whole 8-row groups) in panels of P_PANEL_BLKS packed blocks, each packed
  * once; every token tile runs over all the panel's groups (its activations stay in L1). */
-static void q4p_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8k_block *xq,
+static void q4p_rows(float *y, int64_t y_ld, const uint8_t *w, bool kp, const struct kern_q8k_block *xq,
                      int64_t n_tok, int64_t nb, int64_t r0, int64_t r1g)
 {
     struct q4p_blk pk[P_PANEL_BLKS];
@@ -410,7 +448,10 @@ static void q4p_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern
     const size_t rb = (size_t)nb * KERN_Q4K_BYTES;
     for (int64_t p0 = r0; p0 < r1g; p0 += gmax * 8) {
         int64_t groups = HS_MIN(gmax, (r1g - p0) / 8);
-        for (int64_t g = 0; g < groups; g++) q4p_pack_group(pk + g * nb, w, rb, p0 + 8 * g, nb);
+        for (int64_t g = 0; g < groups; g++) {
+            if (kp) q4p_pack_group_kp(pk + g * nb, w, p0 + 8 * g, nb);
+            else q4p_pack_group(pk + g * nb, w, rb, p0 + 8 * g, nb);
+        }
         for (int64_t t = 0; t < n_tok; t += P_TOKS) {
             int nt = (int)HS_MIN((int64_t)P_TOKS, n_tok - t);
             q4p_bpairs(bp, xq, t, nt, nb);
@@ -418,6 +459,15 @@ static void q4p_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern
                 q4p_tiles(y, y_ld, pk + g * nb, nb, p0 + 8 * g, xq, (const int16_t(*)[8])bp, t, nt);
         }
     }
+}
+
+bool kern_q4kp_panels_avx2(float *y, int64_t y_ld, const void *wp, const struct kern_q8k_block *xq,
+                           int64_t n_tok, int64_t k, int64_t g0, int64_t g1)
+{
+    int64_t nb = k / KERN_QK;
+    if (n_tok < P_MIN_TOKS || nb > P_PANEL_BLKS) return false;
+    if (g0 < g1) q4p_rows(y, y_ld, wp, true, xq, n_tok, nb, 16 * g0, 16 * g1);
+    return true;
 }
 
 void kern_matmul_k_avx2(float *y, int64_t y_ld, const void *w, int wt,
@@ -429,7 +479,7 @@ void kern_matmul_k_avx2(float *y, int64_t y_ld, const void *w, int wt,
     int64_t nb = k / KERN_QK, r1g = r0;
     if (n_tok >= P_MIN_TOKS && nb <= P_PANEL_BLKS) {
         r1g = r0 + (r1 - r0) / 8 * 8;
-        q4p_rows(y, y_ld, w, xq, n_tok, nb, r0, r1g);
+        q4p_rows(y, y_ld, w, false, xq, n_tok, nb, r0, r1g);
     }
     if (n_tok == 1) { q4k_rows1(y, w, xq, nb, r1g, r1); return; }
     q4k_rows(y, y_ld, w, xq, n_tok, nb, r1g, r1);

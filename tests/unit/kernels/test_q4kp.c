@@ -45,7 +45,7 @@ static uint8_t *kp_weights(int64_t rows, int64_t k)
 }
 
 /* One call over [r0, r1) in `pieces` (kp_check) on fresh weights. */
-static void kp_case(const struct kern_ops *v, int64_t rows, int64_t k, int64_t n_tok, int64_t r0, int64_t r1,
+static void kp_case(kp_matmul_fn v, int64_t rows, int64_t k, int64_t n_tok, int64_t r0, int64_t r1,
                     int pieces, int *bad, int *calls)
 {
     kp_check(v, KERN_K_Q4_K, kp_weights(rows, k), rows, k, n_tok, r0, r1, pieces, bad, calls);
@@ -71,9 +71,25 @@ Test(kern_q4kp, pack_is_lossless_and_pads_with_zero_rows)
 
 Test(kern_q4kp, tables_with_and_without) { kp_tables_with_and_without(); }
 
-Test(kern_q4kp, decode_token_counts_rows_and_tails)
+/* The AVX2 kernel with matmul_kp's arguments (wt is Q4_K). */
+static void q4kp_avx2(float *y, int64_t y_ld, const void *wp, int wt, const struct kern_q8k_block *xq, int64_t n_tok,
+                      int64_t k, int64_t r0, int64_t r1)
 {
-    const struct kern_ops *v = cpu_level_ops_or_skip("avx512vnni");
+    (void)wt;
+    kern_matmul_q4kp_avx2(y, y_ld, wp, xq, n_tok, k, r0, r1);
+}
+
+/* The matmul of variant `variant`: the AVX-512 table's matmul_kp, or the AVX2 kernel;
+ * skips the test where the CPU (or HEADSTART_CPU) is below the variant. */
+static kp_matmul_fn kp_variant(const char *variant)
+{
+    const struct kern_ops *v = cpu_level_ops_or_skip(variant);
+    return strcmp(variant, "avx2") ? v->matmul_kp : q4kp_avx2;
+}
+
+static void decode_token_counts_rows_and_tails(const char *variant)
+{
+    kp_matmul_fn v = kp_variant(variant);
     static const int64_t rows[] = {1, 15, 16, 17, 33, 64};
     static const int64_t ks[] = {256, 768, 1024};
     int bad = 0, calls = 0;
@@ -88,9 +104,9 @@ Test(kern_q4kp, decode_token_counts_rows_and_tails)
     cr_assert_eq(bad, 0, "%d of %d decode calls differ from scalar", bad, calls);
 }
 
-Test(kern_q4kp, prefill_tiles_and_remainders)
+static void prefill_tiles_and_remainders(const char *variant)
 {
-    const struct kern_ops *v = cpu_level_ops_or_skip("avx512vnni");
+    kp_matmul_fn v = kp_variant(variant);
     static const int64_t rows[] = {15, 32, 50, 64};
     static const int64_t toks[] = {9, 10, 11, 12, 13, 17, 20, 64};
     static const int64_t ks[] = {256, 1280};
@@ -106,9 +122,9 @@ Test(kern_q4kp, prefill_tiles_and_remainders)
     cr_assert_eq(bad, 0, "%d of %d prefill calls differ from scalar", bad, calls);
 }
 
-Test(kern_q4kp, panels_large_k_and_splits)
+static void panels_large_k_and_splits(const char *variant)
 {
-    const struct kern_ops *v = cpu_level_ops_or_skip("avx512vnni");
+    kp_matmul_fn v = kp_variant(variant);
     int bad = 0, calls = 0;
     kp_rng = 4;
     kp_case(v, 300, 1024, 7, 5, 299, 7, &bad, &calls);   /* decode, cut in 7 pieces */
@@ -118,3 +134,10 @@ Test(kern_q4kp, panels_large_k_and_splits)
     kp_case(v, 48, 3584, 16, 0, 48, 5, &bad, &calls);
     cr_assert_eq(bad, 0, "%d of %d calls differ from scalar", bad, calls);
 }
+
+Test(kern_q4kp, decode_token_counts_rows_and_tails) { decode_token_counts_rows_and_tails("avx512vnni"); }
+Test(kern_q4kp, prefill_tiles_and_remainders) { prefill_tiles_and_remainders("avx512vnni"); }
+Test(kern_q4kp, panels_large_k_and_splits) { panels_large_k_and_splits("avx512vnni"); }
+Test(kern_q4kp, avx2_decode_token_counts_rows_and_tails) { decode_token_counts_rows_and_tails("avx2"); }
+Test(kern_q4kp, avx2_prefill_tiles_and_remainders) { prefill_tiles_and_remainders("avx2"); }
+Test(kern_q4kp, avx2_panels_large_k_and_splits) { panels_large_k_and_splits("avx2"); }
