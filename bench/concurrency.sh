@@ -3,8 +3,9 @@
 # `headstart serve`, side by side with llama.cpp decoding the same number of sequences in one
 # batch (bench/llama_batch.c on the npm package's libllama), same GGUF, same threads. Writes
 # bench/results/concurrency.md (the tables), concurrency.json (every sample) and
-# concurrency.png (aggregate tok/s against streams). Never part of make test: measurements,
-# not pass/fail; the goals are printed beside the numbers.
+# concurrency.png (aggregate tok/s against streams); concurrency-avx2.* with BENCH_ISA=avx2.
+# Never part of make test: measurements, not pass/fail; the goals are printed beside the
+# numbers.
 #
 #   sh bench/concurrency.sh [BUILD]      (BUILD defaults to build)
 #
@@ -54,6 +55,10 @@
 #   BENCH_REPS     [1]           runs of each engine per stream count (best kept; alternating)
 #   BENCH_PARTS    ["streams ttft head"]
 #   BENCH_LLAMA    [1]           0: the streams part runs headstart only (llama.cpp columns "-")
+#   BENCH_ISA      [native]      avx2: both engines on their AVX2 code, whatever the CPU has
+#                  ([F14], as run.sh): the servers with HEADSTART_CPU=avx2 (checked: the start
+#                  line must say kernels avx2), llama_batch with llama.cpp's haswell CPU library
+#                  (checked: its backend must report AVX2 and no AVX512)
 #   BENCH_B_ENV    [""]          "NAME=VALUE ...": the streams part compares headstart with a second
 #                  headstart server started with these variables added (e.g. HEADSTART_NO_PACK=1),
 #                  in place of llama.cpp, alternating the two within each stream count as it
@@ -114,6 +119,16 @@ prompt_len = int(env("BENCH_PROMPT", "512"))
 threads = int(env("BENCH_THREADS", "2"))
 reps = int(env("BENCH_REPS", "1"))
 with_llama = env("BENCH_LLAMA", "1") != "0"
+isa = env("BENCH_ISA", "native")
+# per ISA: headstart's HEADSTART_CPU level, llama.cpp's CPU library (None: the best for the CPU)
+isa_table = {"native": (None, None), "avx2": ("avx2", "libggml-cpu-haswell.so")}
+if isa not in isa_table:
+    sys.exit(f"concurrency: BENCH_ISA is one of {' '.join(isa_table)}")
+hs_level, llama_cpu_lib = isa_table[isa]
+if hs_level:
+    os.environ["HEADSTART_CPU"] = hs_level   # every server this script starts
+else:
+    os.environ.pop("HEADSTART_CPU", None)
 b_env = dict(kv.split("=", 1) for kv in env("BENCH_B_ENV", "").split() if "=" in kv)
 b_hs = env("BENCH_B_HS", "")
 b_label = " ".join([f"headstart {b_hs}" if b_hs else "headstart"] + [f"{k}={v}" for k, v in b_env.items()])
@@ -275,6 +290,9 @@ class Server:
         self.port = int(re.search(r":(\d+)$", self.start_line).group(1))
         m = re.search(r"kernels ([^,]+),", self.start_line)
         self.kernels = m.group(1) if m else "?"
+        if hs_level and self.kernels != hs_level:
+            self.stop()
+            sys.exit(f"concurrency: BENCH_ISA={isa} but headstart runs the {self.kernels!r} kernels")
         self.requests = {}     # request id -> its log record
         log(self.start_line)
 
@@ -448,11 +466,15 @@ def streams_rows(srv, srv_b, path, sp, ids_path):
                     log(f"{n} streams: {label} {rate or 0:.2f} tok/s ({tok} tokens in {span:.2f} s)")
                 else:
                     p = subprocess.run([llama_batch, "--lib-dir", libdir, path, "--prompt-ids", ids_path,
-                                        "--streams", str(n), "-n", str(gen), "--threads", str(threads)],
+                                        "--streams", str(n), "-n", str(gen), "--threads", str(threads)]
+                                       + (["--cpu-lib", llama_cpu_lib] if llama_cpu_lib else []),
                                        capture_output=True, text=True, stdin=subprocess.DEVNULL)
                     if p.returncode != 0:
                         sys.exit(f"concurrency: llama_batch failed: {p.stderr.strip()[-1500:]}")
                     j = json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][-1])
+                    feats = j.get("cpu_features", "").split()
+                    if isa == "avx2" and ("AVX2" not in feats or any(f.startswith("AVX512") for f in feats)):
+                        sys.exit(f"concurrency: BENCH_ISA=avx2 but llama.cpp's CPU backend reports {j.get('cpu_features')!r}")
                     ll_samples.append(j["aggregate_tok_s"])
                     ll_runs.append(j)
                     log(f"{n} streams: llama.cpp {j['aggregate_tok_s']:.2f} tok/s "
@@ -555,12 +577,13 @@ out = {"date": started.isoformat(timespec="seconds"), "elapsed_s": round(elapsed
                    "load_avg_1m": {"min": min(loads), "max": max(loads), "mean": sum(loads) / len(loads)}},
        "headstart": {"git_commit": commit, "dirty": dirty, "kernels": kernels, "start_line": start_lines[0] if start_lines else None},
        "settings": {"model": preset, "dtypes": dtypes, "streams": streams, "gen": gen, "prompt": prompt_len,
-                    "threads": threads, "reps": reps, "warm": warm, "short": short_len, "long": long_len,
+                    "threads": threads, "reps": reps, "isa": isa, "llama_cpu_lib": llama_cpu_lib or "best", "warm": warm, "short": short_len, "long": long_len,
                     "ttft_at": ttft_at, "head": head_len, "head_sessions": head_n, "head_spread_ms": head_spread_ms,
                     "step_tokens": step_tokens, "parallel": parallel or "server default", "ctx": ctx or "server default"},
        "results": results}
 os.makedirs(out_dir, exist_ok=True)
-json.dump(out, open(os.path.join(out_dir, "concurrency.json"), "w"), indent=1)
+stem = "concurrency" if isa == "native" else f"concurrency-{isa}"  # BENCH_ISA=avx2: its own files
+json.dump(out, open(os.path.join(out_dir, f"{stem}.json"), "w"), indent=1)
 
 
 # ---- report ---------------------------------------------------------------------------------
@@ -571,7 +594,8 @@ ver = f"{commit[:10]}{'+dirty' if dirty else ''}"
 la = out["machine"]["load_avg_1m"]
 md = [f"# headstart concurrency benchmark ([F10])", "",
       f"{out['date']}, commit {ver}; {cpu_model}, {os.cpu_count()} logical CPUs, Linux {platform.release()}; "
-      f"headstart kernels **{kernels}** (serve start line); {threads} threads for both engines; "
+      f"headstart kernels **{kernels}** (serve start line); llama.cpp CPU library "
+      f"{llama_cpu_lib or 'the best for this CPU'} (BENCH_ISA {isa}); {threads} threads for both engines; "
       f"load average (1 min) {la['min']:.2f}-{la['max']:.2f}; {elapsed / 60:.1f} min.", "",
       f"Model `mkmodel --arch qwen35 --preset {preset} --seed 1`, same GGUF for both engines; "
       f"bench/concurrency.sh's design note defines every number.", ""]
@@ -613,14 +637,14 @@ if "head" in parts:
                   f"| {f(h['head_shared_metric'], '.0f')} | {h['head_prefilled']:.0f} ({h['computed_source']}) "
                   f"| {h['x_head']:.2f} | {' '.join(str(c) for c in h['cached'])} | {h['computed_usage']} |")
     md.append("")
-mpath = os.path.join(out_dir, "concurrency.md")
+mpath = os.path.join(out_dir, f"{stem}.md")
 open(mpath, "w").write("\n".join(md))
 print("\n".join(md))
-print(f"wrote {mpath} and {os.path.join(out_dir, 'concurrency.json')}")
+print(f"wrote {mpath} and {os.path.join(out_dir, stem + '.json')}")
 
 # ---- chart ----------------------------------------------------------------------------------
 if "streams" in parts and results and shutil.which("gnuplot"):
-    ppath = os.path.join(out_dir, "concurrency.png")
+    ppath = os.path.join(out_dir, f"{stem}.png")
     dpath = os.path.join(out_dir, ".concurrency.dat")
     with open(dpath, "w") as fh:
         for k, res in enumerate(results):

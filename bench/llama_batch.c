@@ -7,10 +7,14 @@
  * position, its logits requested), greedy. Print one JSON line:
  *     {"streams":N,"prompt_tokens_total":P,"generated_per_stream":G,"decode_steps":D,
  *      "decode_tokens":N*D,"prefill_seconds":S,"decode_seconds":S,"aggregate_tok_s":R,
- *      "threads":T}
+ *      "threads":T,"cpu_backend":"FILE" or "best","cpu_features":"..."}
  *
  *   llama_batch --lib-dir DIR MODEL.gguf --prompt-ids FILE [--streams N] [-n N_GEN]
- *               [--threads T]
+ *               [--threads T] [--cpu-lib FILE]
+ *
+ * --cpu-lib loads that one CPU backend library of DIR (libggml-cpu-haswell.so: the AVX2
+ * build, concurrency.sh's BENCH_ISA=avx2) instead of the best one for this CPU, as
+ * llama_bench.c does; the JSON line then carries the loaded backend's "cpu_features".
  *
  * FILE holds one prompt per line, whitespace-separated token ids; stream i takes line i
  * (--streams defaults to the number of lines). Not part of make test.
@@ -27,6 +31,7 @@
  */
 #include "llama.h"
 #include "ggml-backend.h"
+#include "llama_cpu.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,7 +57,7 @@ static void quiet_log(enum ggml_log_level level, const char *text, void *user)
 static int usage(void)
 {
     fprintf(stderr, "usage: llama_batch --lib-dir DIR MODEL.gguf --prompt-ids FILE [--streams N] [-n N_GEN] "
-                    "[--threads T]\n");
+                    "[--threads T] [--cpu-lib FILE]\n");
     return 2;
 }
 
@@ -90,7 +95,7 @@ static llama_token argmax(const float *lg, int n_vocab)
 
 int main(int argc, char **argv)
 {
-    const char *lib_dir = NULL, *model_path = NULL, *ids_path = NULL;
+    const char *lib_dir = NULL, *model_path = NULL, *ids_path = NULL, *cpu_lib = NULL;
     int n_gen = 128, n_threads = 1, n_streams = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -100,6 +105,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--streams") && has) n_streams = atoi(argv[++i]);
         else if (!strcmp(a, "-n") && has) n_gen = atoi(argv[++i]);
         else if (!strcmp(a, "--threads") && has) n_threads = atoi(argv[++i]);
+        else if (!strcmp(a, "--cpu-lib") && has) cpu_lib = argv[++i];
         else if (a[0] != '-' && !model_path) model_path = a;
         else return usage();
     }
@@ -126,7 +132,9 @@ int main(int argc, char **argv)
     }
 
     llama_log_set(quiet_log, NULL);
-    ggml_backend_load_all_from_path(lib_dir);
+    char cpu_path[4096], feats[1024];
+    if (cpu_backend_load("llama_batch", lib_dir, cpu_lib, cpu_path, sizeof cpu_path)) return 1;
+    cpu_features(feats, sizeof feats);
     llama_backend_init();
     struct llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;
@@ -177,9 +185,10 @@ int main(int argc, char **argv)
     }
     double t2 = now();
     printf("{\"streams\":%d,\"prompt_tokens_total\":%d,\"generated_per_stream\":%d,\"decode_steps\":%d,\"decode_tokens\":%d,"
-           "\"prefill_seconds\":%.6f,\"decode_seconds\":%.6f,\"aggregate_tok_s\":%.3f,\"threads\":%d}\n",
+           "\"prefill_seconds\":%.6f,\"decode_seconds\":%.6f,\"aggregate_tok_s\":%.3f,\"threads\":%d,"
+           "\"cpu_backend\":\"%s\",\"cpu_features\":\"%s\"}\n",
            n_streams, total_prompt, n_gen, steps, steps * n_streams, t1 - t0, t2 - t1,
-           steps ? steps * n_streams / (t2 - t1) : 0.0, n_threads);
+           steps ? steps * n_streams / (t2 - t1) : 0.0, n_threads, cpu_lib ? cpu_path : "best", feats);
     rc = 0;
 done:
     llama_batch_free(b);

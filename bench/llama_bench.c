@@ -21,6 +21,7 @@
  */
 #include "llama.h"
 #include "ggml-backend.h"
+#include "llama_cpu.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,26 +47,6 @@ static int usage(void)
 {
     fprintf(stderr, "usage: llama_bench --lib-dir DIR MODEL.gguf --prompt-ids FILE [-n N] [--threads T] [--cpu-lib FILE]\n");
     return 2;
-}
-
-/* The features of the registered CPU backend ("AVX2 AVX512 ..." of those whose value is not
- * "0"), into buf; "" when there is none or it reports nothing. */
-static void cpu_features(char *buf, size_t len)
-{
-    buf[0] = 0;
-    ggml_backend_reg_t reg = ggml_backend_reg_by_name("CPU");
-    if (!reg) return;
-    ggml_backend_get_features_t get = (ggml_backend_get_features_t)ggml_backend_reg_get_proc_address(reg, "ggml_backend_get_features");
-    if (!get) return;
-    size_t used = 0;
-    for (struct ggml_backend_feature *f = get(reg); f && f->name; f++) {
-        if (!strcmp(f->value, "0")) continue;
-        /* names only for flags ("1"); name=value for the rest (e.g. the SIMD width) */
-        int n = !strcmp(f->value, "1") ? snprintf(buf + used, len - used, "%s%s", used ? " " : "", f->name)
-                                       : snprintf(buf + used, len - used, "%s%s=%s", used ? " " : "", f->name, f->value);
-        if (n < 0 || (size_t)n >= len - used) break;
-        used += (size_t)n;
-    }
 }
 
 int main(int argc, char **argv)
@@ -95,17 +76,8 @@ int main(int argc, char **argv)
     if (n < 1) { fprintf(stderr, "llama_bench: no ids in %s\n", ids_path); return 1; }
 
     llama_log_set(quiet_log, NULL);
-    char cpu_path[4096] = "";
-    if (cpu_lib) {
-        /* a bare file name is taken from DIR */
-        snprintf(cpu_path, sizeof cpu_path, "%s%s%s", strchr(cpu_lib, '/') ? "" : lib_dir, strchr(cpu_lib, '/') ? "" : "/", cpu_lib);
-        if (!ggml_backend_load(cpu_path)) {
-            fprintf(stderr, "llama_bench: cannot load CPU backend %s (missing, or not supported on this CPU)\n", cpu_path);
-            return 1;
-        }
-    } else {
-        ggml_backend_load_all_from_path(lib_dir);
-    }
+    char cpu_path[4096];
+    if (cpu_backend_load("llama_bench", lib_dir, cpu_lib, cpu_path, sizeof cpu_path)) return 1;
     char feats[1024];
     cpu_features(feats, sizeof feats);
     fprintf(stderr, "llama_bench: CPU backend %s: %s\n", cpu_lib ? cpu_path : "best of the library directory", feats);
