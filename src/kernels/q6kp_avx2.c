@@ -54,10 +54,18 @@
 #include "kernels/kquant_x86_int.h"
 
 #define INLINE static inline __attribute__((always_inline))
+#define Q6KP2_PRAGMA(x) _Pragma(#x)
+#define Q6KP2_UNROLL(n) Q6KP2_PRAGMA(GCC unroll n)
 #define Q6KP2_STREAM 8                 /* at most this many tokens: the streaming path (note 5) */
 #define Q6KP2_TT 4                     /* tokens per streaming tile at most (registers) */
 #ifndef Q6KP2_PT
 #define Q6KP2_PT 4                     /* tokens per tile over a decoded panel (note 6) */
+#endif
+#ifndef Q6KP2_HU
+#define Q6KP2_HU 1                     /* unrolling of the streaming half's h, uh loops */
+#endif
+#ifndef Q6KP2_GU
+#define Q6KP2_GU 2                   /* groups a decoded tile's loop body holds (note 6) */
 #endif
 #define Q6KP2_PANEL_BLKS 40            /* decoded half super-blocks per prefill panel (stack) */
 #define Q6KP2_PANEL_BYTES (256 * 1024) /* packed bytes per panel of a long-row several-token call */
@@ -105,7 +113,11 @@ INLINE __m256i q6kp2_group(__m256i isum, const __m256i w[4], __m256i sc, const i
     __m256i a = _mm256_add_epi16(_mm256_maddubs_epi16(w[0], kq_dup32(xg)), _mm256_maddubs_epi16(w[1], kq_dup32(xg + 4)));
     __m256i b = _mm256_add_epi16(_mm256_maddubs_epi16(w[2], kq_dup32(xg + 8)), _mm256_maddubs_epi16(w[3], kq_dup32(xg + 12)));
     isum = _mm256_add_epi32(isum, _mm256_madd_epi16(a, sc));
-    return _mm256_add_epi32(isum, _mm256_madd_epi16(b, sc));
+    isum = _mm256_add_epi32(isum, _mm256_madd_epi16(b, sc));
+#ifndef Q6KP2_NO_PIN
+    __asm__("" : "+x"(isum)); /* the sum here, in a register: else GCC defers the adds and spills */
+#endif
+    return isum;
 }
 
 /* acc[j] = fma(dw * dx_j, isum[j], acc[j]) for the tile's tokens (note 4). */
@@ -130,24 +142,29 @@ INLINE void q6kp2_half(__m256 *acc, const uint8_t *sb, int e, const struct kern_
     __m256i isum[Q6KP2_TT];
     _Pragma("GCC unroll 4")
     for (int j = 0; j < NT; j++) isum[j] = _mm256_setzero_si256();
-    _Pragma("GCC unroll 2")
-    for (int h = 0; h < 2; h++)
+    if (pf) { /* the half's share of the super-block's lines, pf bytes ahead */
+        _Pragma("GCC unroll 27")
+        for (int l = 0; l < 27; l++)
+            if (27 * e + l < Q6KP2_LINES) _mm_prefetch((const char *)sb + pf + 64 * (27 * e + l), _MM_HINT_T1);
+    }
+    /* the offset shares first (note 3) */
+    _Pragma("GCC unroll 1")
+    for (int p = 0; p < 8; p++) {
+        __m256i off = q6kp2_off(q6kp2_pair(sb, e, p));
         _Pragma("GCC unroll 4")
-        for (int kk = 0; kk < 4; kk++) {
-            const int p = 4 * h + kk;
-            if (pf) { /* lines 27e + 4p .. of the super-block, 4 per step */
-                _Pragma("GCC unroll 4")
-                for (int l = 4 * p; l < 4 * p + 4; l++)
-                    if (l < 27 && 27 * e + l < Q6KP2_LINES)
-                        _mm_prefetch((const char *)sb + pf + 64 * (27 * e + l), _MM_HINT_T1);
-            }
-            __m256i pair = q6kp2_pair(sb, e, p), off = q6kp2_off(pair);
+        for (int j = 0; j < NT; j++)
+            isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(off, kq_dup32(xb[j * nb].bsum + 2 * p)));
+    }
+    /* runtime loops over h and uh keep the body to 4 groups (unrolled, the compiler's
+     * schedule spilled) */
+    Q6KP2_UNROLL(Q6KP2_HU)
+    for (int h = 0; h < 2; h++)
+        Q6KP2_UNROLL(Q6KP2_HU)
+        for (int uh = 0; uh < 2; uh++) {
+            const __m256i ctrl = q6kp2_dup_ctrl(uh);
             _Pragma("GCC unroll 4")
-            for (int j = 0; j < NT; j++)
-                isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(off, kq_dup32(xb[j * nb].bsum + 2 * p)));
-            _Pragma("GCC unroll 2")
-            for (int uh = 0; uh < 2; uh++) {
-                __m256i sc = _mm256_shuffle_epi8(pair, q6kp2_dup_ctrl(uh)), w[4];
+            for (int kk = 0; kk < 4; kk++) {
+                __m256i sc = _mm256_shuffle_epi8(q6kp2_pair(sb, e, 4 * h + kk), ctrl), w[4];
                 _Pragma("GCC unroll 4")
                 for (int u4 = 0; u4 < 4; u4++) w[u4] = q6kp2_quants(sb, e, h, kk, uh, u4);
                 _Pragma("GCC unroll 4")
@@ -268,7 +285,7 @@ INLINE void q6kp2_dtile(float *y, int64_t y_ld, const struct q6kp2_dec *pk, int6
             for (int j = 0; j < NT; j++)
                 isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(off, kq_dup32(xb[j * nb].bsum + 2 * p)));
         }
-        _Pragma("GCC unroll 16")
+        Q6KP2_UNROLL(Q6KP2_GU)
         for (int g = 0; g < 16; g++) {
             __m256i sc = _mm256_load_si256(&d->sc[g]), w[4];
             _Pragma("GCC unroll 4")
