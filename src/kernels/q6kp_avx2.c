@@ -70,7 +70,10 @@
 #define Q6KP2_PANEL_BLKS 40            /* decoded half super-blocks per prefill panel (stack) */
 #define Q6KP2_PANEL_BYTES (256 * 1024) /* packed bytes per panel of a long-row several-token call */
 #ifndef Q6KP2_PF
-#define Q6KP2_PF 16384                 /* prefetch distance along the packed stream (note 5) */
+#define Q6KP2_PF 32768                 /* prefetch distance along the packed stream (note 5) */
+#endif
+#ifndef Q6KP2_HINT
+#define Q6KP2_HINT _MM_HINT_T1
 #endif
 #define Q6KP2_LINES (KERN_Q6KP_SB_BYTES / 64)
 
@@ -142,11 +145,6 @@ INLINE void q6kp2_half(__m256 *acc, const uint8_t *sb, int e, const struct kern_
     __m256i isum[Q6KP2_TT];
     _Pragma("GCC unroll 4")
     for (int j = 0; j < NT; j++) isum[j] = _mm256_setzero_si256();
-    if (pf) { /* the half's share of the super-block's lines, pf bytes ahead */
-        _Pragma("GCC unroll 27")
-        for (int l = 0; l < 27; l++)
-            if (27 * e + l < Q6KP2_LINES) _mm_prefetch((const char *)sb + pf + 64 * (27 * e + l), _MM_HINT_T1);
-    }
     /* the offset shares first (note 3) */
     _Pragma("GCC unroll 1")
     for (int p = 0; p < 8; p++) {
@@ -162,6 +160,13 @@ INLINE void q6kp2_half(__m256 *acc, const uint8_t *sb, int e, const struct kern_
         Q6KP2_UNROLL(Q6KP2_HU)
         for (int uh = 0; uh < 2; uh++) {
             const __m256i ctrl = q6kp2_dup_ctrl(uh);
+            if (pf) { /* the half's share of the super-block's lines pf bytes ahead, 7 a step */
+                const char *ahead = (const char *)sb + pf + 64 * (27 * e + 7 * (2 * h + uh));
+                _Pragma("GCC unroll 7")
+                for (int l = 0; l < 7; l++)
+                    if (7 * (2 * h + uh) + l < 27 && 27 * e + 7 * (2 * h + uh) + l < Q6KP2_LINES)
+                        _mm_prefetch(ahead + 64 * l, Q6KP2_HINT);
+            }
             _Pragma("GCC unroll 4")
             for (int kk = 0; kk < 4; kk++) {
                 __m256i sc = _mm256_shuffle_epi8(q6kp2_pair(sb, e, 4 * h + kk), ctrl), w[4];
