@@ -16,8 +16,8 @@
  *      pair kk of the qh vector 8h + 4uh + u4 moved to bits 4, 5 (q6kp.c note 2). The
  *      activation dword of u4 is q[16g + 4u4 ..], broadcast.
  *   3. The integer sum is the contract's isum = sum_g sc_g (dot_g - 32 bsum_g), exact in any
- *      order: vpmaddubsw pairs are at most 2 x 63 x 128 = 16128, so two of them are added
- *      in int16 (<= 32256 < 2^15), then vpmaddwd with (sc_g, sc_g) (a vpshufb of the
+ *      order: vpmaddubsw pairs are at most 2 x 63 x 127 = 16002 (activations in [-127, 127],
+ *      kern_q8k_quantize), so two of them are added in int16 (<= 32004 < 2^15), then vpmaddwd with (sc_g, sc_g) (a vpshufb of the
  *      layout's pair (sc_2p, sc_2p+1), sign-extended by vpmovsxbw) widens and scales; the
  *      offset share is one vpmaddwd per pair p of (-32 sc_2p, -32 sc_2p+1) (|.| <= 4096:
  *      int16) with the token's (bsum_2p, bsum_2p+1), added to the same int32 sum. No step
@@ -32,7 +32,8 @@
  *      decodes its group's quants once into registers and uses them for all its tokens;
  *      the accumulators of the group's 2 x 8 outputs live on the stack, one load and store
  *      per block and token. Software prefetch into L2 (T1) Q6KP2_PF bytes ahead along the
- *      packed stream, by the first tile of each half. More tokens than that with long rows:
+ *      packed stream, by the first tile of each half, 7 lines in each of its 4 steps (note
+ *      9). More tokens than that with long rows:
  *      row panels of about Q6KP2_PANEL_BYTES of packed groups, each panel read from memory
  *      by its first token chunk and from L2 by the others.
  *   6. Prefill (more than Q6KP2_STREAM tokens, rows of at most Q6KP2_PANEL_BLKS
@@ -45,6 +46,21 @@
  *      computed whole and stored with vmaskmovps (its other lanes are independent and thrown
  *      away), so a thread split that cuts a group cannot change a bit. Padding rows (zero
  *      blocks) compute zeros and are never stored.
+ *   8. Code shape: with a whole super-block unrolled into one body (16 groups x NT tokens),
+ *      GCC deferred the int32 adds and spilled every vpmaddwd result (about 600 ymm stack
+ *      moves in the streaming function; the prefill ran at 1.05-1.08x the rows' panel
+ *      path). So the bodies are small (the streaming half loops over h and uh at run time,
+ *      4 groups unrolled; a decoded tile 2 groups, Q6KP2_GU) and an empty asm pins each
+ *      group's sum in a register (q6kp2_group): no spill in the inner loops (objdump).
+ *   9. Measured (bench/kp_bench.c --variant avx2, Zen 4 forced to AVX2, one thread, weights
+ *      rotated from memory; a shared machine, so ratios move by +-10%): against the rows
+ *      kernel kern_ops_for("avx2")->matmul_k, new / old about 0.8-1.0 at 1 token (both at
+ *      the memory's pace, ~20 GB/s), 0.55-0.65 at 2, 0.5-0.7 at 4, 0.35-0.55 at 8,
+ *      0.6-0.85 at 16, 0.7-0.9 at 64 and 0.75-0.9 at 512 tokens (1024x3584, 3584x1024,
+ *      248320x1024). Prefetch: a burst of the half's 27 lines at its start measured 5-20%
+ *      slower on 1-token calls than 7 a step; T0 at 4-8 KiB and NTA about 2x slower; 16 and
+ *      64 KiB within the noise of 32. Token tiles over a decoded panel of 6 instead of 4:
+ *      no better.
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -61,11 +77,8 @@
 #ifndef Q6KP2_PT
 #define Q6KP2_PT 4                     /* tokens per tile over a decoded panel (note 6) */
 #endif
-#ifndef Q6KP2_HU
-#define Q6KP2_HU 1                     /* unrolling of the streaming half's h, uh loops */
-#endif
 #ifndef Q6KP2_GU
-#define Q6KP2_GU 2                   /* groups a decoded tile's loop body holds (note 6) */
+#define Q6KP2_GU 2                     /* groups in a decoded tile's loop body (note 8) */
 #endif
 #define Q6KP2_PANEL_BLKS 40            /* decoded half super-blocks per prefill panel (stack) */
 #define Q6KP2_PANEL_BYTES (256 * 1024) /* packed bytes per panel of a long-row several-token call */
@@ -155,9 +168,9 @@ INLINE void q6kp2_half(__m256 *acc, const uint8_t *sb, int e, const struct kern_
     }
     /* runtime loops over h and uh keep the body to 4 groups (unrolled, the compiler's
      * schedule spilled) */
-    Q6KP2_UNROLL(Q6KP2_HU)
+    _Pragma("GCC unroll 1")
     for (int h = 0; h < 2; h++)
-        Q6KP2_UNROLL(Q6KP2_HU)
+        _Pragma("GCC unroll 1")
         for (int uh = 0; uh < 2; uh++) {
             const __m256i ctrl = q6kp2_dup_ctrl(uh);
             if (pf) { /* the half's share of the super-block's lines pf bytes ahead, 7 a step */

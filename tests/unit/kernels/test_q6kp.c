@@ -1,9 +1,10 @@
-/* Tests of the Q6_K row-group layout (q6kp.c) and its AVX-512 VNNI matmul (q6kp_avx512.c),
- * through the kern_kp_* entry points and kern_ops.matmul_kp with KERN_K_Q6_K: the pack is
- * lossless (every row comes back byte for byte, padding rows are zero blocks), packing in
- * group ranges equals one pack and writes every byte, and matmul_kp over the packed matrix
- * is bit-identical to the scalar kern_matmul_k over the Q6_K rows, for token counts 1..20
- * and 64 (the decode tiles 1..8, the prefill's token tiles and their remainders), row counts
+/* Tests of the Q6_K row-group layout (q6kp.c) and its matmuls, AVX-512 VNNI (q6kp_avx512.c,
+ * kern_ops.matmul_kp with KERN_K_Q6_K) and AVX2 (q6kp_avx2.c, kern_matmul_q6kp_avx2; the
+ * tests named avx2_*), through the kern_kp_* entry points: the pack is lossless (every row
+ * comes back byte for byte, padding rows are zero blocks), packing in group ranges equals
+ * one pack and writes every byte, and each matmul over the packed matrix is bit-identical
+ * to the scalar kern_matmul_k over the Q6_K rows, for token counts 1..20 and 64 (the decode
+ * tiles 1..8, the prefill's token tiles and their remainders), row counts
  * around 16-row groups (padding), K from one super-block to 33024, row ranges that cut
  * groups (thread splits), splits of one call into pieces, several row panels, the call's
  * offset table in pieces of tokens, and extreme blocks: all quants 0 or all 63, scales all
