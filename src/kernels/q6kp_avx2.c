@@ -59,8 +59,9 @@
  *      0.6-0.85 at 16, 0.7-0.9 at 64 and 0.75-0.9 at 512 tokens (1024x3584, 3584x1024,
  *      248320x1024). Prefetch: a burst of the half's 27 lines at its start measured 5-20%
  *      slower on 1-token calls than 7 a step; T0 at 4-8 KiB and NTA about 2x slower; 16 and
- *      64 KiB within the noise of 32. Token tiles over a decoded panel of 6 instead of 4:
- *      no better.
+ *      64 KiB within the noise of 32. No better: token tiles over a decoded panel of 6
+ *      instead of 4; for 5-8 tokens, a half decoded once to L1 (note 6's form) for both
+ *      token tiles instead of in registers by each.
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
