@@ -51,7 +51,10 @@
  *      moves in the streaming function; the prefill ran at 1.05-1.08x the rows' panel
  *      path). So the bodies are small (the streaming half loops over h and uh at run time,
  *      4 groups unrolled; a decoded tile 2 groups, Q6KP2_GU) and an empty asm pins each
- *      group's sum in a register (q6kp2_group): no spill in the inner loops (objdump).
+ *      group's sum in a register (q6kp2_group). objdump: the decoded tiles' group loop has no
+ *      stack traffic (a few ymm per block around it: float accumulators, offset sums); the
+ *      3- and 4-token streaming bodies keep up to 3 ymm on the stack (a store and a load
+ *      each per body of 4 groups, against its 48-64 vpmaddubsw).
  *   9. Measured (bench/kp_bench.c --variant avx2, Zen 4 forced to AVX2, one thread, weights
  *      rotated from memory; a shared machine, so ratios move by +-10%): against the rows
  *      kernel kern_ops_for("avx2")->matmul_k, new / old about 0.8-1.0 at 1 token (both at
