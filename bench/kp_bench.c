@@ -1,7 +1,9 @@
 /*
  * kp_bench.c — K-quant rows (kern_ops.matmul_k) against the row-group layout
  * (kern_ops.matmul_kp, [F10]) side by side, one thread, on the variant's own table
- * (default "avx512"). For each shape and token count: the best time of each path over the
+ * (default "avx512"), or with --variant avx2 the AVX2 rows kernel (kern_ops_for("avx2")->matmul_k,
+ * q6k_avx2.c) against kern_matmul_q6kp_avx2 (q6kp_avx2.c, Q6_K only) on the same layout as
+ * the AVX-512 tables. For each shape and token count: the best time of each path over the
  * repeats, the two interleaved call by call, and the ratio new / old; outputs compared
  * with memcmp on the way. Weights are random rows of the type; each path reads its own
  * copies of the matrix, rotated so that the copies of one path are at least --stream-mb MiB
@@ -58,7 +60,18 @@ static uint8_t *make_rows(int wt, int64_t rows, int64_t k)
     return w;
 }
 
-static void run_shape(const struct kern_ops *ops, int wt, int64_t rows, int64_t k, const int64_t *toks, int n_toks,
+typedef void (*kp_fn)(float *y, int64_t y_ld, const void *wp, int wt, const struct kern_q8k_block *xq,
+                      int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+
+/* The AVX2 kernel with matmul_kp's arguments (Q6_K). */
+static void q6kp_avx2(float *y, int64_t y_ld, const void *wp, int wt, const struct kern_q8k_block *xq, int64_t n_tok,
+                      int64_t k, int64_t r0, int64_t r1)
+{
+    (void)wt;
+    kern_matmul_q6kp_avx2(y, y_ld, wp, xq, n_tok, k, r0, r1);
+}
+
+static void run_shape(const struct kern_ops *ops, kp_fn matmul_kp, int wt, int64_t rows, int64_t k, const int64_t *toks, int n_toks,
                       int reps, double stream_mb)
 {
     const size_t rb = kern_k_row_bytes(wt, k), wbytes = rb * (size_t)rows, pbytes = kern_kp_bytes(wt, rows, k);
@@ -83,7 +96,7 @@ static void run_shape(const struct kern_ops *ops, int wt, int64_t rows, int64_t 
     for (int ti = 0; ti < n_toks; ti++) {
         int64_t T = toks[ti];
         ops->matmul_k(ya, rows, w[0], wt, xq, T, k, 0, rows);
-        ops->matmul_kp(yb, rows, wp[0], wt, xq, T, k, 0, rows);
+        matmul_kp(yb, rows, wp[0], wt, xq, T, k, 0, rows);
         bool same = !memcmp(ya, yb, (size_t)(T * rows) * sizeof(float));
         /* as many calls per repeat as keep a repeat near 20 ms at least (short shapes) */
         double t0 = now_s();
@@ -97,7 +110,7 @@ static void run_shape(const struct kern_ops *ops, int wt, int64_t rows, int64_t 
             for (int i = 0; i < calls; i++, c++) ops->matmul_k(ya, rows, w[c % n_copy], wt, xq, T, k, 0, rows);
             best_old = fmin(best_old, (now_s() - t0) / calls);
             t0 = now_s();
-            for (int i = 0; i < calls; i++, c++) ops->matmul_kp(yb, rows, wp[c % n_copy], wt, xq, T, k, 0, rows);
+            for (int i = 0; i < calls; i++, c++) matmul_kp(yb, rows, wp[c % n_copy], wt, xq, T, k, 0, rows);
             best_new = fmin(best_new, (now_s() - t0) / calls);
         }
         double gb = (double)wbytes / 1e9;
@@ -148,7 +161,9 @@ int main(int argc, char **argv)
     if (!n_shapes)
         for (int i = 0; i < 3; i++) shapes[n_shapes++] = defaults[i];
     const struct kern_ops *ops = kern_ops_for(variant);
-    if (!ops || !ops->matmul_kp) {
+    kp_fn mkp = ops ? ops->matmul_kp : NULL;
+    if (ops && !mkp && !strcmp(variant, "avx2") && wt == KERN_K_Q6_K) mkp = q6kp_avx2;
+    if (!mkp) {
         fprintf(stderr, "kp_bench: variant %s has no matmul_kp\n", variant);
         return 1;
     }
@@ -164,7 +179,7 @@ int main(int argc, char **argv)
             toks[n_toks++] = strtol(p, (char **)&p, 10);
             if (*p == ',') p++;
         }
-        run_shape(ops, wt, rows, k, toks, n_toks, reps, stream_mb);
+        run_shape(ops, mkp, wt, rows, k, toks, n_toks, reps, stream_mb);
     }
     return 0;
 }

@@ -1,9 +1,10 @@
-/* Tests of the Q6_K row-group layout (q6kp.c) and its AVX-512 VNNI matmul (q6kp_avx512.c),
- * through the kern_kp_* entry points and kern_ops.matmul_kp with KERN_K_Q6_K: the pack is
- * lossless (every row comes back byte for byte, padding rows are zero blocks), packing in
- * group ranges equals one pack and writes every byte, and matmul_kp over the packed matrix
- * is bit-identical to the scalar kern_matmul_k over the Q6_K rows, for token counts 1..20
- * and 64 (the decode tiles 1..8, the prefill's token tiles and their remainders), row counts
+/* Tests of the Q6_K row-group layout (q6kp.c) and its matmuls, AVX-512 VNNI (q6kp_avx512.c,
+ * kern_ops.matmul_kp with KERN_K_Q6_K) and AVX2 (q6kp_avx2.c, kern_matmul_q6kp_avx2; the
+ * tests named avx2_*), through the kern_kp_* entry points: the pack is lossless (every row
+ * comes back byte for byte, padding rows are zero blocks), packing in group ranges equals
+ * one pack and writes every byte, and each matmul over the packed matrix is bit-identical
+ * to the scalar kern_matmul_k over the Q6_K rows, for token counts 1..20 and 64 (the decode
+ * tiles 1..8, the prefill's token tiles and their remainders), row counts
  * around 16-row groups (padding), K from one super-block to 33024, row ranges that cut
  * groups (thread splits), splits of one call into pieces, several row panels, the call's
  * offset table in pieces of tokens, and extreme blocks: all quants 0 or all 63, scales all
@@ -48,10 +49,10 @@ static uint8_t *kq_weights(int64_t rows, int64_t k, int extreme)
 }
 
 /* One call over [r0, r1) in `pieces` (kp_check) on fresh weights. */
-static void kq_case(const struct kern_ops *v, int64_t rows, int64_t k, int64_t n_tok, int64_t r0, int64_t r1,
+static void kq_case(kp_matmul_fn v, int64_t rows, int64_t k, int64_t n_tok, int64_t r0, int64_t r1,
                     int pieces, int extreme, int *bad, int *calls)
 {
-    kp_check(v->matmul_kp, KERN_K_Q6_K, kq_weights(rows, k, extreme), rows, k, n_tok, r0, r1, pieces, bad, calls);
+    kp_check(v, KERN_K_Q6_K, kq_weights(rows, k, extreme), rows, k, n_tok, r0, r1, pieces, bad, calls);
 }
 
 Test(kern_q6kp, pack_is_lossless_and_pads_with_zero_blocks)
@@ -103,9 +104,25 @@ Test(kern_q6kp, layout_offsets)
 
 Test(kern_q6kp, tables_with_and_without) { kp_tables_with_and_without(); }
 
-Test(kern_q6kp, decode_token_counts_rows_and_cuts)
+/* The AVX2 kernel with matmul_kp's arguments (wt is Q6_K). */
+static void q6kp_avx2(float *y, int64_t y_ld, const void *wp, int wt, const struct kern_q8k_block *xq, int64_t n_tok,
+                      int64_t k, int64_t r0, int64_t r1)
 {
-    const struct kern_ops *v = cpu_level_ops_or_skip("avx512vnni");
+    (void)wt;
+    kern_matmul_q6kp_avx2(y, y_ld, wp, xq, n_tok, k, r0, r1);
+}
+
+/* The matmul of variant `variant`: the AVX-512 table's matmul_kp, or the AVX2 kernel;
+ * skips the test where the CPU (or HEADSTART_CPU) is below the variant. */
+static kp_matmul_fn kp_variant(const char *variant)
+{
+    const struct kern_ops *v = cpu_level_ops_or_skip(variant);
+    return strcmp(variant, "avx2") ? v->matmul_kp : q6kp_avx2;
+}
+
+static void decode_token_counts_rows_and_cuts(const char *variant)
+{
+    kp_matmul_fn v = kp_variant(variant);
     static const int64_t rows[] = {1, 15, 16, 17, 33, 50};
     static const int64_t ks[] = {256, 512, 1024};
     int bad = 0, calls = 0;
@@ -121,9 +138,9 @@ Test(kern_q6kp, decode_token_counts_rows_and_cuts)
     cr_assert_eq(bad, 0, "%d of %d decode calls differ from scalar", bad, calls);
 }
 
-Test(kern_q6kp, prefill_tiles_and_remainders)
+static void prefill_tiles_and_remainders(const char *variant)
 {
-    const struct kern_ops *v = cpu_level_ops_or_skip("avx512vnni");
+    kp_matmul_fn v = kp_variant(variant);
     static const int64_t rows[] = {15, 33, 50};
     static const int64_t ks[] = {256, 1024};
     int bad = 0, calls = 0;
@@ -140,9 +157,9 @@ Test(kern_q6kp, prefill_tiles_and_remainders)
     cr_assert_eq(bad, 0, "%d of %d prefill calls differ from scalar", bad, calls);
 }
 
-Test(kern_q6kp, panels_large_k_and_splits)
+static void panels_large_k_and_splits(const char *variant)
 {
-    const struct kern_ops *v = cpu_level_ops_or_skip("avx512vnni");
+    kp_matmul_fn v = kp_variant(variant);
     int bad = 0, calls = 0;
     kp_rng = 4;
     kq_case(v, 300, 1024, 7, 5, 299, 7, 10, &bad, &calls);  /* decode, cut in 7 pieces */
@@ -159,9 +176,9 @@ Test(kern_q6kp, panels_large_k_and_splits)
     cr_assert_eq(bad, 0, "%d of %d calls differ from scalar", bad, calls);
 }
 
-Test(kern_q6kp, extreme_blocks)
+static void extreme_blocks(const char *variant)
 {
-    const struct kern_ops *v = cpu_level_ops_or_skip("avx512vnni");
+    kp_matmul_fn v = kp_variant(variant);
     static const int64_t toks[] = {1, 2, 5, 8, 13, 64};
     int bad = 0, calls = 0;
     kp_rng = 5;
@@ -171,3 +188,12 @@ Test(kern_q6kp, extreme_blocks)
     }
     cr_assert_eq(bad, 0, "%d of %d calls differ from scalar", bad, calls);
 }
+
+Test(kern_q6kp, decode_token_counts_rows_and_cuts) { decode_token_counts_rows_and_cuts("avx512vnni"); }
+Test(kern_q6kp, prefill_tiles_and_remainders) { prefill_tiles_and_remainders("avx512vnni"); }
+Test(kern_q6kp, panels_large_k_and_splits) { panels_large_k_and_splits("avx512vnni"); }
+Test(kern_q6kp, extreme_blocks) { extreme_blocks("avx512vnni"); }
+Test(kern_q6kp, avx2_decode_token_counts_rows_and_cuts) { decode_token_counts_rows_and_cuts("avx2"); }
+Test(kern_q6kp, avx2_prefill_tiles_and_remainders) { prefill_tiles_and_remainders("avx2"); }
+Test(kern_q6kp, avx2_panels_large_k_and_splits) { panels_large_k_and_splits("avx2"); }
+Test(kern_q6kp, avx2_extreme_blocks) { extreme_blocks("avx2"); }
