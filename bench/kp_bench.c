@@ -1,11 +1,10 @@
 /*
  * kp_bench.c — K-quant rows (kern_ops.matmul_k) against the row-group layout
  * (kern_ops.matmul_kp, [F10]) side by side, one thread, on the variant's own table
- * (default "avx512"), or with --variant avx2 the AVX2 rows kernel (kern_ops_for("avx2")->matmul_k,
- * q6k_avx2.c) against kern_matmul_q6kp_avx2 (q6kp_avx2.c, Q6_K only) on the same layout as
- * the AVX-512 tables. For each shape and token count: the best time of each path over the
- * repeats, the two interleaved call by call, and the ratio new / old; outputs compared
- * with memcmp on the way. Weights are random rows of the type; each path reads its own
+ * (default "avx512"; --variant avx2: q4k_avx2.c / q6k_avx2.c against q4kp_avx2.c /
+ * q6kp_avx2.c on the same layout). For each shape and token count: the best time of each
+ * path over the repeats, the two interleaved call by call, and the ratio new / old; outputs
+ * compared with memcmp on the way. Weights are random rows of the type; each path reads its own
  * copies of the matrix, rotated so that the copies of one path are at least --stream-mb MiB
  * (default 96: past this machine's L3), so a decode call streams its weights from memory as
  * the engine's does. Prints one JSON object per line and a summary on stderr.
@@ -62,14 +61,6 @@ static uint8_t *make_rows(int wt, int64_t rows, int64_t k)
 
 typedef void (*kp_fn)(float *y, int64_t y_ld, const void *wp, int wt, const struct kern_q8k_block *xq,
                       int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
-
-/* The AVX2 kernel with matmul_kp's arguments (Q6_K). */
-static void q6kp_avx2(float *y, int64_t y_ld, const void *wp, int wt, const struct kern_q8k_block *xq, int64_t n_tok,
-                      int64_t k, int64_t r0, int64_t r1)
-{
-    (void)wt;
-    kern_matmul_q6kp_avx2(y, y_ld, wp, xq, n_tok, k, r0, r1);
-}
 
 static void run_shape(const struct kern_ops *ops, kp_fn matmul_kp, int wt, int64_t rows, int64_t k, const int64_t *toks, int n_toks,
                       int reps, double stream_mb)
@@ -162,7 +153,6 @@ int main(int argc, char **argv)
         for (int i = 0; i < 3; i++) shapes[n_shapes++] = defaults[i];
     const struct kern_ops *ops = kern_ops_for(variant);
     kp_fn mkp = ops ? ops->matmul_kp : NULL;
-    if (ops && !mkp && !strcmp(variant, "avx2") && wt == KERN_K_Q6_K) mkp = q6kp_avx2;
     if (!mkp) {
         fprintf(stderr, "kp_bench: variant %s has no matmul_kp\n", variant);
         return 1;

@@ -695,6 +695,8 @@ void kern_matmul_avx2(float *y, int64_t y_ld, const void *w, enum kern_wtype wt,
                       int64_t r1);
 void kern_q8_quantize_avx2(struct kern_q8_block *xq, const float *x, int64_t n_tok, int64_t k);
 float kern_dot_avx2(const float *a, const float *b, int64_t n);
+void kern_matmul_kp_avx2(float *y, int64_t y_ld, const void *wp, int wt, const struct kern_q8k_block *xq,
+                         int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
 void kern_matmul_q4kp_avx2(float *y, int64_t y_ld, const void *wp, const struct kern_q8k_block *xq,
                            int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
 void kern_matmul_q6kp_avx2(float *y, int64_t y_ld, const void *wp, const struct kern_q8k_block *xq,
