@@ -3,13 +3,13 @@
  * streams): Q8_0 in the panel layout (q8p.c), Q4_K and Q6_K in the row-group layout (kp.c).
  *
  * Design note:
- *   When the kernel variant has a matmul over such a layout (kern_ops.matmul_q8p,
- *   kern_ops.matmul_kp: the AVX-512 VNNI tables), every matrix of that type the forward pass
- *   multiplies by is copied once, at engine start, into it (kernels.h): a decode step of N
- *   sequences then reads each weight once for all of them with no per-call repacking and no
- *   horizontal sums, and one token or a prefill take the same kernel. The matmul finds a
- *   matrix's copy by the address of its data (engine_pack_find, a binary search in a sorted
- *   table), so nothing else in the engine or the model changes.
+ *   When the kernel variant has a matmul over such a layout (kern_ops.matmul_q8p: the
+ *   AVX-512 VNNI tables; kern_ops.matmul_kp: those and AVX2), every matrix of that type the
+ *   forward pass multiplies by is copied once, at engine start, into it (kernels.h): a
+ *   decode step of N sequences then reads each weight once for all of them with no per-call
+ *   repacking and no horizontal sums, and one token or a prefill take the same kernel. The
+ *   matmul finds a matrix's copy by the address of its data (engine_pack_find, a binary
+ *   search in a sorted table), so nothing else in the engine or the model changes.
  *
  *   1. Exactness: the packed matmuls give kern_matmul's / kern_matmul_k's bits on the
  *      unpacked rows (the kernels' contract, tests/unit/kernels/test_q8p.c, test_q4kp.c,
