@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "unit/cpu_level.h"
 
 static uint64_t kp_rng;
 static inline uint64_t kp_next(void)
@@ -80,9 +81,19 @@ static inline uint8_t *kp_check_pack(const uint8_t *w, int wt, int64_t rows, int
     return wp;
 }
 
-/* A matmul over the row-group layout: a table's kern_ops.matmul_kp, or one type's kernel. */
+/* A matmul over the row-group layout: a table's kern_ops.matmul_kp. */
 typedef void (*kp_matmul_fn)(float *y, int64_t y_ld, const void *wp, int wt, const struct kern_q8k_block *xq,
                              int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+
+/* The matmul_kp of variant `variant` (both types: the AVX2 one is q4kp_avx2.c / q6kp_avx2.c,
+ * the AVX-512 one q4kp_avx512.c / q6kp_avx512.c); skips the test where the CPU (or
+ * HEADSTART_CPU) is below the variant. */
+static inline kp_matmul_fn kp_variant(const char *variant)
+{
+    const struct kern_ops *v = cpu_level_ops_or_skip(variant);
+    cr_assert_not_null(v->matmul_kp, "variant %s has no matmul_kp", variant);
+    return v->matmul_kp;
+}
 
 /* One call of mm over [r0, r1) of the rows w (type wt) split into `pieces` consecutive
  * ranges (as threads would), against kern_matmul_k; counts the call, and a difference in bad

@@ -1,5 +1,6 @@
-/* Tests of the Q4_K row-group layout (q4kp.c, kp.c) and its AVX-512 VNNI matmul
- * (q4kp_avx512.c): the pack is a lossless rearrangement (every row comes back byte for byte
+/* Tests of the Q4_K row-group layout (q4kp.c, kp.c) and its matmuls, AVX-512 VNNI
+ * (q4kp_avx512.c) and AVX2 (q4kp_avx2.c; the tests named avx2_*), each the table's
+ * kern_ops.matmul_kp: the pack is a lossless rearrangement (every row comes back byte for byte
  * through kern_kp_row, padding rows are zero blocks, every byte of the copy is written),
  * packing in group ranges equals one pack, and matmul_kp over the packed matrix is
  * bit-identical to the scalar kern_matmul_k over the Q4_K rows, for token counts 1..20 and
@@ -12,7 +13,6 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
-#include "unit/cpu_level.h"
 #include "kp_case.h"
 
 /* A finite f16: normal, sometimes subnormal or zero, either sign. */
@@ -70,22 +70,6 @@ Test(kern_q4kp, pack_is_lossless_and_pads_with_zero_rows)
 }
 
 Test(kern_q4kp, tables_with_and_without) { kp_tables_with_and_without(); }
-
-/* The AVX2 kernel with matmul_kp's arguments (wt is Q4_K). */
-static void q4kp_avx2(float *y, int64_t y_ld, const void *wp, int wt, const struct kern_q8k_block *xq, int64_t n_tok,
-                      int64_t k, int64_t r0, int64_t r1)
-{
-    (void)wt;
-    kern_matmul_q4kp_avx2(y, y_ld, wp, xq, n_tok, k, r0, r1);
-}
-
-/* The matmul of variant `variant`: the AVX-512 table's matmul_kp, or the AVX2 kernel;
- * skips the test where the CPU (or HEADSTART_CPU) is below the variant. */
-static kp_matmul_fn kp_variant(const char *variant)
-{
-    const struct kern_ops *v = cpu_level_ops_or_skip(variant);
-    return strcmp(variant, "avx2") ? v->matmul_kp : q4kp_avx2;
-}
 
 static void decode_token_counts_rows_and_tails(const char *variant)
 {

@@ -1,6 +1,6 @@
 /* Tests of the Q6_K row-group layout (q6kp.c) and its matmuls, AVX-512 VNNI (q6kp_avx512.c,
- * kern_ops.matmul_kp with KERN_K_Q6_K) and AVX2 (q6kp_avx2.c, kern_matmul_q6kp_avx2; the
- * tests named avx2_*), through the kern_kp_* entry points: the pack is lossless (every row
+ * kern_ops.matmul_kp with KERN_K_Q6_K) and AVX2 (q6kp_avx2.c, the avx2 table's matmul_kp;
+ * the tests named avx2_*), through the kern_kp_* entry points: the pack is lossless (every row
  * comes back byte for byte, padding rows are zero blocks), packing in group ranges equals
  * one pack and writes every byte, and each matmul over the packed matrix is bit-identical
  * to the scalar kern_matmul_k over the Q6_K rows, for token counts 1..20 and 64 (the decode
@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
-#include "unit/cpu_level.h"
 #include "kp_case.h"
 
 /* Random Q6_K rows; `extreme` in 0..100: the percentage of blocks with extreme quants or
@@ -103,22 +102,6 @@ Test(kern_q6kp, layout_offsets)
 }
 
 Test(kern_q6kp, tables_with_and_without) { kp_tables_with_and_without(); }
-
-/* The AVX2 kernel with matmul_kp's arguments (wt is Q6_K). */
-static void q6kp_avx2(float *y, int64_t y_ld, const void *wp, int wt, const struct kern_q8k_block *xq, int64_t n_tok,
-                      int64_t k, int64_t r0, int64_t r1)
-{
-    (void)wt;
-    kern_matmul_q6kp_avx2(y, y_ld, wp, xq, n_tok, k, r0, r1);
-}
-
-/* The matmul of variant `variant`: the AVX-512 table's matmul_kp, or the AVX2 kernel;
- * skips the test where the CPU (or HEADSTART_CPU) is below the variant. */
-static kp_matmul_fn kp_variant(const char *variant)
-{
-    const struct kern_ops *v = cpu_level_ops_or_skip(variant);
-    return strcmp(variant, "avx2") ? v->matmul_kp : q6kp_avx2;
-}
 
 static void decode_token_counts_rows_and_cuts(const char *variant)
 {
