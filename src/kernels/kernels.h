@@ -705,6 +705,8 @@ void kern_matmul_avx512(float *y, int64_t y_ld, const void *w, enum kern_wtype w
 void kern_q8_quantize_avx512(struct kern_q8_block *xq, const float *x, int64_t n_tok, int64_t k);
 void kern_matmul_q8p_avx512(float *y, int64_t y_ld, const void *wp, const struct kern_q8_block *xq,
                             const int32_t *cx, int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+void kern_matmul_q8p_avx2(float *y, int64_t y_ld, const void *wp, const struct kern_q8_block *xq,
+                          const int32_t *cx, int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
 void kern_matmul_kp_avx512(float *y, int64_t y_ld, const void *wp, int wt, const struct kern_q8k_block *xq,
                            int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
 void kern_matmul_q4kp_avx512(float *y, int64_t y_ld, const void *wp, const struct kern_q8k_block *xq,
