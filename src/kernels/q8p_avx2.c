@@ -24,19 +24,27 @@
  *      a whole run and is parked in part[l] at its end. Each row is the scalar code's row.
  *   4. A decode step (n_tok <= Q8P2_TMAX) streams the packed matrix once, front to back:
  *      per slot, both halves x all NT tokens run on the slot's 512 quant bytes while they
- *      are in L1. The NT int32 sums of one half are registers (NT + 6 of the 16 ymm at NT
- *      = 8); the 2 NT float accumulators live in memory between slots (a load and a store
- *      per block against 32 integer ops). Software prefetch Q8P2_PREFETCH(_N) bytes ahead
- *      into L2 (_MM_HINT_T1: the activations of 8 tokens are read from L1 for every slot),
- *      the stream running on into the next group. The step loop is unrolled by 2, not 8
- *      (matmul_avx2.c q8p_tile's finding: fully unrolled, GCC re-associates the integer
- *      adds and spills the vpmaddwd results).
- *   5. More tokens (a prefill, a step of 9 or more sequences) take matmul_avx2.c's Q8_0
- *      panel path (its note 7) for the whole halves inside [r0, r1): kern_q8p_panels_avx2
- *      builds its panel blocks from the layout with a load and an xor per vector (no
- *      transpose: the layout is already row-per-lane) and runs its 4-token tiles from L2.
- *      The halves cut by r0 or r1, and rows too long for that panel (K > 8192), run the
- *      decode tiles in chunks of Q8P2_TMAX tokens. Same bits either way (notes 2, 3).
+ *      are in L1, in passes of at most Q8P2_PASS tokens: a pass's int32 sums are registers
+ *      (4 + 6 of the 16 ymm, no spills; passes of 8 spilled three sums and measured within
+ *      noise of 4 here, 0.98-1.06x). The 2 NT float accumulators live in memory between
+ *      slots (a load and a store per block against 32 integer ops). Software prefetch
+ *      Q8P2_PREFETCH bytes ahead into L2 (_MM_HINT_T1: the activations of 8 tokens are read
+ *      from L1 for every slot), the stream running on into the next group. Measured on a
+ *      71 MB matrix (16384 x 4096, one thread, Zen 4): 8 KiB ahead against 2 KiB 1.0-1.1x
+ *      at 1 token and 1.7-1.9x at 2; against 4 KiB and 16 KiB 1.0-1.25x at 1..8 tokens.
+ *      The step loop is unrolled by 2, not 8 (matmul_avx2.c q8p_tile's finding: fully
+ *      unrolled, GCC re-associates the integer adds and spills the vpmaddwd results).
+ *      More tokens than a decode step run these tiles in row panels of about
+ *      Q8P2_PANEL_BYTES, the tokens split evenly into tiles of at most 8 inside, so a panel
+ *      comes from L2 for every token tile but the first.
+ *   5. From Q8P2_PANEL_MIN tokens (a long prefill) the whole halves inside [r0, r1) take
+ *      matmul_avx2.c's Q8_0 panel path (its note 7) instead: kern_q8p_panels_avx2 builds
+ *      its panel blocks from the layout with a load and an xor per vector (no transpose:
+ *      the layout is already row-per-lane) and runs the rows' own 4-token tiles from L2, so
+ *      a long prefill costs what it cost on the rows. Measured one thread (3584 x 1024 and
+ *      1024 x 3584): note 4's tiles 1.1-1.3x the panel path at 12 to 64 tokens, within
+ *      noise of it (0.94-1.03x) at 128 and 512. The halves cut by r0 or r1, and rows too
+ *      long for that panel (K > 8192), take note 4's tiles. Same bits either way.
  *   6. Any r0, r1: a half only partly inside [r0, r1) is computed whole and stored with a
  *      lane mask (vmaskmovps; its other lanes are independent sums, thrown away), so a
  *      thread split that cuts a group cannot change a bit; a half wholly outside is skipped.
@@ -51,14 +59,17 @@
 
 #define INLINE static inline __attribute__((always_inline))
 #define Q8P2_TMAX 8 /* tokens per decode tile (registers: note 4) */
-#ifndef Q8P2_PREFETCH
-#define Q8P2_PREFETCH 2048 /* bytes ahead a decode tile of 1 or 2 tokens prefetches (into L2) */
+#ifndef Q8P2_PASS
+#define Q8P2_PASS 4 /* tokens per pass over a half's slot (registers: note 4) */
 #endif
-#ifndef Q8P2_PREFETCH_N
-#define Q8P2_PREFETCH_N 4096 /* ... and one of 3 to Q8P2_TMAX tokens */
+#ifndef Q8P2_PREFETCH
+#define Q8P2_PREFETCH 8192 /* bytes ahead a decode tile prefetches (into L2; note 4, measured) */
+#endif
+#ifndef Q8P2_PANEL_BYTES
+#define Q8P2_PANEL_BYTES (192 * 1024) /* packed weights per row panel of a several-token call */
 #endif
 #ifndef Q8P2_PANEL_MIN
-#define Q8P2_PANEL_MIN (Q8P2_TMAX + 1) /* tokens from which the panel path runs (note 5) */
+#define Q8P2_PANEL_MIN 128 /* tokens from which the rows' panel path runs (note 5; measured) */
 #endif
 
 /* Slot quants q (one half: rows at dword lanes) and its 8 f16 scales sc, tokens xb[0 .. NT)
@@ -88,6 +99,19 @@ INLINE void q8p2_half(__m256 *acc, const uint8_t *q, const uint8_t *sc, const st
         acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(xb[j]->d)), _mm256_cvtepi32_ps(is[j]), acc[j]);
 }
 
+/* The same for NT tokens in passes of at most Q8P2_PASS (note 4). */
+INLINE void q8p2_half_n(__m256 *acc, const uint8_t *q, const uint8_t *sc, const struct kern_q8_block *const *xb,
+                        int NT)
+{
+    if (NT <= Q8P2_PASS) {
+        q8p2_half(acc, q, sc, xb, NT);
+        return;
+    }
+    const int n0 = (NT + 1) / 2;
+    q8p2_half(acc, q, sc, xb, n0);
+    q8p2_half(acc + n0, q, sc, xb + n0, NT - n0);
+}
+
 /* Lane mask of rows [lo, hi) of a half (0 <= lo < hi <= 8). */
 INLINE __m256i q8p2_mask(int64_t lo, int64_t hi)
 {
@@ -110,7 +134,6 @@ INLINE void q8p2_group(float *y, int64_t y_ld, const uint8_t *gp, int64_t nb, in
         hi[h] = HS_MIN(r1 - r, (int64_t)8);
     }
     const bool on0 = lo[0] < hi[0], on1 = lo[1] < hi[1];
-    const int pf = NT <= 2 ? Q8P2_PREFETCH : Q8P2_PREFETCH_N;
     int64_t sl = 0;
     for (int l = 0; l < KERN_Q8_LANES; l++) {
         __m256 acc[2][Q8P2_TMAX];
@@ -118,15 +141,15 @@ INLINE void q8p2_group(float *y, int64_t y_ld, const uint8_t *gp, int64_t nb, in
         for (int j = 0; j < NT; j++) acc[0][j] = acc[1][j] = _mm256_setzero_ps();
         for (int64_t b = l; b < nb; b += KERN_Q8_LANES, sl++) {
             const uint8_t *q = gp + kern_q8p_quants_at(sl), *sc = gp + kern_q8p_scales_at(sl);
-            /* the slot's lines (and the scales' with the second of a pair) pf bytes on: one
+            /* the slot's lines (and the scales' with the second of a pair) Q8P2_PREFETCH on: one
              * stream through the matrix, running on into the next group (note 4) */
 #pragma GCC unroll 9
-            for (int c = 0; c < 8 + (int)(sl & 1); c++) _mm_prefetch((const char *)q + pf + 64 * c, _MM_HINT_T1);
+            for (int c = 0; c < 8 + (int)(sl & 1); c++) _mm_prefetch((const char *)q + Q8P2_PREFETCH + 64 * c, _MM_HINT_T1);
             const struct kern_q8_block *xb[Q8P2_TMAX];
 #pragma GCC unroll 8
             for (int j = 0; j < NT; j++) xb[j] = xq + (t0 + j) * nb + b;
-            if (on0) q8p2_half(acc[0], q, sc, xb, NT);
-            if (on1) q8p2_half(acc[1], q + 32, sc + 16, xb, NT);
+            if (on0) q8p2_half_n(acc[0], q, sc, xb, NT);
+            if (on1) q8p2_half_n(acc[1], q + 32, sc + 16, xb, NT);
         }
 #pragma GCC unroll 8
         for (int j = 0; j < NT; j++) {
@@ -166,15 +189,23 @@ static void q8p2_group_n(float *y, int64_t y_ld, const uint8_t *gp, int64_t nb, 
     }
 }
 
-/* Rows [r0, r1) x all tokens by the decode tiles, Q8P2_TMAX tokens at a time (notes 4, 6). */
+/* Rows [r0, r1) x all tokens by the decode tiles (notes 4, 6): one stream for a decode step;
+ * more tokens in row panels of about Q8P2_PANEL_BYTES, the tokens split evenly into tiles of
+ * at most Q8P2_TMAX inside, so a panel comes from L2 for every token tile but the first. */
 static void q8p2_rows(float *y, int64_t y_ld, const uint8_t *wp, const struct kern_q8_block *xq, int64_t n_tok,
                       int64_t nb, int64_t r0, int64_t r1)
 {
     const size_t gb = kern_q8p_group_bytes(nb * KERN_Q8_BLOCK);
     const int64_t ga = r0 / KERN_Q8P_ROWS, gz = (r1 + KERN_Q8P_ROWS - 1) / KERN_Q8P_ROWS;
-    for (int64_t t = 0; t < n_tok; t += Q8P2_TMAX) {
-        int nt = (int)HS_MIN((int64_t)Q8P2_TMAX, n_tok - t);
-        for (int64_t g = ga; g < gz; g++) q8p2_group_n(y, y_ld, wp + (size_t)g * gb, nb, g, xq, t, r0, r1, nt);
+    const int64_t n_tt = (n_tok + Q8P2_TMAX - 1) / Q8P2_TMAX;
+    const int64_t panel = n_tt == 1 ? gz - ga : HS_MAX((int64_t)(Q8P2_PANEL_BYTES / gb), (int64_t)1);
+    for (int64_t p0 = ga; p0 < gz; p0 += panel) {
+        int64_t p1 = HS_MIN(p0 + panel, gz);
+        for (int64_t tt = 0; tt < n_tt; tt++) {
+            int64_t t = n_tok * tt / n_tt;
+            int nt = (int)(n_tok * (tt + 1) / n_tt - t);
+            for (int64_t g = p0; g < p1; g++) q8p2_group_n(y, y_ld, wp + (size_t)g * gb, nb, g, xq, t, r0, r1, nt);
+        }
     }
 }
 
