@@ -2,9 +2,9 @@
  * AVX2 (q8p_avx2.c; every matmul test runs for both tables, the avx2_ ones for AVX2):
  * the pack is a lossless permutation (every row comes back byte for byte, padding rows are
  * zero), packing in group ranges equals one pack, and matmul_q8p over the packed matrix is
- * bit-identical to the scalar kern_matmul over the Q8_0 rows, for token counts 1..20 and
- * 64 (the decode tiles 1..8, the 2-group x 6-token prefill tiles and their remainders),
- * row counts around 16-row groups (padding), K from one block to a few thousand (odd block
+ * bit-identical to the scalar kern_matmul over the Q8_0 rows, for token counts 1..20, 64
+ * and 128-130 (the decode tiles 1..8, the 2-group x 6-token prefill tiles and their
+ * remainders; AVX2's long-prefill path), row counts around 16-row groups (padding), K from one block to a few thousand (odd block
  * counts: half-used pairs), row ranges that cut groups (thread splits), several row
  * panels, extreme quants (whole blocks of -128 and of +127) and scales, and thread-like
  * splits of one call into pieces; the slot order (kern_q8p_slot) is the partial sums' order, kern_q8p_corr is the plain sum,
@@ -213,6 +213,11 @@ static void panels_large_k_and_splits(const char *variant)
     pq_case(v, 20, 17408, 2, 0, 20, 1, &bad, &calls);   /* a 27B FFN row: > 1 panel per group */
     pq_case(v, 48, 3584, 16, 0, 48, 5, &bad, &calls);
     pq_case(v, 20, 17408, 40, 0, 20, 2, &bad, &calls); /* cx NULL: shares for 30 tokens at a time */
+    /* a long prefill (q8p_avx2.c note 5: the rows' panel path from 128 tokens), several
+     * of its panels, cut halves at both ends of each piece, odd block counts */
+    pq_case(v, 300, 1024, 130, 5, 299, 3, &bad, &calls);
+    pq_case(v, 45, 1056, 128, 0, 45, 1, &bad, &calls);
+    pq_case(v, 24, 8224, 129, 1, 23, 1, &bad, &calls); /* past that panel's K */
     cr_assert_eq(bad, 0, "%d of %d calls differ from scalar", bad, calls);
 }
 Test(kern_q8p, panels_large_k_and_splits) { panels_large_k_and_splits("avx512vnni"); }
