@@ -39,6 +39,9 @@
  *      steps are lane-wise and as in note 4: dw * dx rounded once, one vfmadd into the
  *      partial sum b % 8 (eight per token, kept in memory: 16 ymm are too few), the tree
  *      h = 4, 2, 1 at the end. Rows past the last whole group take the per-row tiles.
+ *      Long prefills over the Q8_0 panel layout run the same tiles (kern_q8p_panels_avx2,
+ *      q8p_avx2.c note 5): their panel blocks come from the layout's 8-row halves with a
+ *      load and an xor per vector instead of the transpose.
  *   8. Float weights, one token (decode, tile_f1): F_ROWS1 rows, each with its four ymm of
  *      note 1, the weights streamed once. Each tile prefetches (into L2, _MM_HINT_T1) the
  *      lines the next tile of rows will read at the same k: rows are back to back, so that
