@@ -3,7 +3,7 @@
  * thread, on the Qwen3.5-0.8B shapes (K = 1024; 3584 and 6144 output rows; T = 1 decode and
  * T = 64 prefill), for f32 / f16 / bf16 / Q8_0 weights, plus the Q8_0 quantizer and kern_dot,
  * and Q8_0 rows against the packed panel layout (kern_ops.matmul_q8p, its offset shares
- * computed once outside the timing as the engine does) at T = 1, 2, 4, 8, 12, 16, 64;
+ * computed once outside the timing as the engine does) at T = 1, 2, 4, 8, 12, 16, 64, 512;
  * `--q8p` runs that part alone.
  * Each variant's output is checked against scalar (memcmp) on the way. Prints one JSON
  * object per line and a human summary with GFLOP/s (2 * rows * K * T per call) and the
@@ -254,16 +254,17 @@ int main(int argc, char **argv)
     double min_s = quick ? 0.05 : 0.3;
     int n_bad = 0;
 
-    float *x = hs_malloc((size_t)(64 * k) * sizeof(float));
-    for (int64_t i = 0; i < 64 * k; i++) x[i] = bench_val();
-    struct kern_q8_block *xq = hs_malloc((size_t)(64 * k / 32) * sizeof(*xq));
-    kern_q8_quantize(xq, x, 64, k);
-    float *yref = hs_malloc((size_t)(64 * 6144) * sizeof(float));
-    float *y = hs_malloc((size_t)(64 * 6144) * sizeof(float));
+    enum { TMAX = 512 }; /* tokens of the largest call (the q8p part's prefill) */
+    float *x = hs_malloc((size_t)(TMAX * k) * sizeof(float));
+    for (int64_t i = 0; i < TMAX * k; i++) x[i] = bench_val();
+    struct kern_q8_block *xq = hs_malloc((size_t)(TMAX * k / 32) * sizeof(*xq));
+    kern_q8_quantize(xq, x, TMAX, k);
+    float *yref = hs_malloc((size_t)(TMAX * 6144) * sizeof(float));
+    float *y = hs_malloc((size_t)(TMAX * 6144) * sizeof(float));
 
     printf("# kernels_bench: K=%ld, one thread; GFLOP/s = 2*rows*K*T / time; x = ratio to scalar\n", (long)k);
-    int32_t *cx = hs_malloc((size_t)(64 * k / 32) * sizeof(int32_t));
-    kern_q8p_corr(cx, xq, 64 * k / 32);
+    int32_t *cx = hs_malloc((size_t)(TMAX * k / 32) * sizeof(int32_t));
+    kern_q8p_corr(cx, xq, TMAX * k / 32);
     for (int ti = 0; ti < (only_q8p ? 0 : 4); ti++) {
         enum kern_wtype wt = (enum kern_wtype)ti;
         for (int ri = 0; ri < 2; ri++) {
@@ -305,7 +306,7 @@ int main(int argc, char **argv)
     for (int vi = 1; vi < 3; vi++) {
         const struct kern_ops *ops = cpu_has(variants[vi]) ? kern_ops_for(variants[vi]) : NULL;
         if (!ops || !ops->matmul_q8p) continue;
-        static const int64_t few[] = {1, 2, 4, 8, 12, 16, 64};
+        static const int64_t few[] = {1, 2, 4, 8, 12, 16, 64, TMAX};
         for (int ri = 0; ri < 2; ri++) {
             int64_t rows = rows_set[ri];
             uint8_t *w = make_weights(KERN_W_Q8_0, rows, k);

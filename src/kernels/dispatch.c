@@ -64,7 +64,7 @@ static const struct kern_ops ops_table[] = {
         .attn_tokens = kern_attn_tokens_avx2,
         .matmul_x = kern_matmul_x_avx2,
         .q8k_quantize = kern_q8k_quantize_avx2,
-        .matmul_q8p = NULL, /* Q8_0 rows: their panel path packs per call (matmul_avx2.c) */
+        .matmul_q8p = kern_matmul_q8p_avx2,
         .matmul_kp = kern_matmul_kp_avx2,
     },
     /* AVX-512 without AVX512_BF16: everything of "avx512" but the two bf16 entries, which

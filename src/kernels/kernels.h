@@ -346,9 +346,10 @@ void kern_row_from_f32(void *w, enum kern_wtype wt, const float *x, int64_t k);
 /* The 32-lane dot product of the header (the float matmul's order with x as weights). */
 float kern_dot(const float *a, const float *b, int64_t n);
 
-/* ---- Q8_0 in the panel layout (q8p.c; matmul q8p_avx512.c) ------------------------------
+/* ---- Q8_0 in the panel layout (q8p.c; matmul q8p_avx512.c, q8p_avx2.c) ------------------
  * Q8_0 weights rearranged once (at engine start) so that a VNNI kernel serves any number of
- * tokens without repacking and without horizontal sums; the layout is q8p.c's design note.
+ * tokens without repacking and without horizontal sums (an AVX2 one too, from the two 8-row
+ * halves of each vector); the layout is q8p.c's design note.
  * A matmul over it keeps the Q8_0 order above to the bit: same results as kern_matmul on
  * the Q8_0 rows. Same size as the Q8_0 matrix (rows padded to groups of KERN_Q8P_ROWS). */
 #define KERN_Q8P_ROWS 16
@@ -649,7 +650,7 @@ struct kern_ops {
      * split) with Q8_0 weights in the panel layout (kern_q8p_pack), xq = kern_q8_quantize(x),
      * cx = kern_q8p_corr(xq, n_tok * k / 32) or NULL (then the call computes it):
      * kern_matmul's bits on the unpacked rows. NULL in a table without it: the engine then
-     * keeps the Q8_0 rows and never packs (q8p_avx512.c) */
+     * keeps the Q8_0 rows and never packs (q8p_avx512.c, q8p_avx2.c; the AVX2 one ignores cx) */
     void (*matmul_q8p)(float *y, int64_t y_ld, const void *wp, const struct kern_q8_block *xq,
                        const int32_t *cx, int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
     /* appended ([F10], many streams): kern_matmul_k's results for rows [r0, r1) (any rows,
@@ -707,6 +708,8 @@ void kern_matmul_avx512(float *y, int64_t y_ld, const void *w, enum kern_wtype w
 void kern_q8_quantize_avx512(struct kern_q8_block *xq, const float *x, int64_t n_tok, int64_t k);
 void kern_matmul_q8p_avx512(float *y, int64_t y_ld, const void *wp, const struct kern_q8_block *xq,
                             const int32_t *cx, int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+void kern_matmul_q8p_avx2(float *y, int64_t y_ld, const void *wp, const struct kern_q8_block *xq,
+                          const int32_t *cx, int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
 void kern_matmul_kp_avx512(float *y, int64_t y_ld, const void *wp, int wt, const struct kern_q8k_block *xq,
                            int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
 void kern_matmul_q4kp_avx512(float *y, int64_t y_ld, const void *wp, const struct kern_q8k_block *xq,

@@ -39,6 +39,9 @@
  *      steps are lane-wise and as in note 4: dw * dx rounded once, one vfmadd into the
  *      partial sum b % 8 (eight per token, kept in memory: 16 ymm are too few), the tree
  *      h = 4, 2, 1 at the end. Rows past the last whole group take the per-row tiles.
+ *      Long prefills over the Q8_0 panel layout run the same tiles (kern_q8p_panels_avx2,
+ *      q8p_avx2.c note 5): their panel blocks come from the layout's 8-row halves with a
+ *      load and an xor per vector instead of the transpose.
  *   8. Float weights, one token (decode, tile_f1): F_ROWS1 rows, each with its four ymm of
  *      note 1, the weights streamed once. Each tile prefetches (into L2, _MM_HINT_T1) the
  *      lines the next tile of rows will read at the same k: rows are back to back, so that
@@ -73,6 +76,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/kernels_int.h"
 #include "kernels/tile_int.h"
 #include "kernels/vec_avx2_int.h"
 
@@ -700,6 +704,44 @@ static void q8p_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern
         }
     }
     if (r1g < r1) q8_rows(y, y_ld, w, xq, n_tok, nb, r1g, r1);
+}
+
+/* Half hv (rows 8 hv .. 8 hv + 7) of the Q8_0 panel layout wp (q8p.c), blocks 0 .. nb-1, as
+ * panel blocks: each layout vector's half is already row-per-lane, so a load and the xor
+ * that undoes the layout's offset per vector, blocks taken in b order from their slots. */
+static void q8p_load_half(struct q8p_blk *dst, const uint8_t *wp, size_t gb, int64_t hv, int64_t nb)
+{
+    const uint8_t *gp = wp + (size_t)(hv / 2) * gb;
+    const size_t h = (size_t)(hv & 1);
+    const __m256i off = _mm256_set1_epi8((char)0x80);
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t sl = kern_q8p_slot(b, nb);
+        const uint8_t *q = gp + kern_q8p_quants_at(sl) + 32 * h;
+#pragma GCC unroll 8
+        for (int s = 0; s < 8; s++)
+            _mm256_store_si256(&dst[b].wt[s], _mm256_xor_si256(_mm256_load_si256((const __m256i *)(const void *)(q + 64 * s)), off));
+        __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(gp + kern_q8p_scales_at(sl) + 16 * h)));
+        _mm256_store_ps((float *)&dst[b].dw, dw);
+    }
+}
+
+bool kern_q8p_panels_avx2(float *y, int64_t y_ld, const void *wp, const struct kern_q8_block *xq,
+                          int64_t n_tok, int64_t k, int64_t h0, int64_t h1)
+{
+    const int64_t nb = k / KERN_Q8_BLOCK;
+    if (nb > QP_NBMAX || n_tok < 1) return false;
+    struct q8p_blk pk[QP_PANEL_BLKS];
+    const int64_t gmax = QP_PANEL_BLKS / nb;
+    const size_t gb = kern_q8p_group_bytes(k);
+    for (int64_t p0 = h0; p0 < h1; p0 += gmax) {
+        int64_t halves = HS_MIN(gmax, h1 - p0);
+        for (int64_t g = 0; g < halves; g++) q8p_load_half(pk + g * nb, wp, gb, p0 + g, nb);
+        for (int64_t t = 0; t < n_tok; t += QP_TOKS) {
+            int nt = (int)HS_MIN((int64_t)QP_TOKS, n_tok - t);
+            for (int64_t g = 0; g < halves; g++) q8p_tiles(y, y_ld, pk + g * nb, nb, 8 * (p0 + g), xq, t, nt);
+        }
+    }
+    return true;
 }
 
 static void matmul_q8_0(float *y, int64_t y_ld, const uint8_t *w, const struct kern_q8_block *xq,

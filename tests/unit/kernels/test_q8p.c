@@ -1,12 +1,13 @@
-/* Tests of the Q8_0 panel layout (q8p.c) and its AVX-512 VNNI matmul (q8p_avx512.c):
+/* Tests of the Q8_0 panel layout (q8p.c) and its matmuls, AVX-512 VNNI (q8p_avx512.c) and
+ * AVX2 (q8p_avx2.c; every matmul test runs for both tables, the avx2_ ones for AVX2):
  * the pack is a lossless permutation (every row comes back byte for byte, padding rows are
  * zero), packing in group ranges equals one pack, and matmul_q8p over the packed matrix is
- * bit-identical to the scalar kern_matmul over the Q8_0 rows, for token counts 1..20 and
- * 64 (the decode tiles 1..8, the 2-group x 6-token prefill tiles and their remainders),
- * row counts around 16-row groups (padding), K from one block to a few thousand (odd block
+ * bit-identical to the scalar kern_matmul over the Q8_0 rows, for token counts 1..20, 64
+ * and 128-130 (the decode tiles 1..8, the 2-group x 6-token prefill tiles and their
+ * remainders; AVX2's long-prefill path), row counts around 16-row groups (padding), K from one block to a few thousand (odd block
  * counts: half-used pairs), row ranges that cut groups (thread splits), several row
- * panels, extreme quants and scales, and thread-like splits of one call into pieces; the
- * slot order (kern_q8p_slot) is the partial sums' order, kern_q8p_corr is the plain sum,
+ * panels, extreme quants (whole blocks of -128 and of +127) and scales, and thread-like
+ * splits of one call into pieces; the slot order (kern_q8p_slot) is the partial sums' order, kern_q8p_corr is the plain sum,
  * and a call given the offset shares (cx) writes the same bytes as one that computes them. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -157,14 +158,14 @@ Test(kern_q8p, pack_is_lossless_and_pads_with_zero_rows)
 Test(kern_q8p, tables_with_and_without)
 {
     cr_assert_null(kern_ops_for("scalar")->matmul_q8p, "scalar has no panel layout: the engine must not pack");
-    if (kern_ops_for("avx2")) cr_assert_null(kern_ops_for("avx2")->matmul_q8p);
+    if (kern_ops_for("avx2")) cr_assert_not_null(kern_ops_for("avx2")->matmul_q8p, "avx2 has q8p_avx2.c");
     if (kern_ops_for("avx512vnni")) cr_assert_not_null(kern_ops_for("avx512vnni")->matmul_q8p);
     if (kern_ops_for("avx512")) cr_assert_not_null(kern_ops_for("avx512")->matmul_q8p);
 }
 
-Test(kern_q8p, decode_token_counts_rows_and_tails)
+static void decode_token_counts_rows_and_tails(const char *variant)
 {
-    const struct kern_ops *v = cpu_level_ops_or_skip("avx512vnni");
+    const struct kern_ops *v = cpu_level_ops_or_skip(variant);
     static const int64_t rows[] = {1, 15, 16, 17, 33, 64};
     static const int64_t ks[] = {32, 96, 256, 288, 1024};
     int bad = 0, calls = 0;
@@ -178,10 +179,12 @@ Test(kern_q8p, decode_token_counts_rows_and_tails)
             }
     cr_assert_eq(bad, 0, "%d of %d decode calls differ from scalar", bad, calls);
 }
+Test(kern_q8p, decode_token_counts_rows_and_tails) { decode_token_counts_rows_and_tails("avx512vnni"); }
+Test(kern_q8p, avx2_decode_token_counts_rows_and_tails) { decode_token_counts_rows_and_tails("avx2"); }
 
-Test(kern_q8p, prefill_tiles_and_remainders)
+static void prefill_tiles_and_remainders(const char *variant)
 {
-    const struct kern_ops *v = cpu_level_ops_or_skip("avx512vnni");
+    const struct kern_ops *v = cpu_level_ops_or_skip(variant);
     static const int64_t rows[] = {15, 32, 50, 64};
     static const int64_t toks[] = {9, 11, 12, 13, 17, 20, 64};
     static const int64_t ks[] = {32, 160, 1056};
@@ -196,10 +199,12 @@ Test(kern_q8p, prefill_tiles_and_remainders)
             }
     cr_assert_eq(bad, 0, "%d of %d prefill calls differ from scalar", bad, calls);
 }
+Test(kern_q8p, prefill_tiles_and_remainders) { prefill_tiles_and_remainders("avx512vnni"); }
+Test(kern_q8p, avx2_prefill_tiles_and_remainders) { prefill_tiles_and_remainders("avx2"); }
 
-Test(kern_q8p, panels_large_k_and_splits)
+static void panels_large_k_and_splits(const char *variant)
 {
-    const struct kern_ops *v = cpu_level_ops_or_skip("avx512vnni");
+    const struct kern_ops *v = cpu_level_ops_or_skip(variant);
     int bad = 0, calls = 0;
     pq_rng = 4;
     pq_case(v, 300, 1024, 7, 5, 299, 7, &bad, &calls);  /* decode, cut in 7 pieces */
@@ -208,8 +213,15 @@ Test(kern_q8p, panels_large_k_and_splits)
     pq_case(v, 20, 17408, 2, 0, 20, 1, &bad, &calls);   /* a 27B FFN row: > 1 panel per group */
     pq_case(v, 48, 3584, 16, 0, 48, 5, &bad, &calls);
     pq_case(v, 20, 17408, 40, 0, 20, 2, &bad, &calls); /* cx NULL: shares for 30 tokens at a time */
+    /* a long prefill (q8p_avx2.c note 5: the rows' panel path from 128 tokens), several
+     * of its panels, cut halves at both ends of each piece, odd block counts */
+    pq_case(v, 300, 1024, 130, 5, 299, 3, &bad, &calls);
+    pq_case(v, 45, 1056, 128, 0, 45, 1, &bad, &calls);
+    pq_case(v, 24, 8224, 129, 1, 23, 1, &bad, &calls); /* past that panel's K */
     cr_assert_eq(bad, 0, "%d of %d calls differ from scalar", bad, calls);
 }
+Test(kern_q8p, panels_large_k_and_splits) { panels_large_k_and_splits("avx512vnni"); }
+Test(kern_q8p, avx2_panels_large_k_and_splits) { panels_large_k_and_splits("avx2"); }
 
 Test(kern_q8p, slot_order_is_the_partial_sums_order)
 {
@@ -265,9 +277,9 @@ Test(kern_q8p, corr_is_the_scaled_quant_sum)
 /* A caller's cx (the engine's, once per activation) against the call's own: both equal the
  * scalar matmul, so each other, at every token count of a decode step and past it, odd
  * row counts, odd block counts and nb < 8 (partial sums that get no block). */
-Test(kern_q8p, given_offset_shares_equal_computed_ones)
+static void given_offset_shares_equal_computed_ones(const char *variant)
 {
-    const struct kern_ops *v = cpu_level_ops_or_skip("avx512vnni");
+    const struct kern_ops *v = cpu_level_ops_or_skip(variant);
     static const int64_t rows[] = {1, 7, 23, 50};
     static const int64_t ks[] = {32, 160, 288, 1056};
     int bad = 0, calls = 0;
@@ -284,3 +296,5 @@ Test(kern_q8p, given_offset_shares_equal_computed_ones)
             }
     cr_assert_eq(bad, 0, "%d of %d calls differ from scalar", bad, calls);
 }
+Test(kern_q8p, given_offset_shares_equal_computed_ones) { given_offset_shares_equal_computed_ones("avx512vnni"); }
+Test(kern_q8p, avx2_given_offset_shares_equal_computed_ones) { given_offset_shares_equal_computed_ones("avx2"); }
