@@ -3,8 +3,8 @@
  * streams): Q8_0 in the panel layout (q8p.c), Q4_K and Q6_K in the row-group layout (kp.c).
  *
  * Design note:
- *   When the kernel variant has a matmul over such a layout (kern_ops.matmul_q8p: the
- *   AVX-512 VNNI tables; kern_ops.matmul_kp: those and AVX2), every matrix of that type the
+ *   When the kernel variant has a matmul over such a layout (kern_ops.matmul_q8p,
+ *   kern_ops.matmul_kp: the AVX2 and AVX-512 tables), every matrix of that type the
  *   forward pass multiplies by is copied once, at engine start, into it (kernels.h): a
  *   decode step of N sequences then reads each weight once for all of them with no per-call
  *   repacking and no horizontal sums, and one token or a prefill take the same kernel. The
@@ -32,7 +32,8 @@
  *   4. Q8_0 rows of more than KERN_Q8P_KMAX values stay Q8_0 (the kernel's stack buffers).
  *   5. The activation's share of the Q8_0 layout's offset (kern_q8p_corr) is computed once
  *      per quantized activation, in forward.c's quant() beside the quantization (scratch
- *      xc_a / xc_b), and passed to every packed Q8_0 matmul that reads it.
+ *      xc_a / xc_b), and passed to every packed Q8_0 matmul that reads it (the AVX2 one
+ *      undoes the offset per weight vector instead and ignores it).
  */
 #include "engine/engine_int.h"
 
