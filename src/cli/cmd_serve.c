@@ -73,8 +73,8 @@ static const struct cli_opt serve_opts[] = {
       .def = "1024" },
     { .kind = CLI_OPT_DOUBLE, .name = "--keepalive", .arg = "SECONDS", .off = SO(keepalive_s),
       .fmin = 0.01, .fmax = 3600, .range = CLI_RANGE_MIN | CLI_RANGE_MAX,
-      .help = "a stream quiet this long while its prompt is prefilled gets a "
-              "keep-alive (': keepalive' / Anthropic ping)", .def = "1" },
+      .help = "a stream quiet this long (its prompt being prefilled, or tokens with no text "
+              "yet) gets a keep-alive (': keepalive' / Anthropic ping)", .def = "1" },
     { .kind = CLI_OPT_GROUP, .off = offsetof(struct serve_args, bank), .group = cli_bank_opts },
     { .kind = CLI_OPT_INT, .name = "--max-connections", .arg = "N", .off = SO(max_conns), .min = 1, .max = 16384,
       .help = "connections served", .def = "256" },

@@ -84,8 +84,11 @@ static void ctx_start(struct session_ctx *c, const struct session_start *st)
     if (!job_cancelled(j)) ctx_flush(c);
 }
 
-/* While the prompt is computed: a keep-alive once keepalive_s passed without bytes, so a long
- * prompt (or a long wait for a step) does not look like a dead connection. */
+/* A keep-alive once keepalive_s passed without bytes, for a started stream that is quiet: its
+ * prompt is being computed, or it waits for a step, or its tokens have no text yet (held back
+ * for a stop string or a tool call, or tokens whose text is empty). Without it the stream
+ * looks dead: libmicrohttpd closes a connection with nothing moving for --idle-timeout, and
+ * a client may give up sooner. */
 static void ctx_keepalive(struct session_ctx *c)
 {
     if (c->j->req.stream && c->r && sys_time_sec() - c->t_emit >= c->srv->opts.keepalive_s) {
@@ -395,7 +398,7 @@ static void step_finish(struct batch *b, int n_items)
     for (int i = 0; i < b->n_runs;) {
         struct run *r = b->runs[i];
         if (!r->started || !session_ready_to_sample(r->s)) {
-            if (r->started && !session_prefill_done(r->s)) ctx_keepalive(&r->c);
+            if (r->started) ctx_keepalive(&r->c);
             i++;
             continue;
         }
@@ -405,6 +408,7 @@ static void step_finish(struct batch *b, int n_items)
         strbuf_reset(&b->piece);
         int rc = session_generate(r->s, &b->piece, &emit, &done, &err);
         if (rc == HS_OK && emit) ctx_text(&r->c, b->piece.len ? b->piece.buf : "", b->piece.len);
+        if (rc == HS_OK && !done) ctx_keepalive(&r->c); /* a token with no bytes out yet */
         if (rc == HS_OK && done) {
             strbuf_reset(&b->piece);
             session_generate_end(r->s, &b->piece);

@@ -60,8 +60,8 @@ struct server_opts {
     const char *bank_remote;      /* --bank-remote URL: the remote tier (Redis); NULL none */
     const char *bank_remote_prefix; /* --bank-remote-prefix: key namespace; NULL "headstart" */
     int bank_remote_timeout_ms;   /* --bank-remote-timeout: every Redis call; 0 = 1000 */
-    double keepalive_s;           /* --keepalive: a stream quiet this long during a prefill
-                                     gets a keep-alive; default 1.0 */
+    double keepalive_s;           /* --keepalive: a stream quiet this long (a prefill, tokens
+                                     with no text yet) gets a keep-alive; default 1.0 */
     /* Connections (http.c's "connection guard"): */
     int max_conns;                /* --max-connections: open connections served; default 256
                                      (a reserve of SERVER_CONN_RESERVE more answers only /,

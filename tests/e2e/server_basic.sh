@@ -343,6 +343,28 @@ EOF
     || fail "/metrics after a disconnect in prefill: $(grep cancel "$tmp/dcm")"
 e2e_stop "$kpid"; rc=$?
 [ $rc -eq 0 ] && pass "SIGTERM (keep-alive server): exit 0" || fail "keep-alive server: exit $rc"
+
+# keep-alive while tokens have no text to send: a scripted answer (HEADSTART_TEST_EMIT) says
+# "Hello", then opens a tool call whose long argument the parser holds back until the call
+# closes (tens of thousands of tokens of nothing to send). Keep-alives must keep coming after
+# "Hello": without them a stream is closed after --idle-timeout with nothing moving (seen: 8
+# streams of a random model, whose tokens often have empty text, cut off mid-answer).
+$py -c 'import json; print(json.dumps(["Hello\n<tool_call>\n<function=read_file>\n<parameter=path>\n" + "ab " * 20000 + "\n</parameter>\n</function>\n</tool_call>"]))' > "$tmp/quiet.json"
+HEADSTART_TEST_EMIT=$tmp/quiet.json e2e_start "$tmp/q.log" --no-bank-disk --ctx 65536 --keepalive 0.01
+qpid=$pid
+$py -c 'import json; print(json.dumps({"model":"m","max_tokens":30000,"stream":True,"messages":[{"role":"user","content":"hi"}],"chat_template_kwargs":{"enable_thinking":False},"tools":[{"type":"function","function":{"name":"read_file","parameters":{"type":"object","properties":{"path":{"type":"string"}}}}}]}))' > "$tmp/quiet_req.json"
+curl -s -H "$ct" -N -o "$tmp/quiet" --data-binary "@$tmp/quiet_req.json" "http://127.0.0.1:$port/v1/chat/completions"
+$py - "$tmp/quiet" <<'EOF2' && pass "keep-alive comments while the answer's tokens have no text yet (a held-back tool call)" || fail "keep-alive while quiet: $(head -c 800 "$tmp/quiet")"
+import json, sys
+ev = [e for e in open(sys.argv[1]).read().split("\n\n") if e]
+text = lambda e: e.startswith("data: {") and json.loads(e[6:])["choices"][0]["delta"].get("content")
+first = next(i for i, e in enumerate(ev) if text(e))
+later = [i for i, e in enumerate(ev) if e == ": keepalive" and i > first]
+assert later and ev[-1] == "data: [DONE]", ev[:12]
+print(len(later), file=sys.stderr)
+EOF2
+e2e_stop "$qpid"; rc=$?
+[ $rc -eq 0 ] && pass "SIGTERM (quiet-answer server): exit 0" || fail "quiet-answer server: exit $rc"
 pid=$kpid_main base=$kbase
 
 # SIGTERM with one request running and one queued (--parallel 1): the stream ends with an
