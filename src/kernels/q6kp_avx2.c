@@ -17,8 +17,9 @@
  *      activation dword of u4 is q[16g + 4u4 ..], broadcast.
  *   3. The integer sum is the contract's isum = sum_g sc_g (dot_g - 32 bsum_g), exact in any
  *      order: vpmaddubsw pairs are at most 2 x 63 x 127 = 16002 (activations in [-127, 127],
- *      kern_q8k_quantize), so two of them are added in int16 (<= 32004 < 2^15), then vpmaddwd with (sc_g, sc_g) (a vpshufb of the
- *      layout's pair (sc_2p, sc_2p+1), sign-extended by vpmovsxbw) widens and scales; the
+ *      kern_q8k_quantize), so two of them are added in int16 (<= 32004 < 2^15), then
+ *      vpmaddwd with (sc_g, sc_g) (a vpshufb of the layout's pair (sc_2p, sc_2p+1),
+ *      sign-extended by vpmovsxbw) widens and scales; the
  *      offset share is one vpmaddwd per pair p of (-32 sc_2p, -32 sc_2p+1) (|.| <= 4096:
  *      int16) with the token's (bsum_2p, bsum_2p+1), added to the same int32 sum. No step
  *      wraps (|isum| < 2^29, kernels.h).
@@ -33,9 +34,9 @@
  *      the accumulators of the group's 2 x 8 outputs live on the stack, one load and store
  *      per block and token. Software prefetch into L2 (T1) Q6KP2_PF bytes ahead along the
  *      packed stream, by the first tile of each half, 7 lines in each of its 4 steps (note
- *      9). More tokens than that with long rows:
- *      row panels of about Q6KP2_PANEL_BYTES of packed groups, each panel read from memory
- *      by its first token chunk and from L2 by the others.
+ *      9). More tokens than that with long rows: row panels of about Q6KP2_PANEL_BYTES of
+ *      packed groups, each panel read from memory by its first token chunk and from L2 by
+ *      the others.
  *   6. Prefill (more than Q6KP2_STREAM tokens, rows of at most Q6KP2_PANEL_BLKS
  *      super-blocks): panels of 8-row halves are decoded once into a stack buffer (about
  *      114 KiB: the quants a byte each, the (sc_g, sc_g) and offset scale vectors, d as f32)
