@@ -113,6 +113,16 @@ static inline __attribute__((always_inline)) __m512i kq_spread_idx(int base, int
     return _mm512_loadu_si512(ix);
 }
 
+/* The vpermt2d index that gathers a panel block's dword lanes from two vectors of the
+ * K-quant row-group layout (q4k_avx512.c's and q6k_avx512.c's q?p_pack_group_kp): lane L
+ * takes dword 4(L/4) + (L/2)%2 + 2ab of the first vector (L even) or the second (L odd). */
+static inline __attribute__((always_inline)) __m512i kq_kp_gather_idx(int ab)
+{
+    int32_t ix[16];
+    for (int L = 0; L < 16; L++) ix[L] = 4 * (L / 4) + (L / 2) % 2 + 2 * ab + 16 * (L % 2);
+    return _mm512_loadu_si512(ix);
+}
+
 /* The dword at p of rows 0..15 (lane i = row i). */
 static inline __attribute__((always_inline)) __m512i kq_col_u32(const uint8_t *p, size_t rb)
 {

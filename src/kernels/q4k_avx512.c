@@ -286,12 +286,7 @@ static void q4p_tiles(float *y, int64_t y_ld, const struct q4p_blk *pk, int64_t 
 static void q4p_pack_group_kp(struct q4p_blk *dst, const uint8_t *gp, int64_t nb)
 {
     const __m512i m4 = _mm512_set1_epi8(15);
-    __m512i idx[2];
-    for (int ab = 0; ab < 2; ab++) {
-        int32_t ix[16];
-        for (int L = 0; L < 16; L++) ix[L] = 4 * (L / 4) + (L / 2) % 2 + 2 * ab + 16 * (L % 2);
-        idx[ab] = _mm512_loadu_si512(ix);
-    }
+    const __m512i idx[2] = { kq_kp_gather_idx(0), kq_kp_gather_idx(1) };
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *sb = gp + (size_t)b * KERN_Q4KP_SB_BYTES;
         struct q4p_blk *d = dst + b;
