@@ -15,6 +15,13 @@
  *      q6_k through kern_ops.matmul_k on their rows, with the activations quantized once
  *      outside the timing; K-quants only where --k is a multiple of 256), one matrix of about --mib MiB (K =
  *      --k, the rows to fill it), written once before timing (every page faulted in).
+ *      q8_0p, q4_kp and q6_kp are the same rows packed once (kern_q8p_pack, kern_kp_pack)
+ *      and multiplied in that layout (kern_ops.matmul_q8p, matmul_kp), as the engine does
+ *      where the table has the kernel (wpack.c); skipped where it has not. Their bytes are
+ *      the packed copy's.
+ *   2a. The rows go to the threads as the engine hands out a decode matmul's (forward.c mm_n):
+ *      pieces of about 1/16 of a thread's share, multiples of 16 rows, at least 32, claimed
+ *      first come, first served (sys_pool_run_chunks); the plain read takes the same pieces.
  *   3. read_gb_s: the same threads xor-reading the same matrix with 32-byte loads (AVX2
  *      where the CPU has it), four accumulators, the same row split: the roofline of this
  *      one matrix on this machine at this moment. Kernel and read runs alternate, so load
@@ -58,16 +65,20 @@ static uint64_t db_next(void)
 }
 static float db_val(void) { return (float)((double)(db_next() >> 11) / 9007199254740992.0) * 2.0f - 1.0f; }
 
-enum { DB_F32, DB_F16, DB_BF16, DB_BF16_DP, DB_Q8_0, DB_Q4_K, DB_Q6_K, DB_N };
-static const char *const db_names[DB_N] = { "f32", "f16", "bf16", "bf16_dp", "q8_0", "q4_k", "q6_k" };
+enum { DB_F32, DB_F16, DB_BF16, DB_BF16_DP, DB_Q8_0, DB_Q4_K, DB_Q6_K, DB_Q8_0P, DB_Q4_KP, DB_Q6_KP, DB_N };
+static const char *const db_names[DB_N] = { "f32", "f16", "bf16", "bf16_dp", "q8_0", "q4_k", "q6_k",
+                                            "q8_0p", "q4_kp", "q6_kp" };
 static const int db_wt[DB_N] = { KERN_W_F32, KERN_W_F16, KERN_W_BF16, KERN_W_BF16, KERN_W_Q8_0,
-                                 KERN_K_Q4_K, KERN_K_Q6_K };
+                                 KERN_K_Q4_K, KERN_K_Q6_K, KERN_W_Q8_0, KERN_K_Q4_K, KERN_K_Q6_K };
+static bool db_packed(int type) { return type >= DB_Q8_0P; }
 
 struct db_job {
     const struct kern_ops *ops;
     int type;           /* DB_* */
-    const uint8_t *w;
-    size_t rb;          /* bytes per row */
+    const uint8_t *w;   /* the rows, or their packed copy (note 2) */
+    size_t rb;          /* bytes per row (of the rows; the read takes the packed copy's rows' share) */
+    int64_t rows;
+    size_t bytes;       /* of w */
     const float *x;
     const uint16_t *xb;
     const struct kern_q8_block *xq;
@@ -111,16 +122,20 @@ static uint64_t read_plain(const uint8_t *p, int64_t n)
 static void db_fn(void *ctx, int64_t r0, int64_t r1, int ti)
 {
     struct db_job *j = ctx;
-    if (j->read) {
-        const uint8_t *p = j->w + (size_t)r0 * j->rb;
-        int64_t n = (r1 - r0) * (int64_t)j->rb;
+    if (j->read) { /* the same share of w's bytes as rows [r0, r1) */
+        size_t a = (size_t)((double)j->bytes * (double)r0 / (double)j->rows);
+        size_t b = (size_t)((double)j->bytes * (double)r1 / (double)j->rows);
+        const uint8_t *p = j->w + a;
+        int64_t n = (int64_t)(b - a);
 #if defined(__x86_64__)
         if (sys_cpu_get()->avx2) { j->sum[ti & 63] ^= read_avx2(p, n); return; }
 #endif
         j->sum[ti & 63] ^= read_plain(p, n);
         return;
     }
-    if (j->type == DB_BF16_DP) j->ops->bf16_matmul(j->y, 1, j->w, j->xb, 1, j->k, r0, r1);
+    if (j->type == DB_Q8_0P) j->ops->matmul_q8p(j->y, 1, j->w, j->xq, NULL, 1, j->k, r0, r1);
+    else if (db_packed(j->type)) j->ops->matmul_kp(j->y, 1, j->w, db_wt[j->type], j->xk, 1, j->k, r0, r1);
+    else if (j->type == DB_BF16_DP) j->ops->bf16_matmul(j->y, 1, j->w, j->xb, 1, j->k, r0, r1);
     else if (kern_wtype_is_k(db_wt[j->type])) j->ops->matmul_k(j->y, 1, j->w, db_wt[j->type], j->xk, 1, j->k, r0, r1);
     else j->ops->matmul(j->y, 1, j->w, (enum kern_wtype)db_wt[j->type], j->x, j->xq, 1, j->k, r0, r1);
 }
@@ -130,7 +145,7 @@ static uint8_t *db_weights(int type, int64_t rows, int64_t k, size_t rb)
     uint8_t *w = hs_malloc(rb * (size_t)rows);
     for (int64_t r = 0; r < rows; r++) {
         uint8_t *row = w + rb * (size_t)r;
-        if (type == DB_Q8_0) {
+        if (type == DB_Q8_0 || type == DB_Q8_0P) {
             for (int64_t b = 0; b < k / KERN_Q8_BLOCK; b++) {
                 uint16_t d = hs_f32_to_f16(0.01f * db_val());
                 memcpy(row + KERN_Q8_BLOCK_BYTES * b, &d, 2);
@@ -141,11 +156,12 @@ static uint8_t *db_weights(int type, int64_t rows, int64_t k, size_t rb)
         }
         if (kern_wtype_is_k(db_wt[type])) { /* random bits, the f16 scales kept small and finite */
             for (size_t i = 0; i < rb; i++) row[i] = (uint8_t)db_next();
-            size_t bb = type == DB_Q4_K ? KERN_Q4K_BYTES : KERN_Q6K_BYTES;
+            bool q4 = db_wt[type] == KERN_K_Q4_K;
+            size_t bb = q4 ? KERN_Q4K_BYTES : KERN_Q6K_BYTES;
             for (size_t b = 0; b < rb / bb; b++) {
                 uint8_t *blk = row + bb * b;
                 uint16_t d = hs_f32_to_f16(0.01f * db_val()), dm = hs_f32_to_f16(0.001f * db_val());
-                if (type == DB_Q4_K) { memcpy(blk, &d, 2); memcpy(blk + 2, &dm, 2); }
+                if (q4) { memcpy(blk, &d, 2); memcpy(blk + 2, &dm, 2); }
                 else memcpy(blk + bb - 2, &d, 2);
             }
             continue;
@@ -233,17 +249,36 @@ int main(int argc, char **argv)
                                                  : kern_row_bytes((enum kern_wtype)db_wt[type], k);
         int64_t rows = (int64_t)(((size_t)mib << 20) / rb);
         if (rows < 1) rows = 1;
+        if (db_packed(type) && (type == DB_Q8_0P ? !ops->matmul_q8p : !ops->matmul_kp)) {
+            fprintf(stderr, "decode %-7s %s: the table has no matmul over the packed layout, skipped\n",
+                    db_names[type], variant);
+            continue;
+        }
         uint8_t *w = db_weights(type, rows, k, rb);
+        size_t wbytes = rb * (size_t)rows;
+        if (db_packed(type)) { /* the engine's packed copy (note 2) */
+            int64_t groups = (rows + KERN_KP_ROWS - 1) / KERN_KP_ROWS; /* KERN_Q8P_ROWS too */
+            wbytes = type == DB_Q8_0P ? kern_q8p_bytes(rows, k) : kern_kp_bytes(db_wt[type], rows, k);
+            uint8_t *pk = hs_aligned_alloc(64, wbytes);
+            memset(pk, 0, wbytes);
+            if (type == DB_Q8_0P) kern_q8p_pack(pk, w, rows, k, 0, groups);
+            else kern_kp_pack(pk, w, db_wt[type], rows, k, 0, groups);
+            hs_free(w);
+            w = pk;
+        }
         float *y = hs_malloc((size_t)rows * sizeof(float));
-        struct db_job j = { .ops = ops, .type = type, .w = w, .rb = rb, .x = x, .xb = xb, .xq = xq, .xk = xk, .y = y, .k = k };
-        double bytes = (double)rb * (double)rows;
+        struct db_job j = { .ops = ops, .type = type, .w = w, .rb = rb, .rows = rows, .bytes = wbytes,
+                            .x = x, .xb = xb, .xq = xq, .xk = xk, .y = y, .k = k };
+        double bytes = (double)wbytes;
+        /* the engine's decode pieces (note 2a) */
+        int64_t chunk = HS_MAX((rows / (16 * threads) + 15) / 16 * 16, (int64_t)32);
         for (long rep = -1; rep < reps; rep++) { /* rep -1: a warm-up of each */
             j.read = false;
             double c0 = thread_cpu_s(), t0 = sys_time_sec();
-            sys_pool_run(pool, rows, db_fn, &j);
+            sys_pool_run_chunks(pool, rows, chunk, db_fn, &j);
             double c1 = thread_cpu_s(), t1 = sys_time_sec();
             j.read = true;
-            sys_pool_run(pool, rows, db_fn, &j);
+            sys_pool_run_chunks(pool, rows, chunk, db_fn, &j);
             double c2 = thread_cpu_s(), t2 = sys_time_sec();
             if (rep >= 0) ts[rep] = t1 - t0, tr[rep] = t2 - t1, cs[rep] = c1 - c0, cr[rep] = c2 - c1;
         }
