@@ -635,12 +635,10 @@ int seq_save(const struct seq *s, void **blob, uint64_t *len, struct hs_err *err
     put_u64(b + 40, engine_snapshot_bytes(e));
     put_u64(b + 48, payload);
     uint8_t *p = b + ENGINE_BLOB_HEADER;
-    size_t rows = (size_t)s->pos * e->g.kv_row_floats * sizeof(float);
+    size_t rb = (size_t)e->g.kv_row_floats * sizeof(float); /* logical rows (seq.c note) */
     for (int64_t a = 0; a < e->g.n_attn; a++) {
-        if (rows) memcpy(p, s->kc[a], rows);
-        p += rows;
-        if (rows) memcpy(p, s->vc[a], rows);
-        p += rows;
+        for (int64_t r = 0; r < s->pos; r++, p += rb) seq_kv_get(s, s->kc[a], r, p);
+        for (int64_t r = 0; r < s->pos; r++, p += rb) seq_kv_get(s, s->vc[a], r, p);
     }
     if (engine_snapshot_bytes(e)) memcpy(p, s->gdn, (size_t)engine_snapshot_bytes(e));
     p += engine_snapshot_bytes(e);
@@ -681,12 +679,10 @@ int seq_restore(struct seq *s, const void *blob, uint64_t len, struct hs_err *er
         return hs_err_set(err, HS_ERR_FORMAT, "state blob: field checksum: mismatch (corrupt blob)");
     seq_kv_reserve(s, (int64_t)pos);
     const uint8_t *p = b + ENGINE_BLOB_HEADER;
-    size_t rows = (size_t)pos * e->g.kv_row_floats * sizeof(float);
+    size_t rb = (size_t)e->g.kv_row_floats * sizeof(float);
     for (int64_t a = 0; a < e->g.n_attn; a++) {
-        if (rows) memcpy(s->kc[a], p, rows);
-        p += rows;
-        if (rows) memcpy(s->vc[a], p, rows);
-        p += rows;
+        for (int64_t r = 0; r < (int64_t)pos; r++, p += rb) seq_kv_put(s, s->kc[a], r, p);
+        for (int64_t r = 0; r < (int64_t)pos; r++, p += rb) seq_kv_put(s, s->vc[a], r, p);
     }
     if (engine_snapshot_bytes(e)) memcpy(s->gdn, p, (size_t)engine_snapshot_bytes(e));
     s->pos = (int64_t)pos;

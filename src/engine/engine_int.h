@@ -150,7 +150,7 @@ struct seq {
     struct engine *e;
     int64_t n_ctx, pos;
     int64_t kv_cap;                        /* positions allocated per attention layer */
-    float **kc, **vc;                      /* [n_attn] -> [kv_cap, nkv*hd] */
+    float **kc, **vc;                      /* [n_attn] -> planes by kv head (seq.c note) */
     float *gdn;                            /* all GDN layers, snapshot layout */
 };
 
@@ -161,6 +161,17 @@ float *seq_gdn_state(struct seq *s);
 uint64_t engine_gdn_offset(const struct engine *e, int gi);
 /* Make room for KV rows up to n_pos positions (grown in ENGINE_KV_BLOCK blocks). */
 void seq_kv_reserve(struct seq *s, int64_t n_pos);
+/* Plane m of an attention layer's K (or V) cache buf (seq.c note): kv head m's rows
+ * [kv_cap, hd] for m < nkv; m == nkv is the row tails' plane [kv_cap, kv_row_floats - nkv * hd]
+ * (Flash-Next's indexer). Row p of a plane of width w is at + p * w. */
+static inline float *seq_kv_plane(const struct seq *s, float *buf, int64_t m)
+{
+    return buf + m * s->kv_cap * s->e->g.hd;
+}
+/* Row p of buf in the logical order (kv heads in order, then the tail: kv_row_floats floats,
+ * the order of blobs and the bank's KV rows), gathered into row / scattered from it. */
+void seq_kv_get(const struct seq *s, const float *buf, int64_t p, void *row);
+void seq_kv_put(const struct seq *s, float *buf, int64_t p, const void *row);
 /* Make sure each thread's attention score row holds n_pos floats. */
 void engine_attn_reserve(struct engine *e, int64_t n_pos);
 

@@ -383,8 +383,8 @@ static void attn_prep_fn(void *ctx, int64_t t0, int64_t t1, int ti)
         }
         const struct fwd_seg *sg = &j->st->seg[j->st->tok_seg[t]];
         int64_t p = sg->p0 + (t - sg->t0);
-        memcpy(sg->s->kc[j->ai] + p * kvw, k, (size_t)kvw * sizeof(float));
-        memcpy(sg->s->vc[j->ai] + p * kvw, v, (size_t)kvw * sizeof(float));
+        seq_kv_put(sg->s, sg->s->kc[j->ai], p, k);
+        seq_kv_put(sg->s, sg->s->vc[j->ai], p, v);
     }
 }
 
@@ -408,18 +408,18 @@ static void qsa_pool_fn(void *ctx, int64_t t0, int64_t t1, int ti)
 {
     const struct attn_job *j = ctx;
     const struct engine_geom *g = &j->e->g;
-    const int64_t kvw = (int64_t)g->kv_row_floats, ko = g->nkv * g->hd;
     float *cs = j->e->s.prope + (int64_t)ti * HS_MAX(g->n_rot, 1);
     for (int64_t t = t0; t < t1; t++) {
         const struct fwd_seg *sg = &j->st->seg[j->st->tok_seg[t]];
         int64_t p = sg->p0 + (t - sg->t0);
         if ((p + 1) % g->qsa_blk) continue;
-        const float *kc = sg->s->kc[j->ai];
-        float *pk = sg->s->vc[j->ai] + p * kvw + ko;
+        /* the row tails' planes (seq.c): raw keys in K's, pooled keys in V's */
+        const float *kt = seq_kv_plane(sg->s, sg->s->kc[j->ai], g->nkv);
+        float *pk = seq_kv_plane(sg->s, sg->s->vc[j->ai], g->nkv) + p * g->idx_d;
         int64_t first = p + 1 - g->qsa_blk;
         for (int64_t d = 0; d < g->idx_d; d++) {
-            float acc = kc[first * kvw + ko + d];
-            for (int64_t i = 1; i < g->qsa_blk; i++) acc += kc[(first + i) * kvw + ko + d];
+            float acc = kt[first * g->idx_d + d];
+            for (int64_t i = 1; i < g->qsa_blk; i++) acc += kt[(first + i) * g->idx_d + d];
             pk[d] = acc / (float)g->qsa_blk;
         }
         rmsnorm_v(j->e->ops, pk, pk, j->L->idx_k_norm, g->idx_d, g->eps);
@@ -453,7 +453,6 @@ static void qsa_select_fn(void *ctx, int64_t t0, int64_t t1, int ti)
     struct engine *e = j->e;
     const struct engine_geom *g = &e->g;
     struct engine_scratch *sc = &e->s;
-    const int64_t kvw = (int64_t)g->kv_row_floats, ko = g->nkv * g->hd;
     const float div = sqrtf((float)g->idx_d);
     struct qsa_pair *pr = sc->bpair + (int64_t)ti * sc->bpair_cap;
     for (int64_t t = t0; t < t1; t++) {
@@ -461,9 +460,10 @@ static void qsa_select_fn(void *ctx, int64_t t0, int64_t t1, int ti)
         int64_t p = sg->p0 + (t - sg->t0), nb = (p + 1) / g->qsa_blk;
         sc->n_sel[t] = 0;
         if (nb <= g->qsa_top) continue;
-        const float *iq = sc->iq + t * g->idx_h * g->idx_d, *vc = sg->s->vc[j->ai];
+        const float *iq = sc->iq + t * g->idx_h * g->idx_d;
+        const float *vt = seq_kv_plane(sg->s, sg->s->vc[j->ai], g->nkv); /* pooled keys (seq.c) */
         for (int64_t b = 0; b < nb; b++) {
-            const float *key = vc + ((b + 1) * g->qsa_blk - 1) * kvw + ko;
+            const float *key = vt + ((b + 1) * g->qsa_blk - 1) * g->idx_d;
             float acc = 0.0f;
             for (int64_t h = 0; h < g->idx_h; h++) acc += HS_MAX(0.0f, e->ops->dot(iq + h * g->idx_d, key, g->idx_d));
             pr[b] = (struct qsa_pair){ acc / div, (int32_t)b };
@@ -490,10 +490,12 @@ static void qsa_attend(const struct attn_job *j, const struct fwd_seg *sg, int64
     const int64_t kvw = (int64_t)g->kv_row_floats, qw = g->nh * g->hd, n = sc->n_sel[t];
     float *kg = sc->kg + (int64_t)ti * sc->sel_cap * kvw, *vg = sc->vg + (int64_t)ti * sc->sel_cap * kvw;
     const int32_t *sel = sc->sel + t * sc->sel_cap;
-    const float *kc = sg->s->kc[j->ai], *vc = sg->s->vc[j->ai];
-    for (int64_t i = 0; i < n; i++) {
-        memcpy(kg + i * kvw, kc + (int64_t)sel[i] * kvw, (size_t)(g->nkv * g->hd) * sizeof(float));
-        memcpy(vg + i * kvw, vc + (int64_t)sel[i] * kvw, (size_t)(g->nkv * g->hd) * sizeof(float));
+    for (int64_t m = 0; m < g->nkv; m++) { /* kv head m's plane (seq.c) into the rows' place m */
+        const float *kc = seq_kv_plane(sg->s, sg->s->kc[j->ai], m), *vc = seq_kv_plane(sg->s, sg->s->vc[j->ai], m);
+        for (int64_t i = 0; i < n; i++) {
+            memcpy(kg + i * kvw + m * g->hd, kc + (int64_t)sel[i] * g->hd, (size_t)g->hd * sizeof(float));
+            memcpy(vg + i * kvw + m * g->hd, vc + (int64_t)sel[i] * g->hd, (size_t)g->hd * sizeof(float));
+        }
     }
     e->ops->attn_tokens(sc->att + t * qw, qw, sc->q + t * qw, qw, kg, vg, kvw, n, 1, g->hd, g->nh, g->nkv,
                         1.0f / sqrtf((float)g->hd), scores, h0, h1);
@@ -518,10 +520,13 @@ static void attn_fn(void *ctx, int64_t i0, int64_t i1, int ti)
         /* QSA: positions ascend in a block, so its dense queries come first */
         int64_t nd = 0;
         while (nd < nt && !(g->idx_h > 0 && sc->n_sel[t0 + nd] > 0)) nd++;
-        if (nd > 0)
-            e->ops->attn_tokens(sc->att + t0 * qw, qw, sc->q + t0 * qw, qw, sg->s->kc[j->ai], sg->s->vc[j->ai],
-                                (int64_t)g->kv_row_floats, sg->p0 + (t0 - sg->t0) + 1, nd, g->hd, g->nh, g->nkv,
-                                scale, scores, h0, h0 + hc);
+        if (nd > 0) { /* the run's kv head m alone: its plane (seq.c), its group of query heads */
+            int64_t group = g->nh / g->nkv, m = h0 / group, hq = m * group * g->hd;
+            e->ops->attn_tokens(sc->att + t0 * qw + hq, qw, sc->q + t0 * qw + hq, qw,
+                                seq_kv_plane(sg->s, sg->s->kc[j->ai], m), seq_kv_plane(sg->s, sg->s->vc[j->ai], m),
+                                g->hd, sg->p0 + (t0 - sg->t0) + 1, nd, g->hd, group, 1, scale, scores,
+                                h0 - m * group, h0 - m * group + hc);
+        }
         for (int64_t t = t0 + nd; t < t0 + nt; t++) qsa_attend(j, sg, t, ti, scores, h0, h0 + hc);
         for (int64_t t = t0; t < t0 + nt; t++) {
             float *out = sc->att + t * qw;

@@ -1,15 +1,23 @@
 /*
  * seq.c — sequences: one conversation's state at a position. KV cache (f32, per attention
- * layer, [kv_cap, nkv * hd], grown in ENGINE_KV_BLOCK-position blocks up to n_ctx) and the
+ * layer, kv_cap positions, grown in ENGINE_KV_BLOCK-position blocks up to n_ctx) and the
  * GDN state of every GDN layer in one buffer laid out as a snapshot (conv [K-1, C], then
  * recurrent [Hv, Dk, Dv], per GDN layer in layer order; Flash-Next's n-gram state after
  * them), so a capture is one memcpy per
  * layer and a snapshot restore one memcpy.
  *
+ * KV layout. A layer's K (and V) buffer is nkv planes [kv_cap, hd], one per kv head, then,
+ * with an indexer, a plane [kv_cap, kv_row_floats - nkv * hd] of the row tails
+ * (seq_kv_plane). The attention of a kv head then streams one contiguous block: its rows
+ * interleaved with the other heads' (1 KiB of every 2 KiB for the 0.8B geometry) read at
+ * about half the memory bandwidth of one stream on the dev EPYC, prefetched or not
+ * (bench/profile.md round 19). Blobs and the bank keep the logical row (kv heads in order,
+ * then the tail), gathered and scattered by seq_kv_get / seq_kv_put.
+ *
  * Invariants:
  *   1. Rows [0, pos) of each KV cache and the GDN buffer are the whole state; rows past pos
  *      are never read (a restore or reset does not need to clear them).
- *   2. kv_cap only grows, never past n_ctx; growing keeps rows [0, pos).
+ *   2. kv_cap only grows, never past n_ctx; growing keeps rows [0, pos) of every plane.
  */
 #include "engine/engine_int.h"
 
@@ -59,11 +67,49 @@ void seq_kv_reserve(struct seq *s, int64_t n_pos)
     cap = HS_MAX(cap, HS_MIN(2 * s->kv_cap, s->n_ctx));
     cap = HS_MIN(cap, s->n_ctx);
     size_t bytes = (size_t)cap * (size_t)g->kv_row_floats * sizeof(float);
+    /* the planes move: each one's rows [0, pos) to its place at the new capacity */
+    size_t head = (size_t)s->pos * (size_t)g->hd * sizeof(float);
+    size_t tail = (size_t)s->pos * ((size_t)g->kv_row_floats - (size_t)(g->nkv * g->hd)) * sizeof(float);
     for (int64_t a = 0; a < g->n_attn; a++) {
-        s->kc[a] = hs_realloc(s->kc[a], bytes);
-        s->vc[a] = hs_realloc(s->vc[a], bytes);
+        float *buf[2] = { s->kc[a], s->vc[a] };
+        for (int c = 0; c < 2; c++) {
+            float *nb = hs_malloc(bytes);
+            if (buf[c] && s->pos > 0)
+                for (int64_t m = 0; m <= g->nkv; m++) {
+                    size_t n = m < g->nkv ? head : tail;
+                    if (n) memcpy(nb + m * cap * g->hd, buf[c] + m * s->kv_cap * g->hd, n);
+                }
+            hs_free(buf[c]);
+            buf[c] = nb;
+        }
+        s->kc[a] = buf[0];
+        s->vc[a] = buf[1];
     }
     s->kv_cap = cap;
+}
+
+void seq_kv_get(const struct seq *s, const float *buf, int64_t p, void *row)
+{
+    const struct engine_geom *g = &s->e->g;
+    int64_t tw = (int64_t)g->kv_row_floats - g->nkv * g->hd;
+    uint8_t *r = row;
+    for (int64_t m = 0; m < g->nkv; m++)
+        memcpy(r + (size_t)(m * g->hd) * sizeof(float), buf + (m * s->kv_cap + p) * g->hd, (size_t)g->hd * sizeof(float));
+    if (tw)
+        memcpy(r + (size_t)(g->nkv * g->hd) * sizeof(float), buf + g->nkv * s->kv_cap * g->hd + p * tw,
+               (size_t)tw * sizeof(float));
+}
+
+void seq_kv_put(const struct seq *s, float *buf, int64_t p, const void *row)
+{
+    const struct engine_geom *g = &s->e->g;
+    int64_t tw = (int64_t)g->kv_row_floats - g->nkv * g->hd;
+    const uint8_t *r = row;
+    for (int64_t m = 0; m < g->nkv; m++)
+        memcpy(buf + (m * s->kv_cap + p) * g->hd, r + (size_t)(m * g->hd) * sizeof(float), (size_t)g->hd * sizeof(float));
+    if (tw)
+        memcpy(buf + g->nkv * s->kv_cap * g->hd + p * tw, r + (size_t)(g->nkv * g->hd) * sizeof(float),
+               (size_t)tw * sizeof(float));
 }
 
 /* ---- parts for the session bank --------------------------------------------------------- */
@@ -81,9 +127,9 @@ int seq_kv_read(const struct seq *s, int64_t from, int64_t to, void *dst)
     uint8_t *d = dst;
     for (int64_t p = from; p < to; p++) {
         for (int64_t a = 0; a < g->n_attn; a++) {
-            memcpy(d, s->kc[a] + (size_t)p * g->kv_row_floats, rb);
+            seq_kv_get(s, s->kc[a], p, d);
             d += rb;
-            memcpy(d, s->vc[a] + (size_t)p * g->kv_row_floats, rb);
+            seq_kv_get(s, s->vc[a], p, d);
             d += rb;
         }
     }
@@ -104,9 +150,9 @@ int seq_restore_parts(struct seq *s, int64_t pos, const void *kv_rows, const voi
     const uint8_t *p8 = kv_rows;
     for (int64_t p = 0; p < pos && g->n_attn > 0; p++) {
         for (int64_t a = 0; a < g->n_attn; a++) {
-            memcpy(s->kc[a] + (size_t)p * g->kv_row_floats, p8, rb);
+            seq_kv_put(s, s->kc[a], p, p8);
             p8 += rb;
-            memcpy(s->vc[a] + (size_t)p * g->kv_row_floats, p8, rb);
+            seq_kv_put(s, s->vc[a], p, p8);
             p8 += rb;
         }
     }
