@@ -20,6 +20,16 @@
  *      (query, head) keeps its own accumulators, dot order, max/exp/sum and key order, so
  *      the bits are those of one kern_attn call per query; the keys only later queries
  *      see are scored with kern_dot_avx512 and accumulated after the shared ones.
+ *   5. The output passes go by blocks of ATT_VB keys: for each block, every dims chunk in
+ *      turn, its accumulators loaded from out (raw f32 partial sums: a float stored and
+ *      loaded back is the same float, so the fma chain over t is the one of a single pass)
+ *      and stored back, divided by the sum after the last key. One pass per chunk over all
+ *      keys read 256 (one query) or 128 bytes (several) of every value row, one row apart,
+ *      at about a third of the memory bandwidth of a sequential read; a block's rows stay
+ *      in L1/L2 for its chunks, and the first chunk's pass prefetches the next block's. With
+ *      the engine's KV planes (engine/seq.c) a one-token attention over 8192 keys, 6
+ *      layers, two threads, took about 0.45x the time of the interleaved rows' single
+ *      passes (bench/profile.md round 19).
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -29,6 +39,9 @@
 
 #define INLINE static inline __attribute__((always_inline))
 #define NV 8 /* output vectors per chunk: 128 dims in 8 zmm */
+#ifndef ATT_VB
+#define ATT_VB 48 /* keys per block of the output passes (note 5) */
+#endif
 
 /* kern_expsub: the lane-wise exp pass of kern_attn_scores. */
 void kern_expsub_avx512(float *x, int64_t n, float m)
@@ -61,18 +74,25 @@ INLINE void attn_out_chunk(float *oj, const float *vc, int64_t kv_ld, const floa
     for (int c = 0; c < nv; c++) _mm512_mask_storeu_ps(oj + d0 + 16 * c, m[c], _mm512_div_ps(acc[c], s));
 }
 
-/* o[d0 .. d0 + 64) of ng heads of one kv head (e of head i at e + i * n_pos): each value row
- * chunk is loaded once for all of them; every head keeps its own accumulators and order. */
+/* o[d0 .. d0 + 64) of ng heads of one kv head over keys [t0, t1) (e of head i at
+ * e + i * n_pos): each value row chunk is loaded once for all of them; every head keeps its
+ * own accumulators and order. The accumulators start from zero at key 0 and otherwise from
+ * what the previous block left in out (raw f32: the same fma chain), and are divided by the
+ * sum after the last key (note 5). The pass over d0 = 0 prefetches the rows one block
+ * ahead, all hd of them. */
 INLINE void attn_out_chunk_heads(float *out, int64_t hd, const float *vc, int64_t kv_ld, const float *e,
-                                 int64_t n_pos, const float *sum, int64_t d0, int ng)
+                                 int64_t n_pos, const float *sum, int64_t d0, int64_t t0, int64_t t1, int ng)
 {
     __m512 acc[KERN_ATTN_HEADS][4];
 #pragma GCC unroll 4
     for (int i = 0; i < ng; i++)
 #pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) acc[i][c] = _mm512_setzero_ps();
-    for (int64_t t = 0; t < n_pos; t++) {
+        for (int c = 0; c < 4; c++)
+            acc[i][c] = t0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(out + i * hd + d0 + 16 * c);
+    for (int64_t t = t0; t < t1; t++) {
         const float *vt = vc + t * kv_ld + d0;
+        if (d0 == 0 && t + ATT_VB < n_pos)
+            for (int64_t c = 0; c < hd; c += 16) _mm_prefetch((const char *)(vt + ATT_VB * kv_ld + c), _MM_HINT_T0);
         __m512 v0 = _mm512_loadu_ps(vt), v1 = _mm512_loadu_ps(vt + 16);
         __m512 v2 = _mm512_loadu_ps(vt + 32), v3 = _mm512_loadu_ps(vt + 48);
 #pragma GCC unroll 4
@@ -88,7 +108,8 @@ INLINE void attn_out_chunk_heads(float *out, int64_t hd, const float *vc, int64_
     for (int i = 0; i < ng; i++) {
         __m512 s = _mm512_set1_ps(sum[i]);
 #pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) _mm512_storeu_ps(out + i * hd + d0 + 16 * c, _mm512_div_ps(acc[i][c], s));
+        for (int c = 0; c < 4; c++)
+            _mm512_storeu_ps(out + i * hd + d0 + 16 * c, t1 == n_pos ? _mm512_div_ps(acc[i][c], s) : acc[i][c]);
     }
 }
 
@@ -152,14 +173,19 @@ void kern_attn_avx512(float *out, const float *q, const float *kc, const float *
         }
         const float *vm = vc + m * hd;
         int64_t d0 = 0;
-        if (ng > 1) {
-            for (; d0 + 64 <= hd; d0 += 64) {
-                switch (ng) {
-                case 2: attn_out_chunk_heads(out + j * hd, hd, vm, kv_ld, scratch, n_pos, sum, d0, 2); break;
-                case 3: attn_out_chunk_heads(out + j * hd, hd, vm, kv_ld, scratch, n_pos, sum, d0, 3); break;
-                default: attn_out_chunk_heads(out + j * hd, hd, vm, kv_ld, scratch, n_pos, sum, d0, 4); break;
+        if (ng > 1) { /* blocks of ATT_VB keys, all 64-dim chunks of a block in turn (note 5) */
+            int64_t dz = hd / 64 * 64;
+            for (int64_t t0 = 0; t0 < n_pos; t0 += ATT_VB) {
+                int64_t t1 = HS_MIN(t0 + ATT_VB, n_pos);
+                for (d0 = 0; d0 < dz; d0 += 64) {
+                    switch (ng) {
+                    case 2: attn_out_chunk_heads(out + j * hd, hd, vm, kv_ld, scratch, n_pos, sum, d0, t0, t1, 2); break;
+                    case 3: attn_out_chunk_heads(out + j * hd, hd, vm, kv_ld, scratch, n_pos, sum, d0, t0, t1, 3); break;
+                    default: attn_out_chunk_heads(out + j * hd, hd, vm, kv_ld, scratch, n_pos, sum, d0, t0, t1, 4); break;
+                    }
                 }
             }
+            d0 = dz;
         }
         for (int i = 0; i < ng; i++) {
             float *oj = out + (j + i) * hd;
@@ -206,53 +232,42 @@ INLINE void tok_scores(float *e, int64_t ld, const float *q, int64_t q_ld, const
     }
 }
 
-/* out[d0 .. d0 + 32) of the nt x ng pairs: sum over the pair's keys (t ascending) of
- * e_t * v_t, then / sum; each value row chunk is loaded once for every pair that reads it.
- * Keys [0, np0) belong to every query, key np0 + u to queries i > u. */
-INLINE void tok_out(float *out, int64_t out_ld, int64_t hd, const float *vm, int64_t kv_ld, const float *e,
-                    int64_t ld, int64_t np0, const float *sum, int64_t d0, int nt, int ng)
+/* Keys [t0, t1) into out[d0 .. d0 + 32) of pairs pbeg .. nt * ng - 1 (pair (i, h) at
+ * out + i * out_ld + h * hd), which hold the raw partial sums of the keys before t0 (first:
+ * none yet, start from 0): o[d] = fmaf(e_t, v_t[d], o[d]), t ascending; each value row chunk
+ * is loaded once for every pair that reads it (note 5: blocks of keys, all chunks of a block
+ * in turn; the pass over d0 = 0 prefetches the rows one block ahead). */
+INLINE void tok_acc(float *out, int64_t out_ld, int64_t hd, const float *vm, int64_t kv_ld, const float *e,
+                    int64_t ld, int64_t t0, int64_t t1, int64_t tz, bool first, int pbeg, int64_t d0, int nt, int ng)
 {
-    __m512 acc[KERN_ATTN_TOKS][KERN_ATTN_HEADS][2];
-#pragma GCC unroll 4
-    for (int i = 0; i < nt; i++)
-#pragma GCC unroll 4
-        for (int h = 0; h < ng; h++) acc[i][h][0] = acc[i][h][1] = _mm512_setzero_ps();
-    for (int64_t t = 0; t < np0; t++) {
-        const float *vt = vm + t * kv_ld + d0;
-        __m512 v0 = _mm512_loadu_ps(vt), v1 = _mm512_loadu_ps(vt + 16);
-#pragma GCC unroll 4
-        for (int i = 0; i < nt; i++)
-#pragma GCC unroll 4
-            for (int h = 0; h < ng; h++) {
-                __m512 et = _mm512_set1_ps(e[(i * ng + h) * ld + t]);
-                acc[i][h][0] = _mm512_fmadd_ps(et, v0, acc[i][h][0]);
-                acc[i][h][1] = _mm512_fmadd_ps(et, v1, acc[i][h][1]);
-            }
+    __m512 acc[KERN_ATTN_TOKS * KERN_ATTN_HEADS][2];
+#pragma GCC unroll 12
+    for (int p = 0; p < nt * ng; p++) { /* p from 0 with a test: constant register indices */
+        if (p < pbeg) continue;
+        const float *o = out + p / ng * out_ld + p % ng * hd + d0;
+        acc[p][0] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(o);
+        acc[p][1] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(o + 16);
     }
-    for (int u = 0; u + 1 < nt; u++) {
-        int64_t t = np0 + u;
+    for (int64_t t = t0; t < t1; t++) {
         const float *vt = vm + t * kv_ld + d0;
+        if (d0 == 0 && t + ATT_VB < tz)
+            for (int64_t c = 0; c < hd; c += 16) _mm_prefetch((const char *)(vt + ATT_VB * kv_ld + c), _MM_HINT_T0);
         __m512 v0 = _mm512_loadu_ps(vt), v1 = _mm512_loadu_ps(vt + 16);
-#pragma GCC unroll 4
-        for (int i = 0; i < nt; i++) {
-            if (i <= u) continue;
-#pragma GCC unroll 4
-            for (int h = 0; h < ng; h++) {
-                __m512 et = _mm512_set1_ps(e[(i * ng + h) * ld + t]);
-                acc[i][h][0] = _mm512_fmadd_ps(et, v0, acc[i][h][0]);
-                acc[i][h][1] = _mm512_fmadd_ps(et, v1, acc[i][h][1]);
-            }
+#pragma GCC unroll 12
+        for (int p = 0; p < nt * ng; p++) {
+            if (p < pbeg) continue;
+            __m512 et = _mm512_set1_ps(e[p * ld + t]);
+            acc[p][0] = _mm512_fmadd_ps(et, v0, acc[p][0]);
+            acc[p][1] = _mm512_fmadd_ps(et, v1, acc[p][1]);
         }
     }
-#pragma GCC unroll 4
-    for (int i = 0; i < nt; i++)
-#pragma GCC unroll 4
-        for (int h = 0; h < ng; h++) {
-            __m512 s = _mm512_set1_ps(sum[i * ng + h]);
-            float *o = out + i * out_ld + h * hd + d0;
-            _mm512_storeu_ps(o, _mm512_div_ps(acc[i][h][0], s));
-            _mm512_storeu_ps(o + 16, _mm512_div_ps(acc[i][h][1], s));
-        }
+#pragma GCC unroll 12
+    for (int p = 0; p < nt * ng; p++) {
+        if (p < pbeg) continue;
+        float *o = out + p / ng * out_ld + p % ng * hd + d0;
+        _mm512_storeu_ps(o, acc[p][0]);
+        _mm512_storeu_ps(o + 16, acc[p][1]);
+    }
 }
 
 /* nt queries x ng heads of one kv head (hd % 32 == 0): scores, the keys past np0 that only
@@ -278,7 +293,19 @@ INLINE void tok_heads(float *out, int64_t out_ld, const float *q, int64_t q_ld, 
             for (int64_t t = 0; t < n; t++) s = s + r[t];
             sum[i * ng + h] = s;
         }
-    for (int64_t d0 = 0; d0 < hd; d0 += 32) tok_out(out, out_ld, hd, vm, kv_ld, e, ld, np0, sum, d0, nt, ng);
+    /* keys [0, np0) belong to every query, key np0 + u to queries i > u */
+    for (int64_t t0 = 0; t0 < np0; t0 += ATT_VB)
+        for (int64_t d0 = 0; d0 < hd; d0 += 32)
+            tok_acc(out, out_ld, hd, vm, kv_ld, e, ld, t0, HS_MIN(np0, t0 + ATT_VB), np0, t0 == 0, 0, d0, nt, ng);
+    for (int u = 0; u + 1 < nt; u++)
+        for (int64_t d0 = 0; d0 < hd; d0 += 32)
+            tok_acc(out, out_ld, hd, vm, kv_ld, e, ld, np0 + u, np0 + u + 1, np0 + u + 1, false, (u + 1) * ng, d0, nt, ng);
+    for (int i = 0; i < nt; i++)
+        for (int h = 0; h < ng; h++) {
+            float *o = out + i * out_ld + h * hd;
+            __m512 sv = _mm512_set1_ps(sum[i * ng + h]);
+            for (int64_t d0 = 0; d0 < hd; d0 += 16) _mm512_storeu_ps(o + d0, _mm512_div_ps(_mm512_loadu_ps(o + d0), sv));
+        }
 }
 
 void kern_attn_tokens_avx512(float *out, int64_t out_ld, const float *q, int64_t q_ld, const float *kc,
