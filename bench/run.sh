@@ -14,7 +14,9 @@
 #   BENCH_DTYPES   ["bf16 q8_0 q4_k_m"]  q4_k_m is kept only when `headstart mkmodel`
 #                  accepts it (detected from its --help)
 #   BENCH_PHASES   ["prefill512 prefill4096 decode128"]  decode128 = 128 greedy tokens after
-#                  the 512-token prompt (the same run as prefill512 when both are asked for)
+#                  the 512-token prompt (the same run as prefill512 when both are asked for);
+#                  also prefill8192 and decode8k (64 tokens after an 8192-token prompt, one run:
+#                  an agent's context, where attention reads as much as the weights)
 #   BENCH_REPS     [3]          runs of each engine per phase, alternating headstart /
 #                  llama.cpp (the order flips every rep)
 #   BENCH_STAT     [best]       best (highest tok/s of the reps) or median, for the table
@@ -121,7 +123,9 @@ if hs_level:
 else:
     os.environ.pop("HEADSTART_CPU", None)
 llama_features = None                        # what the loaded CPU library reports (llama_bench)
-known_phases = {"prefill512", "prefill4096", "decode128"}
+known_phases = {"prefill512", "prefill4096", "decode128", "prefill8192", "decode8k"}
+# decode phase -> (its prompt, tokens decoded)
+decode_runs = {"decode128": (512, 128), "decode8k": (8192, 64)}
 for p in phases:
     if p not in known_phases:
         sys.exit(f"bench: unknown phase {p!r} (known: {' '.join(sorted(known_phases))})")
@@ -264,6 +268,8 @@ def measure():
         runs.append((512, 128 if "decode128" in phases else 0))
     if "prefill4096" in phases:
         runs.append((4096, 0))
+    if "prefill8192" in phases or "decode8k" in phases:
+        runs.append((8192, 64 if "decode8k" in phases else 0))
 
     # ---- roofline denominators -------------------------------------------------------------
     t_start = time.time()
@@ -319,7 +325,8 @@ def measure():
                         if pf in phases:
                             samples.setdefault((pf, eng), []).append(j["prefill_tok_s"])
                         if n_gen:
-                            samples.setdefault(("decode128", eng), []).append(j["decode_tok_s"])
+                            dp = next(k for k, v in decode_runs.items() if v[0] == n_prompt)
+                            samples.setdefault((dp, eng), []).append(j["decode_tok_s"])
                         samples.setdefault(("cpu", pf, eng), []).append(cpu)
                         log(f"  prefill {j['prefill_tok_s']:.2f} tok/s" + (f", decode {j['decode_tok_s']:.2f} tok/s" if n_gen else "")
                             + f", {cpu:.1f} CPU s")
@@ -331,15 +338,16 @@ def measure():
     bw_gb_s = max(bw_best["stream_gb_s"], bw_best["pieces_gb_s"]) if bw_best else None
     rows = []
     for preset, dt, cost, samples in groups:
-        for phase in [p for p in ["prefill512", "prefill4096", "decode128"] if p in phases]:
+        for phase in [p for p in ["prefill512", "prefill4096", "prefill8192", "decode128", "decode8k"] if p in phases]:
             h, l = samples[(phase, "headstart")], samples[(phase, "llama.cpp")]
             pick = max if stat == "best" else statistics.median
             hv, lv = pick(h), pick(l)
             row = {"model": preset, "dtype": dt, "phase": phase, "headstart_tok_s": hv, "llama_tok_s": lv,
                    "ratio": hv / lv if lv else None, "headstart_samples": h, "llama_samples": l,
                    "file_bytes": cost["file_bytes"], "params_main": cost["params_main"]}
-            if phase == "decode128":
-                ctx = 512 + 64            # mean context over the 128 decoded tokens
+            if phase in decode_runs:
+                n_p, n_g = decode_runs[phase]
+                ctx = n_p + n_g // 2      # mean context over the decoded tokens
                 b = cost["weight_bytes_per_token"] + cost["kv_bytes_per_position"] * ctx + cost["gdn_state_bytes"]
                 row.update({"bytes_per_token": b, "weight_bytes_per_token": cost["weight_bytes_per_token"],
                             "roofline_basis": "read bandwidth", "bandwidth_gb_s": bw_gb_s,
@@ -357,7 +365,7 @@ def measure():
                             "roofline_pct": 100 * achieved / pk if pk else None,
                             "llama_roofline_pct": 100 * lv * fl / T * 1e-9 / pk if pk else None})
             for eng, key in (("headstart", "headstart_cpu_s"), ("llama.cpp", "llama_cpu_s")):
-                c = samples.get(("cpu", "prefill512" if phase == "decode128" else phase, eng))
+                c = samples.get(("cpu", f"prefill{decode_runs[phase][0]}" if phase in decode_runs else phase, eng))
                 if c:
                     row[key] = min(c)
             rows.append(row)
@@ -413,7 +421,7 @@ def report(res, jpath):
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
-        basis = (f"{r['achieved_gb_s']:.1f} of {r['bandwidth_gb_s']:.1f} GB/s read" if r["phase"] == "decode128"
+        basis = (f"{r['achieved_gb_s']:.1f} of {r['bandwidth_gb_s']:.1f} GB/s read" if r["phase"].startswith("decode")
                  else f"{r['achieved_gflops']:.1f} of {fmt(r['peak_gflops'], '.1f')} GFLOP/s matmul peak")
         print(f"{r['model']:5} {r['dtype']:6} {r['phase']:11} {r['headstart_tok_s']:10.2f} {r['llama_tok_s']:10.2f} "
               f"{fmt(r['ratio'], '6.2f')} {fmt(r['roofline_pct'], '6.1f')}  {basis}")
@@ -435,7 +443,7 @@ def report(res, jpath):
     ppath, dpath = base + ".png", os.path.join(os.path.dirname(jpath), "." + os.path.basename(base) + ".dat")
     with open(dpath, "w") as f:
         for r in rows:
-            target = 1.15 if r["phase"] == "decode128" else 2.0
+            target = 1.15 if r["phase"].startswith("decode") else 2.0
             label = f"{r['model']} {r['dtype']}\\n{r['phase'].replace('prefill', 'prefill ').replace('decode', 'decode ')}"
             f.write(f"\"{label}\" {r['ratio'] or 0:.4f} {r['roofline_pct'] or 0:.2f} {target} "
                     f"{r['headstart_tok_s']:.4f} {r['llama_tok_s']:.4f}\n")
