@@ -58,6 +58,18 @@ void seq_reset(struct seq *s)
     memset(s->gdn, 0, (size_t)HS_MAX(engine_snapshot_bytes(s->e), 1));
 }
 
+/* Floats of a row's tail (the indexer's, kv_row_floats - nkv * hd; 0 without one). */
+static int64_t kv_tail_floats(const struct engine_geom *g) { return (int64_t)g->kv_row_floats - g->nkv * g->hd; }
+
+/* Where part m of row p lies in a K or V buffer (floats from its start; the planes of the
+ * note), and its width w: hd for a kv head (m < nkv), the tail's for m == nkv. */
+static int64_t kv_part(const struct seq *s, int64_t m, int64_t p, int64_t *w)
+{
+    const struct engine_geom *g = &s->e->g;
+    *w = m < g->nkv ? g->hd : kv_tail_floats(g);
+    return m * s->kv_cap * g->hd + p * *w;
+}
+
 void seq_kv_reserve(struct seq *s, int64_t n_pos)
 {
     const struct engine_geom *g = &s->e->g;
@@ -67,18 +79,15 @@ void seq_kv_reserve(struct seq *s, int64_t n_pos)
     cap = HS_MAX(cap, HS_MIN(2 * s->kv_cap, s->n_ctx));
     cap = HS_MIN(cap, s->n_ctx);
     size_t bytes = (size_t)cap * (size_t)g->kv_row_floats * sizeof(float);
-    /* the planes move: each one's rows [0, pos) to its place at the new capacity */
-    size_t head = (size_t)s->pos * (size_t)g->hd * sizeof(float);
-    size_t tail = (size_t)s->pos * ((size_t)g->kv_row_floats - (size_t)(g->nkv * g->hd)) * sizeof(float);
     for (int64_t a = 0; a < g->n_attn; a++) {
         float *buf[2] = { s->kc[a], s->vc[a] };
         for (int c = 0; c < 2; c++) {
             float *nb = hs_malloc(bytes);
-            if (buf[c] && s->pos > 0)
-                for (int64_t m = 0; m <= g->nkv; m++) {
-                    size_t n = m < g->nkv ? head : tail;
-                    if (n) memcpy(nb + m * cap * g->hd, buf[c] + m * s->kv_cap * g->hd, n);
-                }
+            /* the planes move: each one's rows [0, pos) to its place at the new capacity */
+            for (int64_t m = 0; m <= g->nkv && buf[c] && s->pos > 0; m++) {
+                int64_t w, at = kv_part(s, m, 0, &w);
+                if (w) memcpy(nb + m * cap * g->hd, buf[c] + at, (size_t)(s->pos * w) * sizeof(float));
+            }
             hs_free(buf[c]);
             buf[c] = nb;
         }
@@ -91,25 +100,19 @@ void seq_kv_reserve(struct seq *s, int64_t n_pos)
 void seq_kv_get(const struct seq *s, const float *buf, int64_t p, void *row)
 {
     const struct engine_geom *g = &s->e->g;
-    int64_t tw = (int64_t)g->kv_row_floats - g->nkv * g->hd;
-    uint8_t *r = row;
-    for (int64_t m = 0; m < g->nkv; m++)
-        memcpy(r + (size_t)(m * g->hd) * sizeof(float), buf + (m * s->kv_cap + p) * g->hd, (size_t)g->hd * sizeof(float));
-    if (tw)
-        memcpy(r + (size_t)(g->nkv * g->hd) * sizeof(float), buf + g->nkv * s->kv_cap * g->hd + p * tw,
-               (size_t)tw * sizeof(float));
+    for (int64_t m = 0; m <= g->nkv; m++) {
+        int64_t w, at = kv_part(s, m, p, &w);
+        if (w) memcpy((uint8_t *)row + (size_t)(m * g->hd) * sizeof(float), buf + at, (size_t)w * sizeof(float));
+    }
 }
 
 void seq_kv_put(const struct seq *s, float *buf, int64_t p, const void *row)
 {
     const struct engine_geom *g = &s->e->g;
-    int64_t tw = (int64_t)g->kv_row_floats - g->nkv * g->hd;
-    const uint8_t *r = row;
-    for (int64_t m = 0; m < g->nkv; m++)
-        memcpy(buf + (m * s->kv_cap + p) * g->hd, r + (size_t)(m * g->hd) * sizeof(float), (size_t)g->hd * sizeof(float));
-    if (tw)
-        memcpy(buf + g->nkv * s->kv_cap * g->hd + p * tw, r + (size_t)(g->nkv * g->hd) * sizeof(float),
-               (size_t)tw * sizeof(float));
+    for (int64_t m = 0; m <= g->nkv; m++) {
+        int64_t w, at = kv_part(s, m, p, &w);
+        if (w) memcpy(buf + at, (const uint8_t *)row + (size_t)(m * g->hd) * sizeof(float), (size_t)w * sizeof(float));
+    }
 }
 
 /* ---- parts for the session bank --------------------------------------------------------- */

@@ -282,3 +282,43 @@ Test(q4exp_forward, ties_go_to_the_lower_blocks)
     engine_free(e);
     model_free(m);
 }
+
+/* A KV cache that grows past its first block moves every plane, the indexer's row tails
+ * included (engine/seq.c): token by token (growing at ENGINE_KV_BLOCK) the logits of every
+ * position equal one forward of the whole prompt, and a blob of the grown sequence restores
+ * to the same next logits. Past the block, QSA selects among many blocks of the moved tails. */
+Test(q4exp_forward, kv_grows_past_a_block)
+{
+    const int64_t n = ENGINE_KV_BLOCK + 40;
+    int32_t *ids = malloc((size_t)n * sizeof(int32_t));
+    for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)((i * 31 + 7) % V);
+    struct model *m = load(true);
+    struct engine *e = engine(m, 2);
+    struct seq *a = seq_new(e, n + 1), *b = seq_new(e, n + 1);
+    int64_t *rows = malloc((size_t)n * sizeof(int64_t)), r0 = 0;
+    for (int64_t i = 0; i < n; i++) rows[i] = i;
+    float *la = malloc((size_t)(n * V) * sizeof(float)), *lb = malloc((size_t)V * sizeof(float));
+    struct hs_err err = { 0 };
+    cr_assert_eq(engine_forward(e, a, ids, n, NULL, 0, rows, (int)n, la, &err), HS_OK, "%s", err.msg);
+    for (int64_t i = 0; i < n; i++) {
+        cr_assert_eq(engine_forward(e, b, ids + i, 1, NULL, 0, &r0, 1, lb, &err), HS_OK, "%s", err.msg);
+        cr_assert(memcmp(la + i * V, lb, V * sizeof(float)) == 0, "position %lld: grown cache differs", (long long)i);
+    }
+    cr_assert_gt(b->kv_cap, ENGINE_KV_BLOCK);
+    /* the grown sequence's blob, restored into a fresh one: the same next logits */
+    void *blob = NULL;
+    uint64_t len = 0;
+    cr_assert_eq(seq_save(b, &blob, &len, &err), HS_OK, "%s", err.msg);
+    struct seq *c = seq_new(e, n + 1);
+    cr_assert_eq(seq_restore(c, blob, len, &err), HS_OK, "%s", err.msg);
+    const int32_t next = 3;
+    float *lc = malloc((size_t)V * sizeof(float));
+    cr_assert_eq(engine_forward(e, b, &next, 1, NULL, 0, &r0, 1, lb, &err), HS_OK, "%s", err.msg);
+    cr_assert_eq(engine_forward(e, c, &next, 1, NULL, 0, &r0, 1, lc, &err), HS_OK, "%s", err.msg);
+    cr_assert(memcmp(lb, lc, V * sizeof(float)) == 0, "restored blob of a grown cache differs");
+    free(blob);
+    free(ids); free(rows); free(la); free(lb); free(lc);
+    seq_free(a); seq_free(b); seq_free(c);
+    engine_free(e);
+    model_free(m);
+}
