@@ -2,7 +2,7 @@
 #
 # Layout: every src/<module>/*.c goes into build/libheadstart.a; the command line, src/cli/*.c,
 # links it into build/headstart. Unit tests: tests/unit/<module>/*.c link into build/tests/unit_<module>
-# (Criterion). Files named *_avx2.c / *_avx512.c get their ISA flags; nothing else does.
+# (Criterion). Files named *_avx2.c / *_avxvnni.c / *_avx512.c get their ISA flags; nothing else does.
 
 CC       ?= cc
 BUILD    ?= build
@@ -21,6 +21,7 @@ LDLIBS   := -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd -lm -lpthread -lsqlite3 
 ARCH     := $(shell $(CC) -dumpmachine 2>/dev/null | cut -d- -f1)
 ifeq ($(ARCH),x86_64)
 ISA_avx2   := -mavx2 -mfma -mf16c
+ISA_avxvnni := $(ISA_avx2) -mavxvnni
 ISA_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx512vnni -mfma -mf16c
 endif
 
@@ -49,7 +50,7 @@ TSAN_TESTS := $(foreach m,$(TSAN_MODULES),$(BUILD)/tsan/tests/unit_$(m))
 # Fuzz corpus replay: each tests/fuzz/fuzz_NAME.c linked with replay_main.c, normal flags
 REPLAY_BINS := $(patsubst tests/fuzz/fuzz_%.c,$(BUILD)/tests/replay_%,$(wildcard tests/fuzz/fuzz_*.c))
 
-isa_flags = $(if $(findstring _avx512,$(1)),$(ISA_avx512),$(if $(findstring _avx2,$(1)),$(ISA_avx2)))
+isa_flags = $(if $(findstring _avx512,$(1)),$(ISA_avx512),$(if $(findstring _avxvnni,$(1)),$(ISA_avxvnni),$(if $(findstring _avx2,$(1)),$(ISA_avx2))))
 
 .PHONY: all deps test unit asan tsan fuzz demo bench clean help check-includes check-docs
 all: $(BIN)

@@ -3,7 +3,8 @@
 # `headstart serve`, side by side with llama.cpp decoding the same number of sequences in one
 # batch (bench/llama_batch.c on the npm package's libllama), same GGUF, same threads. Writes
 # bench/results/concurrency.md (the tables), concurrency.json (every sample) and
-# concurrency.png (aggregate tok/s against streams); concurrency-avx2.* with BENCH_ISA=avx2.
+# concurrency.png (aggregate tok/s against streams); concurrency-avx2.* with BENCH_ISA=avx2 (and
+# concurrency-avxvnni.* with BENCH_ISA=avxvnni).
 # Never part of make test: measurements, not pass/fail; the goals are printed beside the
 # numbers.
 #
@@ -58,7 +59,9 @@
 #   BENCH_ISA      [native]      avx2: both engines on their AVX2 code, whatever the CPU has
 #                  ([F14], as run.sh): the servers with HEADSTART_CPU=avx2 (checked: the start
 #                  line must say kernels avx2), llama_batch with llama.cpp's haswell CPU library
-#                  (checked: its backend must report AVX2 and no AVX512)
+#                  (checked: its backend must report AVX2 and no AVX512). avxvnni: the same at
+#                  the AVX-VNNI level (HEADSTART_CPU=avxvnni, llama.cpp's alderlake library,
+#                  which must report AVX_VNNI), on a CPU that has it
 #   BENCH_B_ENV    [""]          "NAME=VALUE ...": the streams part compares headstart with a second
 #                  headstart server started with these variables added (e.g. HEADSTART_NO_PACK=1),
 #                  in place of llama.cpp, alternating the two within each stream count as it
@@ -121,7 +124,8 @@ reps = int(env("BENCH_REPS", "1"))
 with_llama = env("BENCH_LLAMA", "1") != "0"
 isa = env("BENCH_ISA", "native")
 # per ISA: headstart's HEADSTART_CPU level, llama.cpp's CPU library (None: the best for the CPU)
-isa_table = {"native": (None, None), "avx2": ("avx2", "libggml-cpu-haswell.so")}
+isa_table = {"native": (None, None), "avx2": ("avx2", "libggml-cpu-haswell.so"),
+             "avxvnni": ("avxvnni", "libggml-cpu-alderlake.so")}
 if isa not in isa_table:
     sys.exit(f"concurrency: BENCH_ISA is one of {' '.join(isa_table)}")
 hs_level, llama_cpu_lib = isa_table[isa]
@@ -473,8 +477,9 @@ def streams_rows(srv, srv_b, path, sp, ids_path):
                         sys.exit(f"concurrency: llama_batch failed: {p.stderr.strip()[-1500:]}")
                     j = json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][-1])
                     feats = j.get("cpu_features", "").split()
-                    if isa == "avx2" and ("AVX2" not in feats or any(f.startswith("AVX512") for f in feats)):
-                        sys.exit(f"concurrency: BENCH_ISA=avx2 but llama.cpp's CPU backend reports {j.get('cpu_features')!r}")
+                    if isa != "native" and ("AVX2" not in feats or any(f.startswith("AVX512") for f in feats)
+                                            or (isa == "avxvnni") != ("AVX_VNNI" in feats)):
+                        sys.exit(f"concurrency: BENCH_ISA={isa} but llama.cpp's CPU backend reports {j.get('cpu_features')!r}")
                     ll_samples.append(j["aggregate_tok_s"])
                     ll_runs.append(j)
                     log(f"{n} streams: llama.cpp {j['aggregate_tok_s']:.2f} tok/s "

@@ -1,5 +1,5 @@
 /*
- * kernels_bench.c — speed of the matmul variants (scalar, AVX2, AVX-512) side by side, one
+ * kernels_bench.c — speed of the matmul variants (scalar, AVX2, AVX-VNNI, AVX-512) side by side, one
  * thread, on the Qwen3.5-0.8B shapes (K = 1024; 3584 and 6144 output rows; T = 1 decode and
  * T = 64 prefill), for f32 / f16 / bf16 / Q8_0 weights, plus the Q8_0 quantizer and kern_dot,
  * and Q8_0 rows against the packed panel layout (kern_ops.matmul_q8p, its offset shares
@@ -34,6 +34,10 @@
 #include <time.h>
 
 #include "engine/engine.h"
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include "kernels/kernels.h"
 #include "sys/sys.h"
 
@@ -59,6 +63,10 @@ static bool cpu_has(const char *v)
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     if (!strcmp(v, "avx2")) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (!strcmp(v, "avxvnni")) { /* cpuid 7.1 EAX bit 4: GCC 12's builtin does not report it */
+        unsigned a, b, c, d;
+        return cpu_has("avx2") && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
+    }
     bool vnni = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                 __builtin_cpu_supports("avx512vnni");
@@ -246,7 +254,7 @@ int main(int argc, char **argv)
     if (argc > 1 && !strcmp(argv[1], "--peak")) return peak_main(argc, argv);
     bool quick = argc > 1 && !strcmp(argv[1], "--quick");
     bool only_q8p = argc > 1 && !strcmp(argv[1], "--q8p");
-    static const char *variants[] = {"scalar", "avx2", "avx512"};
+    static const char *variants[] = {"scalar", "avx2", "avxvnni", "avx512"};
     static const char *tnames[] = {"f32", "f16", "bf16", "q8_0"};
     static const int64_t rows_set[] = {3584, 6144};
     static const int64_t toks[] = {1, 64};
@@ -275,7 +283,7 @@ int main(int argc, char **argv)
                 double t_scalar = 0;
                 char line[256];
                 int len = snprintf(line, sizeof(line), "%-5s rows=%-5ld T=%-3ld", tnames[ti], (long)rows, (long)T);
-                for (int vi = 0; vi < 3; vi++) {
+                for (int vi = 0; vi < 4; vi++) {
                     if (!cpu_has(variants[vi])) continue;
                     const struct kern_ops *ops = kern_ops_for(variants[vi]);
                     float *out = vi == 0 ? yref : y;
@@ -303,7 +311,7 @@ int main(int argc, char **argv)
     /* Q8_0 rows against the panel layout (kern_ops.matmul_q8p, packed outside the timing as
      * the engine packs once at start), at a decode step's token counts and a prefill's: the
      * variant's own matmul on the rows is the baseline (x = rows / packed), bits compared */
-    for (int vi = 1; vi < 3; vi++) {
+    for (int vi = 1; vi < 4; vi++) {
         const struct kern_ops *ops = cpu_has(variants[vi]) ? kern_ops_for(variants[vi]) : NULL;
         if (!ops || !ops->matmul_q8p) continue;
         static const int64_t few[] = {1, 2, 4, 8, 12, 16, 64, TMAX};
@@ -338,7 +346,7 @@ int main(int argc, char **argv)
 
     hs_free(cx);
     /* the quantizer on the 64-token input and a 1024-long dot */
-    for (int vi = 0; vi < (only_q8p ? 0 : 3); vi++) {
+    for (int vi = 0; vi < (only_q8p ? 0 : 4); vi++) {
         if (!cpu_has(variants[vi])) continue;
         const struct kern_ops *ops = kern_ops_for(variants[vi]);
         struct kern_q8_block *q = hs_malloc((size_t)(64 * k / 32) * sizeof(*q));

@@ -32,7 +32,9 @@
 #                  ([F14]): headstart with HEADSTART_CPU=avx2 (checked: `kernels` must read
 #                  avx2), llama.cpp with its haswell CPU library (AVX2 + FMA + F16C) loaded by
 #                  name instead of the best one (checked: its reported features must have
-#                  AVX2 and no AVX512)
+#                  AVX2 and no AVX512). avxvnni: the same with AVX-VNNI (an Intel client
+#                  core's level: Alder Lake and later), on a CPU that has it: headstart's
+#                  avxvnni table, llama.cpp's alderlake library (checked: AVX_VNNI, no AVX512)
 #   BENCH_REPLOT=FILE.json      no runs: print the table of an earlier result and redraw its
 #                  chart (FILE.png)
 #
@@ -114,7 +116,8 @@ idmax = int(env("BENCH_IDMAX", "150000"))
 refresh = env("BENCH_REFRESH", "0") == "1"
 isa = env("BENCH_ISA", "native")
 # per ISA: headstart's HEADSTART_CPU level, llama.cpp's CPU library (None: the best for the CPU)
-isa_table = {"native": (None, None), "avx2": ("avx2", "libggml-cpu-haswell.so")}
+isa_table = {"native": (None, None), "avx2": ("avx2", "libggml-cpu-haswell.so"),
+             "avxvnni": ("avxvnni", "libggml-cpu-alderlake.so")}
 if isa not in isa_table:
     sys.exit(f"bench: BENCH_ISA is one of {' '.join(isa_table)}")
 hs_level, llama_cpu_lib = isa_table[isa]
@@ -319,8 +322,9 @@ def measure():
                         else:
                             llama_features = j.get("cpu_features", llama_features)
                             feats = (llama_features or "").split()
-                            if isa == "avx2" and ("AVX2" not in feats or any(f.startswith("AVX512") for f in feats)):
-                                sys.exit(f"bench: BENCH_ISA=avx2 but llama.cpp's CPU backend reports {llama_features!r}")
+                            if isa != "native" and ("AVX2" not in feats or any(f.startswith("AVX512") for f in feats)
+                                                    or (isa == "avxvnni") != ("AVX_VNNI" in feats)):
+                                sys.exit(f"bench: BENCH_ISA={isa} but llama.cpp's CPU backend reports {llama_features!r}")
                         pf = f"prefill{n_prompt}"
                         if pf in phases:
                             samples.setdefault((pf, eng), []).append(j["prefill_tok_s"])

@@ -339,7 +339,14 @@ const char *engine_best_variant(void)
 {
     const struct sys_cpu *cpu = sys_cpu_get();
     bool vnni = cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512_vnni;
-    return kern_best_variant(cpu->avx2 && cpu->fma && cpu->f16c, vnni, vnni && cpu->avx512_bf16);
+    return kern_best_variant(cpu->avx2 && cpu->fma && cpu->f16c, cpu->avx_vnni, vnni, vnni && cpu->avx512_bf16);
+}
+
+bool engine_variant_runs(const char *name)
+{
+    const struct sys_cpu *cpu = sys_cpu_get();
+    bool vnni = cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512_vnni;
+    return kern_variant_runs(name, cpu->avx2 && cpu->fma && cpu->f16c, cpu->avx_vnni, vnni, vnni && cpu->avx512_bf16);
 }
 
 /* Items 1-3 of the design note. */
@@ -540,7 +547,7 @@ int engine_new(const struct model *m, const struct engine_opts *o, struct engine
     e->m = m;
     e->n_threads = o->n_threads;
     e->n_batch = o->n_batch;
-    /* The variant: the best the CPU has (HEADSTART_CPU=scalar|avx2|avx512vnni|avx512
+    /* The variant: the best the CPU has (HEADSTART_CPU=scalar|avx2|avxvnni|avx512vnni|avx512
      * lowers it). */
     e->variant = engine_best_variant();
     e->ops = kern_ops_for(e->variant);
@@ -573,8 +580,7 @@ void engine_free(struct engine *e)
 int engine_force_variant(struct engine *e, const char *name, struct hs_err *err)
 {
     const char *b = engine_best_variant();
-    int want = kern_variant_rank(name);
-    const struct kern_ops *ops = want >= 0 && want <= kern_variant_rank(b) ? kern_ops_for(name) : NULL;
+    const struct kern_ops *ops = name && engine_variant_runs(name) ? kern_ops_for(name) : NULL;
     if (!ops) return hs_err_set(err, HS_ERR_UNSUPPORTED, "engine: kernel variant '%s' is not available here (best: %s)", name, b);
     e->ops = ops;
     e->variant = ops->name;

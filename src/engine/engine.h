@@ -55,7 +55,7 @@ int engine_new(const struct model *m, const struct engine_opts *o, struct engine
                struct hs_err *err);
 void engine_free(struct engine *e);
 const struct model *engine_model(const struct engine *e);
-/* Name of the kernel variant in use ("scalar", "avx2", "avx512vnni", "avx512") — part of
+/* Name of the kernel variant in use ("scalar", "avx2", "avxvnni", "avx512vnni", "avx512") — part of
  * the numerics fingerprint. */
 const char *engine_kernel_variant(const struct engine *e);
 /* Bytes of the engine's own copies of Q8_0, Q4_K and Q6_K matrices in their packed layouts
@@ -64,8 +64,11 @@ const char *engine_kernel_variant(const struct engine *e);
  * copied. */
 uint64_t engine_packed_bytes(const struct engine *e);
 /* The variant a new engine uses on this machine: the best the CPU has, lowered by
- * HEADSTART_CPU=scalar|avx2|avx512vnni|avx512 (static string). */
+ * HEADSTART_CPU=scalar|avx2|avxvnni|avx512vnni|avx512 (static string). */
 const char *engine_best_variant(void);
+/* True when this machine (as HEADSTART_CPU leaves it) can run kernel variant `name`
+ * (kern_variant_runs on the detected features). */
+bool engine_variant_runs(const char *name);
 /* The process fingerprint: (build, kernel variant, model geometry, tensor table, the stat
  * of each model file at load). State made under another fingerprint must never be
  * restored; this one names state only inside this process (the RAM bank, seq_save). */

@@ -1,5 +1,6 @@
 /*
- * dispatch.c — the table of kernel variants (scalar, AVX2, AVX-512) and the choice among them.
+ * dispatch.c — the table of kernel variants (scalar, AVX2, AVX2 + AVX-VNNI, AVX-512) and the
+ * choice among them.
  *
  * Design note:
  *   1. The engine detects the CPU (sys) and asks kern_best_variant for a name, then
@@ -9,7 +10,12 @@
  *      choice changes speed only. The scalar table always exists; the x86 variants exist in
  *      x86 builds only, so a generic (e.g. arm64) build runs the scalar path.
  *   3. Calling a variant's functions on a CPU without its instructions is undefined
- *      (SIGILL): only kern_best_variant's answer, or a lower one, is safe.
+ *      (SIGILL): only kern_best_variant's answer, or a variant kern_variant_runs allows, is
+ *      safe.
+ *   4. The ranks order the tables by speed, and every instruction of a row is in the rows
+ *      above it but one: "avxvnni" (rank 2) needs AVX-VNNI, which CPUs with AVX-512 VNNI
+ *      need not have (Zen 4, Ice Lake, Cascade Lake have vpdpbusd only EVEX-encoded).
+ *      kern_variant_runs says so; a rank comparison alone does not.
  */
 #include <string.h>
 
@@ -65,6 +71,28 @@ static const struct kern_ops ops_table[] = {
         .matmul_x = kern_matmul_x_avx2,
         .q8k_quantize = kern_q8k_quantize_avx2,
         .matmul_q8p = kern_matmul_q8p_avx2,
+        .matmul_kp = kern_matmul_kp_avx2,
+    },
+    /* AVX2 + AVX-VNNI: the AVX2 table with the Q8_0 matmuls built again for vpdpbusd on
+     * ymm (matmul_avxvnni.c, q8p_avxvnni.c) */
+    {
+        .name = "avxvnni",
+        .matmul = kern_matmul_avxvnni,
+        .q8_quantize = kern_q8_quantize_avx2,
+        .dot = kern_dot_avx2,
+        .attn = kern_attn_avx2,
+        .gdn_step = kern_gdn_step_avx2,
+        .matmul_k = kern_matmul_k_avx2,
+        .bf16_round = kern_bf16_round_avx2,
+        .bf16_matmul = kern_bf16_matmul_avx2,
+        .swiglu = kern_swiglu_avx2,
+        .sigmoid_mul = kern_sigmoid_mul_avx2,
+        .gated_scale = kern_gated_scale_avx2,
+        .conv1d_step = kern_conv1d_step_avx2,
+        .attn_tokens = kern_attn_tokens_avx2,
+        .matmul_x = kern_matmul_x_avx2,
+        .q8k_quantize = kern_q8k_quantize_avx2,
+        .matmul_q8p = kern_matmul_q8p_avxvnni,
         .matmul_kp = kern_matmul_kp_avx2,
     },
     /* AVX-512 without AVX512_BF16: everything of "avx512" but the two bf16 entries, which
@@ -126,13 +154,22 @@ int kern_variant_rank(const char *variant)
     return o ? (int)(o - ops_table) : -1;
 }
 
-const char *kern_best_variant(bool avx2_fma_f16c, bool avx512_vnni, bool avx512_bf16)
+const char *kern_best_variant(bool avx2_fma_f16c, bool avx_vnni, bool avx512_vnni, bool avx512_bf16)
 {
     if (!KERN_HAVE_X86) return "scalar";
     /* the AVX-512 files also use F16C-class conversions and FMA, which every AVX-512
      * CPU has; a CPU reporting AVX-512 without AVX2 is not a real machine */
     if (avx512_vnni && avx512_bf16) return "avx512";
     if (avx512_vnni) return "avx512vnni";
+    if (avx2_fma_f16c && avx_vnni) return "avxvnni";
     if (avx2_fma_f16c) return "avx2";
     return "scalar";
+}
+
+bool kern_variant_runs(const char *variant, bool avx2_fma_f16c, bool avx_vnni, bool avx512_vnni, bool avx512_bf16)
+{
+    int r = kern_variant_rank(variant);
+    if (r < 0 || r > kern_variant_rank(kern_best_variant(avx2_fma_f16c, avx_vnni, avx512_vnni, avx512_bf16)))
+        return false;
+    return strcmp(variant, "avxvnni") != 0 || (avx2_fma_f16c && avx_vnni); /* note 4 */
 }

@@ -598,7 +598,8 @@ void kern_gdn_step(float *o, float *S, const float *q, const float *k, const flo
                    const float *alpha, const float *beta, int64_t n_kh, int64_t n_vh,
                    int64_t dk, int64_t dv, int64_t h0, int64_t h1);
 
-/* ==== SIMD variants and dispatch (dispatch.c; X_avx2.c, X_avx512.c beside each X.c) ======= */
+/* ==== SIMD variants and dispatch (dispatch.c; X_avx2.c, X_avx512.c beside each X.c, and
+ * X_avxvnni.c where an AVX2 file is built again for AVX-VNNI) ============================== */
 
 /* The hot kernels of one code path. Every variant equals the scalar reference above bit for
  * bit (the same accumulation orders; tests/unit/kernels/test_simd.c), so the choice changes
@@ -606,7 +607,7 @@ void kern_gdn_step(float *o, float *S, const float *q, const float *k, const flo
  * kern_matmul, kern_q8_quantize and kern_dot; for Q8_0 the AVX2 and AVX-512 matmuls rely on
  * xq coming from kern_q8_quantize (any variant), i.e. activation quants in [-127, 127]. */
 struct kern_ops {
-    const char *name; /* "scalar", "avx2", "avx512" */
+    const char *name; /* "scalar", "avx2", "avxvnni", "avx512vnni", "avx512" */
     void (*matmul)(float *y, int64_t y_ld, const void *w, enum kern_wtype wt, const float *x,
                    const struct kern_q8_block *xq, int64_t n_tok, int64_t k, int64_t r0,
                    int64_t r1);
@@ -661,24 +662,31 @@ struct kern_ops {
                       int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
 };
 
-/* The table of variant `variant` ("scalar", "avx2", "avx512vnni", "avx512"); NULL for an
- * unknown name or NULL, and for the x86 ones in a build for another CPU family. The
- * caller must know the CPU has the variant's instructions: kern_best_variant. Static
- * storage, never freed. */
+/* The table of variant `variant` ("scalar", "avx2", "avxvnni", "avx512vnni", "avx512"); NULL
+ * for an unknown name or NULL, and for the x86 ones in a build for another CPU family. The
+ * caller must know the CPU has the variant's instructions: kern_best_variant,
+ * kern_variant_runs. Static storage, never freed. */
 const struct kern_ops *kern_ops_for(const char *variant);
 
-/* The rank of a variant in the order scalar < avx2 < avx512vnni < avx512 (0, 1, 2, 3): a CPU
- * that runs one runs every lower one. -1 for a name this build has no table for. */
+/* The rank of a variant in the order scalar < avx2 < avxvnni < avx512vnni < avx512 (0 .. 4),
+ * fastest last. A CPU that runs one runs every lower one except "avxvnni", which needs
+ * AVX-VNNI (kern_variant_runs). -1 for a name this build has no table for. */
 int kern_variant_rank(const char *variant);
+
+/* True when a CPU with these features (as kern_best_variant's) can run `variant`: its rank is
+ * at most the best's, and for "avxvnni" the CPU has AVX-VNNI. False for unknown names. */
+bool kern_variant_runs(const char *variant, bool avx2_fma_f16c, bool avx_vnni, bool avx512_vnni, bool avx512_bf16);
 
 /* The fastest variant this build has for a CPU with the given features (from sys CPU
  * detection; kernels may not include sys): avx2_fma_f16c = AVX2, FMA and F16C all present;
- * avx512_vnni = AVX-512 F, BW, VL, DQ and VNNI all present (Cascade Lake, Ice Lake and
- * later, Zen 4 and later); avx512_bf16 = those and AVX512_BF16 too (Cooper Lake, Sapphire
- * Rapids and later, Zen 4 and later). Returns "avx512" (all of them), "avx512vnni" (the
- * same kernels, except that bf16 weights multiply with FMAs in place of vdpbf16ps: same
- * bits, kernels.h "BF16 weights"), "avx2" or "scalar" (a static string). */
-const char *kern_best_variant(bool avx2_fma_f16c, bool avx512_vnni, bool avx512_bf16);
+ * avx_vnni = AVX-VNNI (vpdpbusd on ymm, VEX: Alder Lake and later Intel cores, Sapphire
+ * Rapids, Zen 5); avx512_vnni = AVX-512 F, BW, VL, DQ and VNNI all present (Cascade Lake,
+ * Ice Lake and later, Zen 4 and later); avx512_bf16 = those and AVX512_BF16 too (Cooper
+ * Lake, Sapphire Rapids and later, Zen 4 and later). Returns "avx512" (all of them),
+ * "avx512vnni" (the same kernels, except that bf16 weights multiply with FMAs in place of
+ * vdpbf16ps: same bits, kernels.h "BF16 weights"), "avxvnni" (the AVX2 table with VNNI
+ * Q8_0 matmuls), "avx2" or "scalar" (a static string). */
+const char *kern_best_variant(bool avx2_fma_f16c, bool avx_vnni, bool avx512_vnni, bool avx512_bf16);
 
 /* The variants' entry points (x86 builds only); use them through kern_ops_for. */
 void kern_swiglu_avx2(float *y, const float *gate, const float *up, int64_t i0, int64_t i1);
@@ -710,6 +718,12 @@ void kern_matmul_q8p_avx512(float *y, int64_t y_ld, const void *wp, const struct
                             const int32_t *cx, int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
 void kern_matmul_q8p_avx2(float *y, int64_t y_ld, const void *wp, const struct kern_q8_block *xq,
                           const int32_t *cx, int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+/* The "avxvnni" table's own entries (AVX2 + AVX-VNNI): matmul_avxvnni.c, q8p_avxvnni.c. */
+void kern_matmul_avxvnni(float *y, int64_t y_ld, const void *w, enum kern_wtype wt, const float *x,
+                         const struct kern_q8_block *xq, int64_t n_tok, int64_t k, int64_t r0,
+                         int64_t r1);
+void kern_matmul_q8p_avxvnni(float *y, int64_t y_ld, const void *wp, const struct kern_q8_block *xq,
+                             const int32_t *cx, int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
 void kern_matmul_kp_avx512(float *y, int64_t y_ld, const void *wp, int wt, const struct kern_q8k_block *xq,
                            int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
 void kern_matmul_q4kp_avx512(float *y, int64_t y_ld, const void *wp, const struct kern_q8k_block *xq,

@@ -47,6 +47,8 @@ bool kern_q4kp_panels_avx2(float *y, int64_t y_ld, const void *wp, const struct 
  * the rows are too long for its stack panel (k > 8192). */
 bool kern_q8p_panels_avx2(float *y, int64_t y_ld, const void *wp, const struct kern_q8_block *xq,
                           int64_t n_tok, int64_t k, int64_t h0, int64_t h1);
+bool kern_q8p_panels_avxvnni(float *y, int64_t y_ld, const void *wp, const struct kern_q8_block *xq,
+                             int64_t n_tok, int64_t k, int64_t h0, int64_t h1); /* the same, AVX-VNNI */
 bool kern_q6kp_panels_avx512(float *y, int64_t y_ld, const void *wp, const struct kern_q8k_block *xq,
                              int64_t n_tok, int64_t k, int64_t g0, int64_t g1);
 

@@ -19,6 +19,8 @@
  *      lane) and added with one vfmadd; tree h = 4, 2, 1. The int8 dot is vpmaddubsw of |w|
  *      (unsigned, <= 128) with sign(x, w): exact with no int16 saturation because the
  *      activations come from kern_q8_quantize, so |x| <= 127 (pair sums <= 2 * 128 * 127).
+ *      Compiled a second time for AVX-VNNI (matmul_avxvnni.c), the same step is one
+ *      vpdpbusd of the same operands (q8_dot_add, vec_avx2_int.h): the same integers.
  *   5. The quantizer computes max |x| with NaN lanes dropped (as the scalar `a > amax`),
  *      d and id by the same scalar divisions, rounds to nearest even with vroundps (as
  *      nearbyintf in the default rounding mode) and clamps so that NaN becomes -127.
@@ -374,6 +376,7 @@ static void matmul_bf16(float *y, int64_t y_ld, const uint8_t *w, const float *x
     matmul_float_t(y, y_ld, w, KERN_W_BF16, x, n_tok, k, r0, r1);
 }
 
+#ifndef KERN_AVXVNNI /* the AVX-VNNI table uses these two as they are (vec_avx2_int.h 6) */
 float kern_dot_avx2(const float *a, const float *b, int64_t n)
 {
     __m256 acc[4];
@@ -395,9 +398,11 @@ float kern_dot_avx2(const float *a, const float *b, int64_t n)
     }
     return v8_tree32(acc[0], acc[1], acc[2], acc[3]);
 }
+#endif
 
 /* ---- Q8_0 ----------------------------------------------------------------------------- */
 
+#ifndef KERN_AVXVNNI
 void kern_q8_quantize_avx2(struct kern_q8_block *xq, const float *x, int64_t n_tok, int64_t k)
 {
     int64_t nb = k / KERN_Q8_BLOCK;
@@ -434,14 +439,14 @@ void kern_q8_quantize_avx2(struct kern_q8_block *xq, const float *x, int64_t n_t
         }
     }
 }
+#endif
 
 /* The int8 dot of one block as 8 int32 partials. */
 INLINE __m256i dot1(const uint8_t *wq, const int8_t *xq)
 {
     __m256i wv = _mm256_loadu_si256((const __m256i *)wq);
     __m256i xv = _mm256_loadu_si256((const __m256i *)xq);
-    __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(xv, wv));
-    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+    return q8_dot_add(_mm256_setzero_si256(), _mm256_abs_epi8(wv), _mm256_sign_epi8(xv, wv));
 }
 
 /* Eight block sums (lane b) from the partials of blocks 0..7. */
@@ -629,7 +634,6 @@ INLINE void q8p_tile(float *y, int64_t y_ld, const struct q8p_blk *pk, int64_t n
 {
     __m256 acc[QP_TMAX][KERN_Q8_LANES];
     const struct kern_q8_block *xt[QP_TMAX];
-    const __m256i ones = _mm256_set1_epi16(1);
 #pragma GCC unroll 8
     for (int j = 0; j < NT; j++) {
         xt[j] = xq + (t0 + j) * nb;
@@ -651,8 +655,7 @@ INLINE void q8p_tile(float *y, int64_t y_ld, const struct q8p_blk *pk, int64_t n
             for (int j = 0; j < NT; j++) {
                 int32_t four;
                 memcpy(&four, xt[j][b].q + 4 * s, 4);
-                __m256i p = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(_mm256_set1_epi32(four), wv));
-                is[j] = _mm256_add_epi32(is[j], _mm256_madd_epi16(p, ones));
+                is[j] = q8_dot_add(is[j], wa, _mm256_sign_epi8(_mm256_set1_epi32(four), wv));
             }
         }
         __m256 dw = _mm256_load_ps((const float *)&pk[b].dw);
@@ -725,8 +728,8 @@ static void q8p_load_half(struct q8p_blk *dst, const uint8_t *wp, size_t gb, int
     }
 }
 
-bool kern_q8p_panels_avx2(float *y, int64_t y_ld, const void *wp, const struct kern_q8_block *xq,
-                          int64_t n_tok, int64_t k, int64_t h0, int64_t h1)
+bool KERN_AVX2_NAME(kern_q8p_panels)(float *y, int64_t y_ld, const void *wp, const struct kern_q8_block *xq,
+                                     int64_t n_tok, int64_t k, int64_t h0, int64_t h1)
 {
     const int64_t nb = k / KERN_Q8_BLOCK;
     if (nb > QP_NBMAX || n_tok < 1) return false;
@@ -752,9 +755,9 @@ static void matmul_q8_0(float *y, int64_t y_ld, const uint8_t *w, const struct k
     else q8_rows(y, y_ld, w, xq, n_tok, nb, r0, r1);
 }
 
-void kern_matmul_avx2(float *y, int64_t y_ld, const void *w, enum kern_wtype wt, const float *x,
-                      const struct kern_q8_block *xq, int64_t n_tok, int64_t k, int64_t r0,
-                      int64_t r1)
+void KERN_AVX2_NAME(kern_matmul)(float *y, int64_t y_ld, const void *w, enum kern_wtype wt, const float *x,
+                                 const struct kern_q8_block *xq, int64_t n_tok, int64_t k, int64_t r0,
+                                 int64_t r1)
 {
     switch (wt) {
     case KERN_W_F32: matmul_f32(y, y_ld, w, x, n_tok, k, r0, r1); break;

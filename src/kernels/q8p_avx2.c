@@ -13,9 +13,11 @@
  *      (one vpxor per half vector, shared by all tokens) and matmul_avx2.c note 4's trick
  *      applies: vpmaddubsw of |w| (<= 128, also for a -128 quant) with sign(x, w), exact
  *      because kern_q8_quantize gives |x| <= 127 (pair sums <= 2 * 128 * 127), then
- *      vpmaddwd with ones and an int32 add per step; after 8 steps lane i holds row i's
- *      exact block sum sum w x. The layout's offset is gone with the xor, so the offset
- *      shares cx (q8p.c note 3) are not needed: the kernel ignores them (cx may be NULL).
+ *      vpmaddwd with ones and an int32 add per step (one vpdpbusd where the file is
+ *      compiled for AVX-VNNI: q8p_avxvnni.c, q8_dot_add in vec_avx2_int.h); after 8 steps
+ *      lane i holds row i's exact block sum sum w x. The layout's offset is gone with the
+ *      xor, so the offset shares cx (q8p.c note 3) are not needed: the kernel ignores them
+ *      (cx may be NULL).
  *   3. The float steps are the Q8_0 contract's (kernels.h; matmul_avx2.c note 4), lane-wise:
  *      dw * dx rounded once, one vfmadd per block into the row's partial sum b % 8, blocks
  *      ascending, then the halving tree 4, 2, 1. The layout puts the blocks of one partial
@@ -56,6 +58,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/kernels_int.h"
+#include "kernels/vec_avx2_int.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define Q8P2_TMAX 8 /* tokens per decode tile (registers: note 4) */
@@ -77,7 +80,7 @@
 INLINE void q8p2_half(__m256 *acc, const uint8_t *q, const uint8_t *sc, const struct kern_q8_block *const *xb,
                       int NT)
 {
-    const __m256i off = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+    const __m256i off = _mm256_set1_epi8((char)0x80);
     __m256i is[Q8P2_TMAX];
 #pragma GCC unroll 8
     for (int j = 0; j < NT; j++) is[j] = _mm256_setzero_si256();
@@ -89,8 +92,7 @@ INLINE void q8p2_half(__m256 *acc, const uint8_t *q, const uint8_t *sc, const st
         for (int j = 0; j < NT; j++) {
             int32_t four;
             memcpy(&four, xb[j]->q + 4 * s, 4);
-            __m256i p = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(_mm256_set1_epi32(four), w));
-            is[j] = _mm256_add_epi32(is[j], _mm256_madd_epi16(p, ones));
+            is[j] = q8_dot_add(is[j], wa, _mm256_sign_epi8(_mm256_set1_epi32(four), w));
         }
     }
     __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)sc));
@@ -209,8 +211,8 @@ static void q8p2_rows(float *y, int64_t y_ld, const uint8_t *wp, const struct ke
     }
 }
 
-void kern_matmul_q8p_avx2(float *y, int64_t y_ld, const void *wp, const struct kern_q8_block *xq,
-                          const int32_t *cx, int64_t n_tok, int64_t k, int64_t r0, int64_t r1)
+void KERN_AVX2_NAME(kern_matmul_q8p)(float *y, int64_t y_ld, const void *wp, const struct kern_q8_block *xq,
+                                     const int32_t *cx, int64_t n_tok, int64_t k, int64_t r0, int64_t r1)
 {
     (void)cx; /* the xor is undone, so the offset shares are not needed (note 2) */
     const int64_t nb = k / KERN_Q8_BLOCK;
@@ -218,7 +220,7 @@ void kern_matmul_q8p_avx2(float *y, int64_t y_ld, const void *wp, const struct k
     if (n_tok >= Q8P2_PANEL_MIN) {
         /* the whole halves inside [r0, r1) through the rows' panel path (note 5) */
         int64_t h0 = (r0 + 7) / 8, h1 = r1 / 8;
-        if (h0 < h1 && kern_q8p_panels_avx2(y, y_ld, wp, xq, n_tok, k, h0, h1)) {
+        if (h0 < h1 && KERN_AVX2_NAME(kern_q8p_panels)(y, y_ld, wp, xq, n_tok, k, h0, h1)) {
             if (r0 < 8 * h0) q8p2_rows(y, y_ld, wp, xq, n_tok, nb, r0, 8 * h0);
             if (8 * h1 < r1) q8p2_rows(y, y_ld, wp, xq, n_tok, nb, 8 * h1, r1);
             return;

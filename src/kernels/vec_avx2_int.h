@@ -17,6 +17,14 @@
  *      lanes read as zero and are never stored.
  *   4. v8_tree32 is the 32-lane halving tree of kernels.h over four ymm of lanes k % 32 =
  *      0..7, 8..15, 16..23, 24..31, pair for pair.
+ *   5. q8_dot_add(is, wa, xs) adds to each int32 lane of is the 4 products of its unsigned
+ *      bytes of wa (|w| <= 128) and signed bytes of xs (|x| <= 127: kern_q8_quantize). With
+ *      AVX2 alone it is vpmaddubsw (pair sums <= 2 * 128 * 127 < 2^15: no saturation),
+ *      vpmaddwd with ones and vpaddd; in a file compiled for AVX-VNNI (KERN_AVXVNNI, the
+ *      "avxvnni" table: matmul_avxvnni.c, q8p_avxvnni.c) it is one vpdpbusd. Both are the
+ *      exact integer sum, so the two tables give the same bits.
+ *   6. KERN_AVX2_NAME(f) is f_avx2, or f_avxvnni in those files: the files that compile an
+ *      AVX2 source a second time with AVX-VNNI name its entry points this way.
  */
 #ifndef HS_KERNELS_VEC_AVX2_INT_H
 #define HS_KERNELS_VEC_AVX2_INT_H
@@ -77,6 +85,20 @@ static inline v8_mask v8_tail_mask(int64_t n)
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)HS_MIN(n, 8)), idx);
 }
 #define V8_ALL _mm256_set1_epi32(-1)
+
+#ifdef KERN_AVXVNNI
+#define KERN_AVX2_NAME(f) f##_avxvnni
+static inline __attribute__((always_inline)) __m256i q8_dot_add(__m256i is, __m256i wa, __m256i xs)
+{
+    return _mm256_dpbusd_avx_epi32(is, wa, xs);
+}
+#else
+#define KERN_AVX2_NAME(f) f##_avx2
+static inline __attribute__((always_inline)) __m256i q8_dot_add(__m256i is, __m256i wa, __m256i xs)
+{
+    return _mm256_add_epi32(is, _mm256_madd_epi16(_mm256_maddubs_epi16(wa, xs), _mm256_set1_epi16(1)));
+}
+#endif
 static inline __attribute__((always_inline)) __m256 v8_load(v8_mask m, const float *p) { return _mm256_maskload_ps(p, m); }
 static inline __attribute__((always_inline)) void v8_store(float *p, v8_mask m, __m256 v) { _mm256_maskstore_ps(p, m, v); }
 

@@ -3,9 +3,10 @@
  *
  * A feature counts only when the CPU has it AND the OS saves its register state on a
  * context switch (XCR0 via XGETBV): a CPU with AVX-512 under an OS or hypervisor that does
- * not enable the ZMM state must run the AVX2 kernels. HEADSTART_CPU=scalar|avx2|avx512vnni|
- * avx512 then lowers the level for tests and comparisons (avx512vnni clears AVX512_BF16);
- * it never raises it.
+ * not enable the ZMM state must run the AVX2 kernels. HEADSTART_CPU=scalar|avx2|avxvnni|
+ * avx512vnni|avx512 then lowers the level for tests and comparisons (avx512vnni clears
+ * AVX512_BF16, avxvnni every AVX-512 flag, avx2 AVX-VNNI too); it never raises it: forcing
+ * avxvnni on a CPU without AVX-VNNI (Zen 4, Ice Lake) leaves it at AVX2.
  *
  * Invariants:
  *   1. Detection runs once (pthread_once); every caller sees the same struct.
@@ -99,9 +100,10 @@ static void detect_x86(struct sys_cpu *c)
         c->avx512_vnni = cx & (1u << 11);
     }
     c->amx = os_amx && (d & (1u << 24));
-    if (max_sub7 >= 1 && os_avx512) {
+    if (max_sub7 >= 1) {
         __cpuid_count(7, 1, a, b, cx, d);
-        c->avx512_bf16 = a & (1u << 5);
+        c->avx_vnni = a & (1u << 4); /* ymm only: the YMM state os_avx checked is enough */
+        if (os_avx512) c->avx512_bf16 = a & (1u << 5);
     }
 }
 
@@ -122,11 +124,11 @@ static bool brand_string(char *dst, size_t cap)
 /* Invariant 2: drop flags whose prerequisites are missing. */
 static void make_consistent(struct sys_cpu *c)
 {
-    if (!c->avx2 || !c->fma || !c->f16c) c->avx512f = false;
+    if (!c->avx2 || !c->fma || !c->f16c) c->avx512f = c->avx_vnni = false;
     if (!c->avx512f) c->avx512bw = c->avx512vl = c->avx512_bf16 = c->avx512_vnni = c->amx = false;
 }
 
-enum cpu_level { CPU_LEVEL_SCALAR, CPU_LEVEL_AVX2, CPU_LEVEL_AVX512VNNI, CPU_LEVEL_AVX512 };
+enum cpu_level { CPU_LEVEL_SCALAR, CPU_LEVEL_AVX2, CPU_LEVEL_AVXVNNI, CPU_LEVEL_AVX512VNNI, CPU_LEVEL_AVX512 };
 
 /* Clear every flag above `level`. AMX kernels sit above every level one can force. */
 static void apply_level(struct sys_cpu *c, enum cpu_level level)
@@ -135,6 +137,7 @@ static void apply_level(struct sys_cpu *c, enum cpu_level level)
     if (level < CPU_LEVEL_AVX512) c->avx512_bf16 = false;
     if (level < CPU_LEVEL_AVX512VNNI)
         c->avx512f = c->avx512bw = c->avx512vl = c->avx512_bf16 = c->avx512_vnni = false;
+    if (level < CPU_LEVEL_AVXVNNI) c->avx_vnni = false;
     if (level < CPU_LEVEL_AVX2) c->avx2 = c->fma = c->f16c = c->neon = false;
 }
 
@@ -160,13 +163,13 @@ static void detect(void)
     const char *force = getenv("HEADSTART_CPU");
     if (force && *force) {
         static const struct { const char *name; enum cpu_level level; } levels[] = {
-            { "scalar", CPU_LEVEL_SCALAR }, { "avx2", CPU_LEVEL_AVX2 },
+            { "scalar", CPU_LEVEL_SCALAR }, { "avx2", CPU_LEVEL_AVX2 }, { "avxvnni", CPU_LEVEL_AVXVNNI },
             { "avx512vnni", CPU_LEVEL_AVX512VNNI }, { "avx512", CPU_LEVEL_AVX512 },
         };
         size_t i = 0;
         while (i < HS_ARRAY_LEN(levels) && strcmp(force, levels[i].name) != 0) i++;
         if (i < HS_ARRAY_LEN(levels)) apply_level(c, levels[i].level);
-        else log_warn("HEADSTART_CPU=%s: unknown level (scalar, avx2, avx512vnni or avx512); ignored", force);
+        else log_warn("HEADSTART_CPU=%s: unknown level (scalar, avx2, avxvnni, avx512vnni or avx512); ignored", force);
     }
 }
 

@@ -192,13 +192,14 @@ void sys_pool_slice(int64_t n, int n_threads, int t, int64_t *begin, int64_t *en
 
 struct sys_cpu {
     bool avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512_bf16, avx512_vnni, amx;
+    bool avx_vnni; /* VEX-encoded vpdpbusd on ymm (AVX-VNNI: Alder Lake and later, Zen 5) */
     bool neon; /* arm64 */
     int n_cores; /* online logical CPUs */
     char model[64];
 };
 
 const struct sys_cpu *sys_cpu_get(void); /* detected once, cached */
-/* Honour HEADSTART_CPU=scalar|avx2|avx512vnni|avx512 to force a lower kernel level (tests). */
+/* Honour HEADSTART_CPU=scalar|avx2|avxvnni|avx512vnni|avx512 to force a lower kernel level (tests). */
 uint64_t sys_mem_total_bytes(void);
 uint64_t sys_disk_free_bytes(const char *path); /* 0 when unknown */
 

@@ -143,7 +143,7 @@ Test(q4exp_forward, kernel_variants)
     prompt(ids);
     struct model *m = load(true);
     struct engine *e = engine(m, 2);
-    static const char *const variants[] = { "avx2", "avx512vnni", "avx512" };
+    static const char *const variants[] = { "avx2", "avxvnni", "avx512vnni", "avx512" };
     struct hs_err err = { 0 };
     cr_assert_eq(engine_force_variant(e, "scalar", &err), HS_OK, "%s", err.msg);
     float *ref = whole(e, ids);

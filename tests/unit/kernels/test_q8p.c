@@ -159,6 +159,7 @@ Test(kern_q8p, tables_with_and_without)
 {
     cr_assert_null(kern_ops_for("scalar")->matmul_q8p, "scalar has no panel layout: the engine must not pack");
     if (kern_ops_for("avx2")) cr_assert_not_null(kern_ops_for("avx2")->matmul_q8p, "avx2 has q8p_avx2.c");
+    if (kern_ops_for("avxvnni")) cr_assert_not_null(kern_ops_for("avxvnni")->matmul_q8p, "avxvnni has q8p_avxvnni.c");
     if (kern_ops_for("avx512vnni")) cr_assert_not_null(kern_ops_for("avx512vnni")->matmul_q8p);
     if (kern_ops_for("avx512")) cr_assert_not_null(kern_ops_for("avx512")->matmul_q8p);
 }
@@ -181,6 +182,7 @@ static void decode_token_counts_rows_and_tails(const char *variant)
 }
 Test(kern_q8p, decode_token_counts_rows_and_tails) { decode_token_counts_rows_and_tails("avx512vnni"); }
 Test(kern_q8p, avx2_decode_token_counts_rows_and_tails) { decode_token_counts_rows_and_tails("avx2"); }
+Test(kern_q8p, avxvnni_decode_token_counts_rows_and_tails) { decode_token_counts_rows_and_tails("avxvnni"); }
 
 static void prefill_tiles_and_remainders(const char *variant)
 {
@@ -201,6 +203,7 @@ static void prefill_tiles_and_remainders(const char *variant)
 }
 Test(kern_q8p, prefill_tiles_and_remainders) { prefill_tiles_and_remainders("avx512vnni"); }
 Test(kern_q8p, avx2_prefill_tiles_and_remainders) { prefill_tiles_and_remainders("avx2"); }
+Test(kern_q8p, avxvnni_prefill_tiles_and_remainders) { prefill_tiles_and_remainders("avxvnni"); }
 
 static void panels_large_k_and_splits(const char *variant)
 {
@@ -222,6 +225,7 @@ static void panels_large_k_and_splits(const char *variant)
 }
 Test(kern_q8p, panels_large_k_and_splits) { panels_large_k_and_splits("avx512vnni"); }
 Test(kern_q8p, avx2_panels_large_k_and_splits) { panels_large_k_and_splits("avx2"); }
+Test(kern_q8p, avxvnni_panels_large_k_and_splits) { panels_large_k_and_splits("avxvnni"); }
 
 Test(kern_q8p, slot_order_is_the_partial_sums_order)
 {
@@ -298,3 +302,4 @@ static void given_offset_shares_equal_computed_ones(const char *variant)
 }
 Test(kern_q8p, given_offset_shares_equal_computed_ones) { given_offset_shares_equal_computed_ones("avx512vnni"); }
 Test(kern_q8p, avx2_given_offset_shares_equal_computed_ones) { given_offset_shares_equal_computed_ones("avx2"); }
+Test(kern_q8p, avxvnni_given_offset_shares_equal_computed_ones) { given_offset_shares_equal_computed_ones("avxvnni"); }

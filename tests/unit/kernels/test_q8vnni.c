@@ -129,11 +129,12 @@ Test(kern_q8vnni, panel_large_k_and_many_groups)
     cr_assert_eq(bad, 0, "%d of %d calls differ from scalar", bad, calls);
 }
 
-/* ---- AVX2: per-row tiles below QP_MIN_TOKS (3) tokens, 8-row panels from there ------------ */
+/* ---- AVX2 (and the same source built for AVX-VNNI, matmul_avxvnni.c): per-row tiles below
+ * QP_MIN_TOKS (3) tokens, 8-row panels from there ---------------------------------------- */
 
-Test(kern_q8avx2, few_tokens_rows_and_tails)
+static void q8avx2_few_tokens_rows_and_tails(const char *variant)
 {
-    const struct kern_ops *v = cpu_level_ops_or_skip("avx2");
+    const struct kern_ops *v = cpu_level_ops_or_skip(variant);
     static const int64_t ks[] = {32, 256, 480, 544, 1024, 3584, 8192, 8224};
     int bad = 0, calls = 0;
     qv_rng = 11;
@@ -144,10 +145,12 @@ Test(kern_q8avx2, few_tokens_rows_and_tails)
         }
     cr_assert_eq(bad, 0, "%d of %d few-token calls differ from scalar", bad, calls);
 }
+Test(kern_q8avx2, few_tokens_rows_and_tails) { q8avx2_few_tokens_rows_and_tails("avx2"); }
+Test(kern_q8avx2, avxvnni_few_tokens_rows_and_tails) { q8avx2_few_tokens_rows_and_tails("avxvnni"); }
 
-Test(kern_q8avx2, panel_rows_tokens_and_ranges)
+static void q8avx2_panel_rows_tokens_and_ranges(const char *variant)
 {
-    const struct kern_ops *v = cpu_level_ops_or_skip("avx2");
+    const struct kern_ops *v = cpu_level_ops_or_skip(variant);
     static const int64_t rows[] = {7, 8, 9, 15, 16, 17, 33, 64};
     static const int64_t toks[] = {3, 4, 5, 6, 7, 8, 9, 13, 19};
     static const int64_t ks[] = {32, 96, 288, 1056};
@@ -162,10 +165,12 @@ Test(kern_q8avx2, panel_rows_tokens_and_ranges)
             }
     cr_assert_eq(bad, 0, "%d of %d panel calls differ from scalar", bad, calls);
 }
+Test(kern_q8avx2, panel_rows_tokens_and_ranges) { q8avx2_panel_rows_tokens_and_ranges("avx2"); }
+Test(kern_q8avx2, avxvnni_panel_rows_tokens_and_ranges) { q8avx2_panel_rows_tokens_and_ranges("avxvnni"); }
 
-Test(kern_q8avx2, panel_large_k_and_many_groups)
+static void q8avx2_panel_large_k_and_many_groups(const char *variant)
 {
-    const struct kern_ops *v = cpu_level_ops_or_skip("avx2");
+    const struct kern_ops *v = cpu_level_ops_or_skip(variant);
     int bad = 0, calls = 0;
     qv_rng = 13;
     qv_case(v, 20, 8192, 5, 0, 20, &bad, &calls);   /* two groups, two panels (one group each) */
@@ -174,3 +179,5 @@ Test(kern_q8avx2, panel_large_k_and_many_groups)
     qv_case(v, 48, 3584, 9, 0, 48, &bad, &calls);
     cr_assert_eq(bad, 0, "%d of %d calls differ from scalar", bad, calls);
 }
+Test(kern_q8avx2, panel_large_k_and_many_groups) { q8avx2_panel_large_k_and_many_groups("avx2"); }
+Test(kern_q8avx2, avxvnni_panel_large_k_and_many_groups) { q8avx2_panel_large_k_and_many_groups("avxvnni"); }

@@ -194,7 +194,7 @@ Test(kern_simd_dispatch, table_names)
  * and not to a table would be NULL there, so every member of every table must be set. */
 Test(kern_simd_dispatch, every_member_set)
 {
-    static const char *const names[] = {"scalar", "avx2", "avx512vnni", "avx512"};
+    static const char *const names[] = {"scalar", "avx2", "avxvnni", "avx512vnni", "avx512"};
     int n_tables = 0;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         const struct kern_ops *o = kern_ops_for(names[i]);
@@ -212,23 +212,47 @@ Test(kern_simd_dispatch, every_member_set)
 Test(kern_simd_dispatch, best_variant)
 {
 #if defined(__x86_64__) || defined(__i386__)
-    cr_assert_str_eq(kern_best_variant(false, false, false), "scalar");
-    cr_assert_str_eq(kern_best_variant(true, false, false), "avx2");
-    cr_assert_str_eq(kern_best_variant(true, true, false), "avx512vnni");
-    cr_assert_str_eq(kern_best_variant(true, true, true), "avx512");
-    /* BF16 without the rest of the set does not make an AVX-512 variant */
-    cr_assert_str_eq(kern_best_variant(true, false, true), "avx2");
+    /* (avx2_fma_f16c, avx_vnni, avx512_vnni, avx512_bf16) */
+    cr_assert_str_eq(kern_best_variant(false, false, false, false), "scalar");
+    cr_assert_str_eq(kern_best_variant(true, false, false, false), "avx2");
+    cr_assert_str_eq(kern_best_variant(true, true, false, false), "avxvnni");
+    cr_assert_str_eq(kern_best_variant(true, false, true, false), "avx512vnni");
+    cr_assert_str_eq(kern_best_variant(true, true, true, false), "avx512vnni");
+    cr_assert_str_eq(kern_best_variant(true, false, true, true), "avx512");
+    cr_assert_str_eq(kern_best_variant(true, true, true, true), "avx512");
+    /* BF16 without the rest of the set does not make an AVX-512 variant, nor AVX-VNNI
+     * without AVX2 an avxvnni one */
+    cr_assert_str_eq(kern_best_variant(true, false, false, true), "avx2");
+    cr_assert_str_eq(kern_best_variant(false, true, false, false), "scalar");
     /* the BF16-less table differs from "avx512" in the two bf16 entries only */
     const struct kern_ops *a = kern_ops_for("avx512"), *v = kern_ops_for("avx512vnni");
     cr_assert(v->matmul == a->matmul && v->q8_quantize == a->q8_quantize && v->matmul_k == a->matmul_k);
     cr_assert(v->bf16_matmul == kern_bf16_matmul_avx512f && v->bf16_round == kern_bf16_round_avx2);
+    /* the AVX-VNNI table is the AVX2 one but for its two Q8_0 matmuls */
+    const struct kern_ops *t2 = kern_ops_for("avx2"), *tv = kern_ops_for("avxvnni");
+    cr_assert(tv->matmul == kern_matmul_avxvnni && tv->matmul_q8p == kern_matmul_q8p_avxvnni);
+    cr_assert(tv->matmul_k == t2->matmul_k && tv->matmul_kp == t2->matmul_kp && tv->attn == t2->attn &&
+              tv->q8_quantize == t2->q8_quantize && tv->gdn_step == t2->gdn_step);
+    /* who runs what: AVX-512 VNNI alone (Zen 4) does not run the VEX-encoded avxvnni table */
+    cr_assert(kern_variant_runs("avxvnni", true, true, false, false));
+    cr_assert(kern_variant_runs("avxvnni", true, true, true, true));
+    cr_assert_not(kern_variant_runs("avxvnni", true, false, true, true));
+    cr_assert(kern_variant_runs("avx2", true, false, true, true));
+    cr_assert(kern_variant_runs("avx512vnni", true, false, true, true));
+    cr_assert_not(kern_variant_runs("avx512vnni", true, true, false, false));
+    cr_assert_not(kern_variant_runs("avx512", true, false, true, false));
+    cr_assert(kern_variant_runs("scalar", false, false, false, false));
+    cr_assert_not(kern_variant_runs("sse9", true, true, true, true));
+    cr_assert_not(kern_variant_runs(NULL, true, true, true, true));
 #else
-    cr_assert_str_eq(kern_best_variant(true, true, true), "scalar");
+    cr_assert_str_eq(kern_best_variant(true, true, true, true), "scalar");
+    cr_assert_not(kern_variant_runs("avx2", true, true, true, true));
 #endif
     /* every answer names a table */
-    cr_assert_not_null(kern_ops_for(kern_best_variant(true, true, true)));
-    cr_assert_not_null(kern_ops_for(kern_best_variant(true, true, false)));
-    cr_assert_not_null(kern_ops_for(kern_best_variant(true, false, false)));
+    cr_assert_not_null(kern_ops_for(kern_best_variant(true, true, true, true)));
+    cr_assert_not_null(kern_ops_for(kern_best_variant(true, false, true, false)));
+    cr_assert_not_null(kern_ops_for(kern_best_variant(true, true, false, false)));
+    cr_assert_not_null(kern_ops_for(kern_best_variant(true, false, false, false)));
 }
 
 /* The test data can tell accumulation orders apart: a plain sequential sum over k differs
@@ -541,4 +565,5 @@ static void simd_float_groups(const char *variant)
     Test(kern_simd_##V, matmul_float_groups) { simd_float_groups(#V); }
 
 SIMD_TESTS(avx2)
+SIMD_TESTS(avxvnni)
 SIMD_TESTS(avx512)

@@ -123,6 +123,7 @@ Test(sys_cpu, agrees_with_proc_cpuinfo)
     cr_assert_eq(c.avx512vl, cpuinfo_has("avx512vl"));
     cr_assert_eq(c.avx512_bf16, cpuinfo_has("avx512_bf16"));
     cr_assert_eq(c.avx512_vnni, cpuinfo_has("avx512_vnni"));
+    cr_assert_eq(c.avx_vnni, cpuinfo_has("avx_vnni") && c.avx2 && c.fma && c.f16c);
     if (c.amx) cr_assert(cpuinfo_has("amx_tile"));
 #elif defined(__aarch64__)
     cr_assert(c.neon);
@@ -133,20 +134,25 @@ Test(sys_cpu, forced_scalar_clears_simd)
 {
     struct sys_cpu all = detect_in_child(NULL), c = detect_in_child("scalar");
     cr_assert_not(c.avx2 || c.fma || c.f16c || c.avx512f || c.avx512bw || c.avx512vl ||
-                  c.avx512_bf16 || c.avx512_vnni || c.amx || c.neon, "scalar leaves no SIMD flag");
+                  c.avx512_bf16 || c.avx512_vnni || c.avx_vnni || c.amx || c.neon, "scalar leaves no SIMD flag");
     cr_assert_eq(c.n_cores, all.n_cores);
     cr_assert_str_eq(c.model, all.model);
 }
 
-Test(sys_cpu, forced_avx2_and_avx512_clear_only_above)
+Test(sys_cpu, forced_levels_clear_only_above)
 {
     struct sys_cpu all = detect_in_child(NULL);
     struct sys_cpu c = detect_in_child("avx2");
     cr_assert_eq(c.avx2, all.avx2);
     cr_assert_eq(c.fma, all.fma);
     cr_assert_eq(c.f16c, all.f16c);
+    cr_assert_not(c.avx512f || c.avx512bw || c.avx512vl || c.avx512_bf16 || c.avx512_vnni || c.avx_vnni || c.amx);
+    c = detect_in_child("avxvnni");
+    cr_assert_eq(c.avx2, all.avx2);
+    cr_assert_eq(c.avx_vnni, all.avx_vnni, "avxvnni keeps AVX-VNNI where the CPU has it, never adds it");
     cr_assert_not(c.avx512f || c.avx512bw || c.avx512vl || c.avx512_bf16 || c.avx512_vnni || c.amx);
     c = detect_in_child("avx512");
+    cr_assert_eq(c.avx_vnni, all.avx_vnni);
     cr_assert_eq(c.avx2, all.avx2);
     cr_assert_eq(c.avx512f, all.avx512f, "a level never raises a flag, nor lowers its own");
     cr_assert_eq(c.avx512bw, all.avx512bw);
