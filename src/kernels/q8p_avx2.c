@@ -13,11 +13,9 @@
  *      (one vpxor per half vector, shared by all tokens) and matmul_avx2.c note 4's trick
  *      applies: vpmaddubsw of |w| (<= 128, also for a -128 quant) with sign(x, w), exact
  *      because kern_q8_quantize gives |x| <= 127 (pair sums <= 2 * 128 * 127), then
- *      vpmaddwd with ones and an int32 add per step (one vpdpbusd where the file is
- *      compiled for AVX-VNNI: q8p_avxvnni.c, q8_dot_add in vec_avx2_int.h); after 8 steps
- *      lane i holds row i's exact block sum sum w x. The layout's offset is gone with the
- *      xor, so the offset shares cx (q8p.c note 3) are not needed: the kernel ignores them
- *      (cx may be NULL).
+ *      vpmaddwd with ones and an int32 add per step; after 8 steps lane i holds row i's
+ *      exact block sum sum w x. The layout's offset is gone with the xor, so the offset
+ *      shares cx (q8p.c note 3) are not needed: this build ignores them (cx may be NULL).
  *   3. The float steps are the Q8_0 contract's (kernels.h; matmul_avx2.c note 4), lane-wise:
  *      dw * dx rounded once, one vfmadd per block into the row's partial sum b % 8, blocks
  *      ascending, then the halving tree 4, 2, 1. The layout puts the blocks of one partial
@@ -51,6 +49,13 @@
  *      lane mask (vmaskmovps; its other lanes are independent sums, thrown away), so a
  *      thread split that cuts a group cannot change a bit; a half wholly outside is skipped.
  *      Padding rows compute zeros, never stored.
+ *   7. Built for AVX-VNNI (q8p_avxvnni.c, KERN_AVXVNNI) the tiles of note 4 take the
+ *      layout as q8p_avx512.c does: vpdpbusd of the stored q + 128 (unsigned) with the
+ *      token's quants, the chain started from the token's offset share -128 sum x of the
+ *      block (cx; computed per block here when the caller passes NULL), ends at the exact
+ *      sum w x. One instruction per token and step instead of four, and no xor or abs per
+ *      vector. The long prefills of note 5 run matmul_avxvnni.c's panel tiles (|w| and
+ *      sign(x, w) into one vpdpbusd). Same integers, same bits.
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -76,12 +81,28 @@
 #endif
 
 /* Slot quants q (one half: rows at dword lanes) and its 8 f16 scales sc, tokens xb[0 .. NT)
- * (each token's block b): acc[j] += dw * dx_j * (block sum) (notes 2, 3). */
+ * (each token's block b, its offset share at cs[j]): acc[j] += dw * dx_j * (block sum)
+ * (notes 2, 3, 7). */
 INLINE void q8p2_half(__m256 *acc, const uint8_t *q, const uint8_t *sc, const struct kern_q8_block *const *xb,
-                      int NT)
+                      const int32_t *cs, int NT)
 {
-    const __m256i off = _mm256_set1_epi8((char)0x80);
     __m256i is[Q8P2_TMAX];
+#ifdef KERN_AVXVNNI /* note 7: the layout's unsigned bytes as they are, the sums from the shares */
+#pragma GCC unroll 8
+    for (int j = 0; j < NT; j++) is[j] = _mm256_set1_epi32(cs[j]);
+#pragma GCC unroll 2
+    for (int s = 0; s < 8; s++) {
+        __m256i w = _mm256_load_si256((const __m256i *)(const void *)(q + 64 * s));
+#pragma GCC unroll 8
+        for (int j = 0; j < NT; j++) {
+            int32_t four;
+            memcpy(&four, xb[j]->q + 4 * s, 4);
+            is[j] = _mm256_dpbusd_avx_epi32(is[j], w, _mm256_set1_epi32(four));
+        }
+    }
+#else
+    (void)cs;
+    const __m256i off = _mm256_set1_epi8((char)0x80);
 #pragma GCC unroll 8
     for (int j = 0; j < NT; j++) is[j] = _mm256_setzero_si256();
 #pragma GCC unroll 2
@@ -95,6 +116,7 @@ INLINE void q8p2_half(__m256 *acc, const uint8_t *q, const uint8_t *sc, const st
             is[j] = q8_dot_add(is[j], wa, _mm256_sign_epi8(_mm256_set1_epi32(four), w));
         }
     }
+#endif
     __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)sc));
 #pragma GCC unroll 8
     for (int j = 0; j < NT; j++)
@@ -103,15 +125,15 @@ INLINE void q8p2_half(__m256 *acc, const uint8_t *q, const uint8_t *sc, const st
 
 /* The same for NT tokens in passes of at most Q8P2_PASS (note 4). */
 INLINE void q8p2_half_n(__m256 *acc, const uint8_t *q, const uint8_t *sc, const struct kern_q8_block *const *xb,
-                        int NT)
+                        const int32_t *cs, int NT)
 {
     if (NT <= Q8P2_PASS) {
-        q8p2_half(acc, q, sc, xb, NT);
+        q8p2_half(acc, q, sc, xb, cs, NT);
         return;
     }
     const int n0 = (NT + 1) / 2;
-    q8p2_half(acc, q, sc, xb, n0);
-    q8p2_half(acc + n0, q, sc, xb + n0, NT - n0);
+    q8p2_half(acc, q, sc, xb, cs, n0);
+    q8p2_half(acc + n0, q, sc, xb + n0, cs + n0, NT - n0);
 }
 
 /* Lane mask of rows [lo, hi) of a half (0 <= lo < hi <= 8). */
@@ -123,9 +145,10 @@ INLINE __m256i q8p2_mask(int64_t lo, int64_t hi)
 }
 
 /* Group g (rows 16 g ..) x tokens t0 .. t0+NT-1, the rows of [r0, r1) stored (note 6). xq
- * starts at token 0. */
+ * and cx (the offset shares, or NULL) start at token 0. */
 INLINE void q8p2_group(float *y, int64_t y_ld, const uint8_t *gp, int64_t nb, int64_t g,
-                       const struct kern_q8_block *xq, int64_t t0, int64_t r0, int64_t r1, int NT)
+                       const struct kern_q8_block *xq, const int32_t *cx, int64_t t0, int64_t r0, int64_t r1,
+                       int NT)
 {
     __m256 part[2][Q8P2_TMAX][KERN_Q8_LANES];
     int64_t lo[2], hi[2];
@@ -148,10 +171,17 @@ INLINE void q8p2_group(float *y, int64_t y_ld, const uint8_t *gp, int64_t nb, in
 #pragma GCC unroll 9
             for (int c = 0; c < 8 + (int)(sl & 1); c++) _mm_prefetch((const char *)q + Q8P2_PREFETCH + 64 * c, _MM_HINT_T1);
             const struct kern_q8_block *xb[Q8P2_TMAX];
+            int32_t cs[Q8P2_TMAX] = { 0 };
 #pragma GCC unroll 8
             for (int j = 0; j < NT; j++) xb[j] = xq + (t0 + j) * nb + b;
-            if (on0) q8p2_half_n(acc[0], q, sc, xb, NT);
-            if (on1) q8p2_half_n(acc[1], q + 32, sc + 16, xb, NT);
+#ifdef KERN_AVXVNNI
+            for (int j = 0; j < NT; j++) { /* the shares: the caller's, or one block's each (note 7) */
+                if (cx) cs[j] = cx[(t0 + j) * nb + b];
+                else kern_q8p_corr(cs + j, xb[j], 1);
+            }
+#endif
+            if (on0) q8p2_half_n(acc[0], q, sc, xb, cs, NT);
+            if (on1) q8p2_half_n(acc[1], q + 32, sc + 16, xb, cs, NT);
         }
 #pragma GCC unroll 8
         for (int j = 0; j < NT; j++) {
@@ -177,25 +207,26 @@ INLINE void q8p2_group(float *y, int64_t y_ld, const uint8_t *gp, int64_t nb, in
 }
 
 static void q8p2_group_n(float *y, int64_t y_ld, const uint8_t *gp, int64_t nb, int64_t g,
-                         const struct kern_q8_block *xq, int64_t t0, int64_t r0, int64_t r1, int nt)
+                         const struct kern_q8_block *xq, const int32_t *cx, int64_t t0, int64_t r0, int64_t r1,
+                         int nt)
 {
     switch (nt) {
-    case 8: q8p2_group(y, y_ld, gp, nb, g, xq, t0, r0, r1, 8); break;
-    case 7: q8p2_group(y, y_ld, gp, nb, g, xq, t0, r0, r1, 7); break;
-    case 6: q8p2_group(y, y_ld, gp, nb, g, xq, t0, r0, r1, 6); break;
-    case 5: q8p2_group(y, y_ld, gp, nb, g, xq, t0, r0, r1, 5); break;
-    case 4: q8p2_group(y, y_ld, gp, nb, g, xq, t0, r0, r1, 4); break;
-    case 3: q8p2_group(y, y_ld, gp, nb, g, xq, t0, r0, r1, 3); break;
-    case 2: q8p2_group(y, y_ld, gp, nb, g, xq, t0, r0, r1, 2); break;
-    default: q8p2_group(y, y_ld, gp, nb, g, xq, t0, r0, r1, 1); break;
+    case 8: q8p2_group(y, y_ld, gp, nb, g, xq, cx, t0, r0, r1, 8); break;
+    case 7: q8p2_group(y, y_ld, gp, nb, g, xq, cx, t0, r0, r1, 7); break;
+    case 6: q8p2_group(y, y_ld, gp, nb, g, xq, cx, t0, r0, r1, 6); break;
+    case 5: q8p2_group(y, y_ld, gp, nb, g, xq, cx, t0, r0, r1, 5); break;
+    case 4: q8p2_group(y, y_ld, gp, nb, g, xq, cx, t0, r0, r1, 4); break;
+    case 3: q8p2_group(y, y_ld, gp, nb, g, xq, cx, t0, r0, r1, 3); break;
+    case 2: q8p2_group(y, y_ld, gp, nb, g, xq, cx, t0, r0, r1, 2); break;
+    default: q8p2_group(y, y_ld, gp, nb, g, xq, cx, t0, r0, r1, 1); break;
     }
 }
 
 /* Rows [r0, r1) x all tokens by the decode tiles (notes 4, 6): one stream for a decode step;
  * more tokens in row panels of about Q8P2_PANEL_BYTES, the tokens split evenly into tiles of
  * at most Q8P2_TMAX inside, so a panel comes from L2 for every token tile but the first. */
-static void q8p2_rows(float *y, int64_t y_ld, const uint8_t *wp, const struct kern_q8_block *xq, int64_t n_tok,
-                      int64_t nb, int64_t r0, int64_t r1)
+static void q8p2_rows(float *y, int64_t y_ld, const uint8_t *wp, const struct kern_q8_block *xq, const int32_t *cx,
+                      int64_t n_tok, int64_t nb, int64_t r0, int64_t r1)
 {
     const size_t gb = kern_q8p_group_bytes(nb * KERN_Q8_BLOCK);
     const int64_t ga = r0 / KERN_Q8P_ROWS, gz = (r1 + KERN_Q8P_ROWS - 1) / KERN_Q8P_ROWS;
@@ -206,7 +237,7 @@ static void q8p2_rows(float *y, int64_t y_ld, const uint8_t *wp, const struct ke
         for (int64_t tt = 0; tt < n_tt; tt++) {
             int64_t t = n_tok * tt / n_tt;
             int nt = (int)(n_tok * (tt + 1) / n_tt - t);
-            for (int64_t g = p0; g < p1; g++) q8p2_group_n(y, y_ld, wp + (size_t)g * gb, nb, g, xq, t, r0, r1, nt);
+            for (int64_t g = p0; g < p1; g++) q8p2_group_n(y, y_ld, wp + (size_t)g * gb, nb, g, xq, cx, t, r0, r1, nt);
         }
     }
 }
@@ -214,19 +245,18 @@ static void q8p2_rows(float *y, int64_t y_ld, const uint8_t *wp, const struct ke
 void KERN_AVX2_NAME(kern_matmul_q8p)(float *y, int64_t y_ld, const void *wp, const struct kern_q8_block *xq,
                                      const int32_t *cx, int64_t n_tok, int64_t k, int64_t r0, int64_t r1)
 {
-    (void)cx; /* the xor is undone, so the offset shares are not needed (note 2) */
     const int64_t nb = k / KERN_Q8_BLOCK;
     if (r0 >= r1 || n_tok < 1) return;
     if (n_tok >= Q8P2_PANEL_MIN) {
         /* the whole halves inside [r0, r1) through the rows' panel path (note 5) */
         int64_t h0 = (r0 + 7) / 8, h1 = r1 / 8;
         if (h0 < h1 && KERN_AVX2_NAME(kern_q8p_panels)(y, y_ld, wp, xq, n_tok, k, h0, h1)) {
-            if (r0 < 8 * h0) q8p2_rows(y, y_ld, wp, xq, n_tok, nb, r0, 8 * h0);
-            if (8 * h1 < r1) q8p2_rows(y, y_ld, wp, xq, n_tok, nb, 8 * h1, r1);
+            if (r0 < 8 * h0) q8p2_rows(y, y_ld, wp, xq, cx, n_tok, nb, r0, 8 * h0);
+            if (8 * h1 < r1) q8p2_rows(y, y_ld, wp, xq, cx, n_tok, nb, 8 * h1, r1);
             return;
         }
     }
-    q8p2_rows(y, y_ld, wp, xq, n_tok, nb, r0, r1);
+    q8p2_rows(y, y_ld, wp, xq, cx, n_tok, nb, r0, r1);
 }
 
 #else

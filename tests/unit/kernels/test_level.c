@@ -1,9 +1,9 @@
 /* test_level.c — the kernel table a run uses is the one it should (cpu_level.h): the CPU's
  * best read from cpuid, lowered by HEADSTART_CPU; exactly the variants at or below it run,
  * every one of them has a table, and the others are skipped. make test runs the unit suites
- * natively and with HEADSTART_CPU=avx2 and =scalar (and =avxvnni on a CPU with AVX-VNNI), so
- * a level that sys or the engine ignored, or a table the tests would silently leave out,
- * fails here. */
+ * natively and with HEADSTART_CPU=avx2 and =scalar, so a level that sys or the engine
+ * ignored, or a table the tests would silently leave out, fails here (HS_TEST_CPU_LEVELS
+ * can add avxvnni and avx512vnni). */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 
