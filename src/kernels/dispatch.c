@@ -27,7 +27,22 @@
 #define KERN_HAVE_X86 0
 #endif
 
-/* In rank order (kern_variant_rank): each row's instructions are a superset of the rows above.
+#if KERN_HAVE_X86
+/* The AVX2-level tables, which differ in their Q8_0 matmuls only. */
+#define KERN_AVX2_TABLE(NAME, MATMUL, MATMUL_Q8P)                                                     \
+    {                                                                                                \
+        .name = NAME, .matmul = MATMUL, .q8_quantize = kern_q8_quantize_avx2, .dot = kern_dot_avx2,    \
+        .attn = kern_attn_avx2, .gdn_step = kern_gdn_step_avx2, .matmul_k = kern_matmul_k_avx2,       \
+        .bf16_round = kern_bf16_round_avx2, .bf16_matmul = kern_bf16_matmul_avx2,                     \
+        .swiglu = kern_swiglu_avx2, .sigmoid_mul = kern_sigmoid_mul_avx2,                             \
+        .gated_scale = kern_gated_scale_avx2, .conv1d_step = kern_conv1d_step_avx2,                   \
+        .attn_tokens = kern_attn_tokens_avx2, .matmul_x = kern_matmul_x_avx2,                         \
+        .q8k_quantize = kern_q8k_quantize_avx2, .matmul_q8p = MATMUL_Q8P, .matmul_kp = kern_matmul_kp_avx2, \
+    }
+#endif
+
+/* In rank order (kern_variant_rank): each row's instructions are a superset of the rows above but
+ * "avxvnni"'s (note 4).
  * Designated initializers: a member added to struct kern_ops and forgotten here is NULL,
  * which test_simd.c's every_member_set catches, never a shifted pointer (matmul_q8p is
  * NULL by design where a table has no panel-layout kernel: written out, and tested so). */
@@ -53,48 +68,10 @@ static const struct kern_ops ops_table[] = {
         .matmul_kp = NULL,  /* nor a row-group one: the K-quant rows stay */
     },
 #if KERN_HAVE_X86
-    {
-        .name = "avx2",
-        .matmul = kern_matmul_avx2,
-        .q8_quantize = kern_q8_quantize_avx2,
-        .dot = kern_dot_avx2,
-        .attn = kern_attn_avx2,
-        .gdn_step = kern_gdn_step_avx2,
-        .matmul_k = kern_matmul_k_avx2,
-        .bf16_round = kern_bf16_round_avx2,
-        .bf16_matmul = kern_bf16_matmul_avx2,
-        .swiglu = kern_swiglu_avx2,
-        .sigmoid_mul = kern_sigmoid_mul_avx2,
-        .gated_scale = kern_gated_scale_avx2,
-        .conv1d_step = kern_conv1d_step_avx2,
-        .attn_tokens = kern_attn_tokens_avx2,
-        .matmul_x = kern_matmul_x_avx2,
-        .q8k_quantize = kern_q8k_quantize_avx2,
-        .matmul_q8p = kern_matmul_q8p_avx2,
-        .matmul_kp = kern_matmul_kp_avx2,
-    },
-    /* AVX2 + AVX-VNNI: the AVX2 table with the Q8_0 matmuls built again for vpdpbusd on
-     * ymm (matmul_avxvnni.c, q8p_avxvnni.c) */
-    {
-        .name = "avxvnni",
-        .matmul = kern_matmul_avxvnni,
-        .q8_quantize = kern_q8_quantize_avx2,
-        .dot = kern_dot_avx2,
-        .attn = kern_attn_avx2,
-        .gdn_step = kern_gdn_step_avx2,
-        .matmul_k = kern_matmul_k_avx2,
-        .bf16_round = kern_bf16_round_avx2,
-        .bf16_matmul = kern_bf16_matmul_avx2,
-        .swiglu = kern_swiglu_avx2,
-        .sigmoid_mul = kern_sigmoid_mul_avx2,
-        .gated_scale = kern_gated_scale_avx2,
-        .conv1d_step = kern_conv1d_step_avx2,
-        .attn_tokens = kern_attn_tokens_avx2,
-        .matmul_x = kern_matmul_x_avx2,
-        .q8k_quantize = kern_q8k_quantize_avx2,
-        .matmul_q8p = kern_matmul_q8p_avxvnni,
-        .matmul_kp = kern_matmul_kp_avx2,
-    },
+    /* AVX2 + FMA + F16C, and the same with AVX-VNNI: the Q8_0 matmuls built again for
+     * vpdpbusd on ymm (matmul_avxvnni.c, q8p_avxvnni.c), everything else shared */
+    KERN_AVX2_TABLE("avx2", kern_matmul_avx2, kern_matmul_q8p_avx2),
+    KERN_AVX2_TABLE("avxvnni", kern_matmul_avxvnni, kern_matmul_q8p_avxvnni),
     /* AVX-512 without AVX512_BF16: everything of "avx512" but the two bf16 entries, which
      * take the FMA forms of the same contract (bf16_avx512.c note 2, bf16_avx2.c) */
     {
