@@ -255,6 +255,7 @@ int main(int argc, char **argv)
     bool quick = argc > 1 && !strcmp(argv[1], "--quick");
     bool only_q8p = argc > 1 && !strcmp(argv[1], "--q8p");
     static const char *variants[] = {"scalar", "avx2", "avxvnni", "avx512"};
+    const int n_var = (int)(sizeof variants / sizeof variants[0]);
     static const char *tnames[] = {"f32", "f16", "bf16", "q8_0"};
     static const int64_t rows_set[] = {3584, 6144};
     static const int64_t toks[] = {1, 64};
@@ -283,7 +284,7 @@ int main(int argc, char **argv)
                 double t_scalar = 0;
                 char line[256];
                 int len = snprintf(line, sizeof(line), "%-5s rows=%-5ld T=%-3ld", tnames[ti], (long)rows, (long)T);
-                for (int vi = 0; vi < 4; vi++) {
+                for (int vi = 0; vi < n_var; vi++) {
                     if (!cpu_has(variants[vi])) continue;
                     const struct kern_ops *ops = kern_ops_for(variants[vi]);
                     float *out = vi == 0 ? yref : y;
@@ -311,7 +312,7 @@ int main(int argc, char **argv)
     /* Q8_0 rows against the panel layout (kern_ops.matmul_q8p, packed outside the timing as
      * the engine packs once at start), at a decode step's token counts and a prefill's: the
      * variant's own matmul on the rows is the baseline (x = rows / packed), bits compared */
-    for (int vi = 1; vi < 4; vi++) {
+    for (int vi = 1; vi < n_var; vi++) {
         const struct kern_ops *ops = cpu_has(variants[vi]) ? kern_ops_for(variants[vi]) : NULL;
         if (!ops || !ops->matmul_q8p) continue;
         static const int64_t few[] = {1, 2, 4, 8, 12, 16, 64, TMAX};
@@ -346,7 +347,7 @@ int main(int argc, char **argv)
 
     hs_free(cx);
     /* the quantizer on the 64-token input and a 1024-long dot */
-    for (int vi = 0; vi < (only_q8p ? 0 : 4); vi++) {
+    for (int vi = 0; vi < (only_q8p ? 0 : n_var); vi++) {
         if (!cpu_has(variants[vi])) continue;
         const struct kern_ops *ops = kern_ops_for(variants[vi]);
         struct kern_q8_block *q = hs_malloc((size_t)(64 * k / 32) * sizeof(*q));

@@ -335,18 +335,28 @@ static int model_check(const struct model *m, const struct engine_geom *g, struc
 /* The best kernel variant for this CPU. sys_cpu has no AVX-512 DQ flag: every CPU with
  * AVX-512 F+BW+VL and VNNI has DQ (Cascade Lake, Ice Lake, Sapphire Rapids and later,
  * Zen 4 and later). */
-const char *engine_best_variant(void)
+struct cpu_feats {
+    bool avx2_fma_f16c, avx_vnni, avx512_vnni, avx512_bf16;
+};
+
+/* sys's flags as the kernels' variant choice takes them. */
+static struct cpu_feats cpu_feats(void)
 {
     const struct sys_cpu *cpu = sys_cpu_get();
     bool vnni = cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512_vnni;
-    return kern_best_variant(cpu->avx2 && cpu->fma && cpu->f16c, cpu->avx_vnni, vnni, vnni && cpu->avx512_bf16);
+    return (struct cpu_feats){ cpu->avx2 && cpu->fma && cpu->f16c, cpu->avx_vnni, vnni, vnni && cpu->avx512_bf16 };
+}
+
+const char *engine_best_variant(void)
+{
+    struct cpu_feats f = cpu_feats();
+    return kern_best_variant(f.avx2_fma_f16c, f.avx_vnni, f.avx512_vnni, f.avx512_bf16);
 }
 
 bool engine_variant_runs(const char *name)
 {
-    const struct sys_cpu *cpu = sys_cpu_get();
-    bool vnni = cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512_vnni;
-    return kern_variant_runs(name, cpu->avx2 && cpu->fma && cpu->f16c, cpu->avx_vnni, vnni, vnni && cpu->avx512_bf16);
+    struct cpu_feats f = cpu_feats();
+    return kern_variant_runs(name, f.avx2_fma_f16c, f.avx_vnni, f.avx512_vnni, f.avx512_bf16);
 }
 
 /* Items 1-3 of the design note. */
@@ -580,7 +590,7 @@ void engine_free(struct engine *e)
 int engine_force_variant(struct engine *e, const char *name, struct hs_err *err)
 {
     const char *b = engine_best_variant();
-    const struct kern_ops *ops = name && engine_variant_runs(name) ? kern_ops_for(name) : NULL;
+    const struct kern_ops *ops = engine_variant_runs(name) ? kern_ops_for(name) : NULL;
     if (!ops) return hs_err_set(err, HS_ERR_UNSUPPORTED, "engine: kernel variant '%s' is not available here (best: %s)", name, b);
     e->ops = ops;
     e->variant = ops->name;

@@ -12,10 +12,11 @@
  *   3. Calling a variant's functions on a CPU without its instructions is undefined
  *      (SIGILL): only kern_best_variant's answer, or a variant kern_variant_runs allows, is
  *      safe.
- *   4. The ranks order the tables by speed, and every instruction of a row is in the rows
- *      above it but one: "avxvnni" (rank 2) needs AVX-VNNI, which CPUs with AVX-512 VNNI
- *      need not have (Zen 4, Ice Lake, Cascade Lake have vpdpbusd only EVEX-encoded).
- *      kern_variant_runs says so; a rank comparison alone does not.
+ *   4. The ranks order the tables by speed; what each row needs is data (ops_needs, row for
+ *      row), not implied by its rank: "avxvnni" (rank 2) needs AVX-VNNI, which CPUs with
+ *      AVX-512 VNNI need not have (Zen 4, Ice Lake, Cascade Lake have vpdpbusd only
+ *      EVEX-encoded). kern_best_variant is the fastest row whose needs a CPU meets, and
+ *      kern_variant_runs whether it meets a given row's.
  */
 #include <string.h>
 
@@ -41,8 +42,7 @@
     }
 #endif
 
-/* In rank order (kern_variant_rank): each row's instructions are a superset of the rows above but
- * "avxvnni"'s (note 4).
+/* In rank order (kern_variant_rank), fastest last; ops_needs below says what each needs.
  * Designated initializers: a member added to struct kern_ops and forgotten here is NULL,
  * which test_simd.c's every_member_set catches, never a shifted pointer (matmul_q8p is
  * NULL by design where a table has no panel-layout kernel: written out, and tested so). */
@@ -131,22 +131,38 @@ int kern_variant_rank(const char *variant)
     return o ? (int)(o - ops_table) : -1;
 }
 
+/* The CPU features a table needs (note 4), one entry per row of ops_table. The AVX-512 rows
+ * also use FMA and F16C-class conversions, which every AVX-512 CPU has (a CPU reporting
+ * AVX-512 without AVX2 is not a real machine), so they name their AVX-512 features only. */
+enum { NEED_AVX2 = 1, NEED_AVX_VNNI = 2, NEED_AVX512_VNNI = 4, NEED_AVX512_BF16 = 8 };
+static const unsigned ops_needs[] = {
+    0,
+#if KERN_HAVE_X86
+    NEED_AVX2,
+    NEED_AVX2 | NEED_AVX_VNNI,
+    NEED_AVX512_VNNI,
+    NEED_AVX512_VNNI | NEED_AVX512_BF16,
+#endif
+};
+_Static_assert(sizeof ops_needs / sizeof ops_needs[0] == sizeof ops_table / sizeof ops_table[0],
+               "ops_needs has one entry per row of ops_table");
+
+static unsigned cpu_has(bool avx2_fma_f16c, bool avx_vnni, bool avx512_vnni, bool avx512_bf16)
+{
+    return (avx2_fma_f16c ? NEED_AVX2 : 0) | (avx_vnni ? NEED_AVX_VNNI : 0) | (avx512_vnni ? NEED_AVX512_VNNI : 0) |
+           (avx512_bf16 ? NEED_AVX512_BF16 : 0);
+}
+
 const char *kern_best_variant(bool avx2_fma_f16c, bool avx_vnni, bool avx512_vnni, bool avx512_bf16)
 {
-    if (!KERN_HAVE_X86) return "scalar";
-    /* the AVX-512 files also use F16C-class conversions and FMA, which every AVX-512
-     * CPU has; a CPU reporting AVX-512 without AVX2 is not a real machine */
-    if (avx512_vnni && avx512_bf16) return "avx512";
-    if (avx512_vnni) return "avx512vnni";
-    if (avx2_fma_f16c && avx_vnni) return "avxvnni";
-    if (avx2_fma_f16c) return "avx2";
-    return "scalar";
+    unsigned have = cpu_has(avx2_fma_f16c, avx_vnni, avx512_vnni, avx512_bf16);
+    size_t i = sizeof ops_table / sizeof ops_table[0];
+    while (--i > 0 && (ops_needs[i] & ~have)) {}
+    return ops_table[i].name; /* row 0, scalar, needs nothing */
 }
 
 bool kern_variant_runs(const char *variant, bool avx2_fma_f16c, bool avx_vnni, bool avx512_vnni, bool avx512_bf16)
 {
     int r = kern_variant_rank(variant);
-    if (r < 0 || r > kern_variant_rank(kern_best_variant(avx2_fma_f16c, avx_vnni, avx512_vnni, avx512_bf16)))
-        return false;
-    return strcmp(variant, "avxvnni") != 0 || (avx2_fma_f16c && avx_vnni); /* note 4 */
+    return r >= 0 && !(ops_needs[r] & ~cpu_has(avx2_fma_f16c, avx_vnni, avx512_vnni, avx512_bf16));
 }

@@ -673,8 +673,8 @@ const struct kern_ops *kern_ops_for(const char *variant);
  * AVX-VNNI (kern_variant_runs). -1 for a name this build has no table for. */
 int kern_variant_rank(const char *variant);
 
-/* True when a CPU with these features (as kern_best_variant's) can run `variant`: its rank is
- * at most the best's, and for "avxvnni" the CPU has AVX-VNNI. False for unknown names. */
+/* True when a CPU with these features (as kern_best_variant's) has every one the table of
+ * `variant` needs (dispatch.c note 4). False for unknown names and NULL. */
 bool kern_variant_runs(const char *variant, bool avx2_fma_f16c, bool avx_vnni, bool avx512_vnni, bool avx512_bf16);
 
 /* The fastest variant this build has for a CPU with the given features (from sys CPU

@@ -171,7 +171,7 @@ INLINE void q8p2_group(float *y, int64_t y_ld, const uint8_t *gp, int64_t nb, in
 #pragma GCC unroll 9
             for (int c = 0; c < 8 + (int)(sl & 1); c++) _mm_prefetch((const char *)q + Q8P2_PREFETCH + 64 * c, _MM_HINT_T1);
             const struct kern_q8_block *xb[Q8P2_TMAX];
-            int32_t cs[Q8P2_TMAX] = { 0 };
+            int32_t cs[Q8P2_TMAX]; /* the shares, read by the AVX-VNNI build only (note 7) */
 #pragma GCC unroll 8
             for (int j = 0; j < NT; j++) xb[j] = xq + (t0 + j) * nb + b;
 #ifdef KERN_AVXVNNI
