@@ -8,8 +8,10 @@
  * copies of the matrix, rotated so that the copies of one path are at least --stream-mb MiB
  * (default 96: past this machine's L3), so a decode call streams its weights from memory as
  * the engine's does. Prints one JSON object per line and a summary on stderr.
+ * --base B: the old path is table B's matmul_kp on the same packed copies in place of the
+ * rows (two tables on one layout: --base avx2 --variant avxvnni).
  *
- *   kp_bench [--wt q6k|q4k] [--variant V] [--reps N] [--stream-mb M] [ROWSxK:T,T,... ...]
+ *   kp_bench [--wt q6k|q4k] [--variant V] [--base B] [--reps N] [--stream-mb M] [ROWSxK:T,T,... ...]
  * default shapes: the 0.8B model's ffn_down, attn_qkv and (a fifth of) lm_head:
  *   1024x3584:1,2,4,8,64,512 6144x1024:1,2,4,8,64,512 49664x1024:1,2,4,8,64
  *
@@ -62,7 +64,15 @@ static uint8_t *make_rows(int wt, int64_t rows, int64_t k)
 typedef void (*kp_fn)(float *y, int64_t y_ld, const void *wp, int wt, const struct kern_q8k_block *xq,
                       int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
 
-static void run_shape(const struct kern_ops *ops, kp_fn matmul_kp, int wt, int64_t rows, int64_t k, const int64_t *toks, int n_toks,
+/* The old path: table ops's matmul_k on the rows w, or base (when set) on the packed wp. */
+static void run_old(const struct kern_ops *ops, kp_fn base, float *y, int64_t rows, const uint8_t *w, const void *wp,
+                    int wt, const struct kern_q8k_block *xq, int64_t T, int64_t k)
+{
+    if (base) base(y, rows, wp, wt, xq, T, k, 0, rows);
+    else ops->matmul_k(y, rows, w, wt, xq, T, k, 0, rows);
+}
+
+static void run_shape(const struct kern_ops *ops, kp_fn base, kp_fn matmul_kp, int wt, int64_t rows, int64_t k, const int64_t *toks, int n_toks,
                       int reps, double stream_mb)
 {
     const size_t rb = kern_k_row_bytes(wt, k), wbytes = rb * (size_t)rows, pbytes = kern_kp_bytes(wt, rows, k);
@@ -86,19 +96,19 @@ static void run_shape(const struct kern_ops *ops, kp_fn matmul_kp, int wt, int64
     float *yb = hs_malloc((size_t)(tmax * rows) * sizeof(float));
     for (int ti = 0; ti < n_toks; ti++) {
         int64_t T = toks[ti];
-        ops->matmul_k(ya, rows, w[0], wt, xq, T, k, 0, rows);
+        run_old(ops, base, ya, rows, w[0], wp[0], wt, xq, T, k);
         matmul_kp(yb, rows, wp[0], wt, xq, T, k, 0, rows);
         bool same = !memcmp(ya, yb, (size_t)(T * rows) * sizeof(float));
         /* as many calls per repeat as keep a repeat near 20 ms at least (short shapes) */
         double t0 = now_s();
-        ops->matmul_k(ya, rows, w[1 % n_copy], wt, xq, T, k, 0, rows);
+        run_old(ops, base, ya, rows, w[1 % n_copy], wp[1 % n_copy], wt, xq, T, k);
         double one = now_s() - t0;
         int calls = (int)fmax(1.0, fmin(n_copy, 0.02 / fmax(one, 1e-7)));
         double best_old = 1e30, best_new = 1e30;
         int c = 0;
         for (int rep = 0; rep < reps; rep++) {
             t0 = now_s();
-            for (int i = 0; i < calls; i++, c++) ops->matmul_k(ya, rows, w[c % n_copy], wt, xq, T, k, 0, rows);
+            for (int i = 0; i < calls; i++, c++) run_old(ops, base, ya, rows, w[c % n_copy], wp[c % n_copy], wt, xq, T, k);
             best_old = fmin(best_old, (now_s() - t0) / calls);
             t0 = now_s();
             for (int i = 0; i < calls; i++, c++) matmul_kp(yb, rows, wp[c % n_copy], wt, xq, T, k, 0, rows);
@@ -129,7 +139,7 @@ static void run_shape(const struct kern_ops *ops, kp_fn matmul_kp, int wt, int64
 int main(int argc, char **argv)
 {
     int wt = KERN_K_Q6_K, reps = 7;
-    const char *variant = "avx512";
+    const char *variant = "avx512", *base_name = NULL;
     double stream_mb = 96;
     static const char *defaults[] = {"1024x3584:1,2,4,8,64,512", "6144x1024:1,2,4,8,64,512",
                                      "49664x1024:1,2,4,8,64"};
@@ -141,6 +151,8 @@ int main(int argc, char **argv)
             wt = !strcmp(argv[i], "q4k") ? KERN_K_Q4_K : KERN_K_Q6_K;
         } else if (!strcmp(argv[i], "--variant") && i + 1 < argc) {
             variant = argv[++i];
+        } else if (!strcmp(argv[i], "--base") && i + 1 < argc) {
+            base_name = argv[++i];
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
             reps = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--stream-mb") && i + 1 < argc) {
@@ -157,6 +169,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "kp_bench: variant %s has no matmul_kp\n", variant);
         return 1;
     }
+    const struct kern_ops *bops = base_name ? kern_ops_for(base_name) : NULL;
+    if (base_name && (!bops || !bops->matmul_kp)) {
+        fprintf(stderr, "kp_bench: base %s has no matmul_kp\n", base_name);
+        return 1;
+    }
     for (int s = 0; s < n_shapes; s++) {
         long rows = 0, k = 0;
         int64_t toks[32];
@@ -169,7 +186,7 @@ int main(int argc, char **argv)
             toks[n_toks++] = strtol(p, (char **)&p, 10);
             if (*p == ',') p++;
         }
-        run_shape(ops, mkp, wt, rows, k, toks, n_toks, reps, stream_mb);
+        run_shape(ops, bops ? bops->matmul_kp : NULL, mkp, wt, rows, k, toks, n_toks, reps, stream_mb);
     }
     return 0;
 }

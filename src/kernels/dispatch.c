@@ -1,6 +1,8 @@
 /*
  * dispatch.c — the table of kernel variants (scalar, AVX2, AVX2 + AVX-VNNI, AVX-512) and the
- * choice among them.
+ * choice among them. The AVX2 + AVX-VNNI table is the AVX2 one with its integer matmuls
+ * (Q8_0 rows and panels, Q4_K rows, the Q4_K and Q6_K row-group layouts) built again for
+ * vpdpbusd / vpdpwssd (the *_avxvnni.c files).
  *
  * Design note:
  *   1. The engine detects the CPU (sys) and asks kern_best_variant for a name, then
@@ -29,16 +31,16 @@
 #endif
 
 #if KERN_HAVE_X86
-/* The AVX2-level tables, which differ in their Q8_0 matmuls only. */
-#define KERN_AVX2_TABLE(NAME, MATMUL, MATMUL_Q8P)                                                     \
+/* The AVX2-level tables, which differ in their Q8_0 and Q4_K matmuls only. */
+#define KERN_AVX2_TABLE(NAME, MATMUL, MATMUL_Q8P, MATMUL_K, MATMUL_KP)                                \
     {                                                                                                \
         .name = NAME, .matmul = MATMUL, .q8_quantize = kern_q8_quantize_avx2, .dot = kern_dot_avx2,    \
-        .attn = kern_attn_avx2, .gdn_step = kern_gdn_step_avx2, .matmul_k = kern_matmul_k_avx2,       \
+        .attn = kern_attn_avx2, .gdn_step = kern_gdn_step_avx2, .matmul_k = MATMUL_K,                 \
         .bf16_round = kern_bf16_round_avx2, .bf16_matmul = kern_bf16_matmul_avx2,                     \
         .swiglu = kern_swiglu_avx2, .sigmoid_mul = kern_sigmoid_mul_avx2,                             \
         .gated_scale = kern_gated_scale_avx2, .conv1d_step = kern_conv1d_step_avx2,                   \
         .attn_tokens = kern_attn_tokens_avx2, .matmul_x = kern_matmul_x_avx2,                         \
-        .q8k_quantize = kern_q8k_quantize_avx2, .matmul_q8p = MATMUL_Q8P, .matmul_kp = kern_matmul_kp_avx2, \
+        .q8k_quantize = kern_q8k_quantize_avx2, .matmul_q8p = MATMUL_Q8P, .matmul_kp = MATMUL_KP,           \
     }
 #endif
 
@@ -68,10 +70,12 @@ static const struct kern_ops ops_table[] = {
         .matmul_kp = NULL,  /* nor a row-group one: the K-quant rows stay */
     },
 #if KERN_HAVE_X86
-    /* AVX2 + FMA + F16C, and the same with AVX-VNNI: the Q8_0 matmuls built again for
-     * vpdpbusd on ymm (matmul_avxvnni.c, q8p_avxvnni.c), everything else shared */
-    KERN_AVX2_TABLE("avx2", kern_matmul_avx2, kern_matmul_q8p_avx2),
-    KERN_AVX2_TABLE("avxvnni", kern_matmul_avxvnni, kern_matmul_q8p_avxvnni),
+    /* AVX2 + FMA + F16C, and the same with AVX-VNNI: the Q8_0 and Q4_K matmuls built again
+     * for vpdpbusd / vpdpwssd on ymm (matmul_avxvnni.c, q8p_avxvnni.c, q4k_avxvnni.c,
+     * q4kp_avxvnni.c), everything else shared */
+    KERN_AVX2_TABLE("avx2", kern_matmul_avx2, kern_matmul_q8p_avx2, kern_matmul_k_avx2, kern_matmul_kp_avx2),
+    KERN_AVX2_TABLE("avxvnni", kern_matmul_avxvnni, kern_matmul_q8p_avxvnni, kern_matmul_k_avxvnni,
+                    kern_matmul_kp_avxvnni),
     /* AVX-512 without AVX512_BF16: everything of "avx512" but the two bf16 entries, which
      * take the FMA forms of the same contract (bf16_avx512.c note 2, bf16_avx2.c) */
     {

@@ -685,7 +685,7 @@ bool kern_variant_runs(const char *variant, bool avx2_fma_f16c, bool avx_vnni, b
  * Lake, Sapphire Rapids and later, Zen 4 and later). Returns "avx512" (all of them),
  * "avx512vnni" (the same kernels, except that bf16 weights multiply with FMAs in place of
  * vdpbf16ps: same bits, kernels.h "BF16 weights"), "avxvnni" (the AVX2 table with VNNI
- * Q8_0 matmuls), "avx2" or "scalar" (a static string). */
+ * Q8_0, Q4_K and Q6_K matmuls), "avx2" or "scalar" (a static string). */
 const char *kern_best_variant(bool avx2_fma_f16c, bool avx_vnni, bool avx512_vnni, bool avx512_bf16);
 
 /* The variants' entry points (x86 builds only); use them through kern_ops_for. */
@@ -718,7 +718,16 @@ void kern_matmul_q8p_avx512(float *y, int64_t y_ld, const void *wp, const struct
                             const int32_t *cx, int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
 void kern_matmul_q8p_avx2(float *y, int64_t y_ld, const void *wp, const struct kern_q8_block *xq,
                           const int32_t *cx, int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
-/* The "avxvnni" table's own entries (AVX2 + AVX-VNNI): matmul_avxvnni.c, q8p_avxvnni.c. */
+/* The "avxvnni" table's own entries (AVX2 + AVX-VNNI): matmul_avxvnni.c, q8p_avxvnni.c,
+ * q4k_avxvnni.c, q4kp_avxvnni.c, q6kp_avxvnni.c; kern_matmul_kp_avxvnni in kp.c. */
+void kern_matmul_k_avxvnni(float *y, int64_t y_ld, const void *w, int wt, const struct kern_q8k_block *xq,
+                           int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+void kern_matmul_kp_avxvnni(float *y, int64_t y_ld, const void *wp, int wt, const struct kern_q8k_block *xq,
+                            int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+void kern_matmul_q4kp_avxvnni(float *y, int64_t y_ld, const void *wp, const struct kern_q8k_block *xq,
+                              int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
+void kern_matmul_q6kp_avxvnni(float *y, int64_t y_ld, const void *wp, const struct kern_q8k_block *xq,
+                              int64_t n_tok, int64_t k, int64_t r0, int64_t r1);
 void kern_matmul_avxvnni(float *y, int64_t y_ld, const void *w, enum kern_wtype wt, const float *x,
                          const struct kern_q8_block *xq, int64_t n_tok, int64_t k, int64_t r0,
                          int64_t r1);

@@ -41,6 +41,8 @@ bool kern_q4kp_panels_avx512(float *y, int64_t y_ld, const void *wp, const struc
                              int64_t n_tok, int64_t k, int64_t g0, int64_t g1);
 bool kern_q4kp_panels_avx2(float *y, int64_t y_ld, const void *wp, const struct kern_q8k_block *xq,
                            int64_t n_tok, int64_t k, int64_t g0, int64_t g1);
+bool kern_q4kp_panels_avxvnni(float *y, int64_t y_ld, const void *wp, const struct kern_q8k_block *xq,
+                              int64_t n_tok, int64_t k, int64_t g0, int64_t g1);
 /* The Q8_0 panel layout's several-token matmul through matmul_avx2.c's Q8_0 panel path (its
  * note 7; q8p_avx2.c note 5): 8-row halves [h0, h1) of the packed matrix wp (rows 8 h0 ..
  * 8 h1 - 1, all stored), kern_matmul's Q8_0 bits. Returns false, computing nothing, where

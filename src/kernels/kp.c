@@ -11,9 +11,10 @@
  *      layout has them, q8p.c) every integer sum and every float step is lane-wise, the
  *      weight vectors are loaded once per tile of tokens, and nothing is reduced.
  *   2. Only Q4_K and Q6_K have it: they are what Q4_K_M files are made of. Q5_K rows stay.
- *   3. kern_matmul_kp_avx2 and kern_matmul_kp_avx512 are the avx2 and avx512 tables'
- *      kern_ops.matmul_kp; they only forward, so they need no ISA flags, but exist in x86
- *      builds only, as the kernels they call. The layouts are the same for both: 16-row
+ *   3. kern_matmul_kp_avx2, kern_matmul_kp_avxvnni and kern_matmul_kp_avx512 are the avx2,
+ *      avxvnni and AVX-512 tables' kern_ops.matmul_kp; they only forward, so they need no
+ *      ISA flags, but exist in x86 builds only, as the kernels they call (the avxvnni ones
+ *      are the AVX2 files built again: q4kp_avxvnni.c, q6kp_avxvnni.c). The layouts are the same for both: 16-row
  *      groups, which an AVX2 kernel takes as two halves of 8 rows (q4kp_avx2.c,
  *      q6kp_avx2.c).
  */
@@ -51,6 +52,13 @@ void kern_matmul_kp_avx2(float *y, int64_t y_ld, const void *wp, int wt, const s
 {
     if (wt == KERN_K_Q4_K) kern_matmul_q4kp_avx2(y, y_ld, wp, xq, n_tok, k, r0, r1);
     else kern_matmul_q6kp_avx2(y, y_ld, wp, xq, n_tok, k, r0, r1); /* KERN_K_Q6_K */
+}
+
+void kern_matmul_kp_avxvnni(float *y, int64_t y_ld, const void *wp, int wt, const struct kern_q8k_block *xq,
+                            int64_t n_tok, int64_t k, int64_t r0, int64_t r1)
+{
+    if (wt == KERN_K_Q4_K) kern_matmul_q4kp_avxvnni(y, y_ld, wp, xq, n_tok, k, r0, r1);
+    else kern_matmul_q6kp_avxvnni(y, y_ld, wp, xq, n_tok, k, r0, r1); /* KERN_K_Q6_K */
 }
 
 void kern_matmul_kp_avx512(float *y, int64_t y_ld, const void *wp, int wt, const struct kern_q8k_block *xq,

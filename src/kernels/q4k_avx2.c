@@ -49,6 +49,17 @@
  *      round half to even as nearbyintf in the default rounding mode), clamped by
  *      vmaxps(r, -127) (NaN -> -127, as the scalar's first test) then vminps(r, 127);
  *      bsum_g from vpsadbw of q ^ 0x80 (eight bytes q + 128 per sum) less 2048 per group.
+ *   5. Built a second time with KERN_AVXVNNI (q4k_avxvnni.c, the "avxvnni" table), the entry
+ *      points are kern_matmul_k_avxvnni and kern_q4kp_panels_avxvnni (KERN_AVX2_NAME) and
+ *      the quantizer is not built (it has no integer dot; the table keeps the AVX2 one).
+ *   6. The AVX-VNNI build differs in its integer steps only. The panel tile (note 2) sums a
+ *      sub-block's 8 steps with vpdpbusd into int32 lanes (|dot| <= 32 * 15 * 127 = 60960,
+ *      past int16, so the block keeps sc_s as int32 lanes and the tile scales with one
+ *      vpmulld: at most 63 * 60960 per sub-block, exact); the mins, and the scales of the
+ *      row paths (notes 1 and 3), take one vpdpwssd in place of vpmaddwd + vpaddd
+ *      (vec_avx2_int.h's i16_dot_add). The same integers, so the same bits. Measured
+ *      (kp_bench --variant avxvnni --base avx2, Zen 5, one thread): the row-group layout's
+ *      prefill through these panels 1.40-1.45x at 64 and 512 tokens.
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -58,6 +69,7 @@
 #include "kernels/kernels.h"
 #include "kernels/kernels_int.h"
 #include "kernels/kquant_x86_int.h"
+#include "kernels/vec_avx2_int.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define TOKS 4
@@ -119,8 +131,7 @@ static void q4k_rows(float *y, int64_t y_ld, const uint8_t *w, const struct kern
                     _Pragma("GCC unroll 8")
                     for (int j = 0; j < 8; j++) {
                         __m256i x = _mm256_loadu_si256((const __m256i *)(xb->q + 32 * j));
-                        __m256i p = _mm256_maddubs_epi16(wq[j], x);
-                        s = _mm256_add_epi32(s, _mm256_madd_epi16(p, ws[j]));
+                        s = i16_dot_add(s, _mm256_maddubs_epi16(wq[j], x), ws[j]);
                     }
                     /* isum and msum reduced together: lanes [isum, msum, isum, msum] */
                     __m256i m8s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsum), mins);
@@ -168,12 +179,8 @@ static void q4k_rows1(float *y, const uint8_t *w, const struct kern_q8k_block *x
                     _mm256_shuffle_epi8(shb, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c))));
                 __m256i s1 = _mm256_shuffle_epi8(
                     shb, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c + 1))));
-                s = _mm256_add_epi32(
-                    s, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, m4), x0), s0));
-                t = _mm256_add_epi32(
-                    t, _mm256_madd_epi16(
-                           _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), x1),
-                           s1));
+                s = i16_dot_add(s, _mm256_maddubs_epi16(_mm256_and_si256(q, m4), x0), s0);
+                t = i16_dot_add(t, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), x1), s1);
             }
             /* isum and msum reduced together: lanes [isum, msum, isum, msum] */
             __m256i h = _mm256_hadd_epi32(_mm256_add_epi32(s, t), m8s);
@@ -192,6 +199,7 @@ static void q4k_rows1(float *y, const uint8_t *w, const struct kern_q8k_block *x
     }
 }
 
+#ifndef KERN_AVXVNNI /* the quantizer has no integer dot: built once (q4k_avxvnni.c) */
 /* ---- the Q8_K activation quantizer (note 4) ---------------------------------------------- */
 
 void kern_q8k_quantize_avx2(struct kern_q8k_block *xq, const float *x, int64_t n_tok, int64_t k)
@@ -256,17 +264,28 @@ void kern_q8k_quantize_avx2(struct kern_q8k_block *xq, const float *x, int64_t n
         }
     }
 }
+#endif
 
 /* ---- several tokens: 8-row panels (note 2) ------------------------------------------------ */
 
 /* One super-block of an 8-row group: dword lane i of every vector belongs to row i. */
 struct q4p_blk {
     __m256i w[8][8]; /* [s][u] lane i = quants 32s + 4u .. +3 of row i, one byte each (0..15) */
-    __m256i sc[8];   /* [s] lane i = (sc_s, sc_s) of row i as two int16 */
+    __m256i sc[8];   /* [s] lane i = (sc_s, sc_s) of row i as two int16; sc_s as int32 for AVX-VNNI */
     __m256i
         mn[4]; /* [p] lane i = (m_2p, m_2p+1) of row i as two int16, paired with (B_2p, B_2p+1) */
     __m256 dw, dmin; /* lane i = row i's f16 scales as f32 */
 };
+
+/* A block's scale lanes from sc_s as int32 (the form each build's tile multiplies by). */
+INLINE __m256i sc_lanes(__m256i v)
+{
+#ifdef KERN_AVXVNNI
+    return v;
+#else
+    return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+#endif
+}
 
 /* The dword at p of rows 0..7 (lane i = row i). */
 INLINE __m256i col_u32(const uint8_t *p, size_t rb)
@@ -308,7 +327,7 @@ static void q4p_pack_group(struct q4p_blk *dst, const uint8_t *w, size_t rb, int
         _Pragma("GCC unroll 8")
         for (int s = 0; s < 8; s++) {
             __m256i sv = _mm256_and_si256(_mm256_srli_epi32(w4[s / 4], 8 * (s % 4)), kff);
-            _mm256_store_si256(&d->sc[s], _mm256_or_si256(sv, _mm256_slli_epi32(sv, 16)));
+            _mm256_store_si256(&d->sc[s], sc_lanes(sv));
         }
         _Pragma("GCC unroll 4")
         for (int p = 0; p < 4; p++) {
@@ -348,7 +367,7 @@ static void q4p_pack_group_kp(struct q4p_blk *dst, const uint8_t *wp, int64_t r,
         _Pragma("GCC unroll 8")
         for (int s = 0; s < 8; s++) {
             __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(sb + 2048 + 16 * s + 8 * h)));
-            _mm256_store_si256(&d->sc[s], _mm256_or_si256(v, _mm256_slli_epi32(v, 16)));
+            _mm256_store_si256(&d->sc[s], sc_lanes(v));
         }
         _Pragma("GCC unroll 4")
         for (int q = 0; q < 4; q++) {
@@ -394,26 +413,38 @@ INLINE void q4p_tile(float *y, int64_t y_ld, const struct q4p_blk *pk, int64_t n
         for (int t = 0; t < NT; t++) is[t] = ms[t] = _mm256_setzero_si256();
         _Pragma("GCC unroll 8")
         for (int s = 0; s < 8; s++) {
-            __m256i a16[P_TMAX];
+            __m256i dot[P_TMAX];
             _Pragma("GCC unroll 8")
-            for (int t = 0; t < NT; t++) a16[t] = _mm256_setzero_si256();
-            /* eight int16 pair sums of at most 2 * 15 * 127 each: |sum| <= 30480, no overflow */
+            for (int t = 0; t < NT; t++) dot[t] = _mm256_setzero_si256();
+            /* eight int16 pair sums of at most 2 * 15 * 127 each: |sum| <= 30480, no overflow;
+             * with AVX-VNNI one int32 sum per lane (note 6) */
             _Pragma("GCC unroll 8")
             for (int u = 0; u < 8; u++) {
                 __m256i wv = _mm256_load_si256(&pb->w[s][u]);
                 _Pragma("GCC unroll 8")
-                for (int t = 0; t < NT; t++)
-                    a16[t] = _mm256_add_epi16(a16[t], _mm256_maddubs_epi16(wv, kq_dup32(xt[t][b].q + 32 * s + 4 * u)));
+                for (int t = 0; t < NT; t++) {
+                    __m256i xv = kq_dup32(xt[t][b].q + 32 * s + 4 * u);
+#ifdef KERN_AVXVNNI
+                    dot[t] = _mm256_dpbusd_avx_epi32(dot[t], wv, xv);
+#else
+                    dot[t] = _mm256_add_epi16(dot[t], _mm256_maddubs_epi16(wv, xv));
+#endif
+                }
             }
             __m256i sc = _mm256_load_si256(&pb->sc[s]);
             _Pragma("GCC unroll 8")
-            for (int t = 0; t < NT; t++) is[t] = _mm256_add_epi32(is[t], _mm256_madd_epi16(a16[t], sc));
+            for (int t = 0; t < NT; t++) {
+#ifdef KERN_AVXVNNI
+                is[t] = _mm256_add_epi32(is[t], _mm256_mullo_epi32(dot[t], sc));
+#else
+                is[t] = i16_dot_add(is[t], dot[t], sc);
+#endif
+            }
         }
         _Pragma("GCC unroll 4")
         for (int p = 0; p < 4; p++) {
             __m256i mn = _mm256_load_si256(&pb->mn[p]);
-            _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) ms[t] =
-                _mm256_add_epi32(ms[t], _mm256_madd_epi16(mn, kq_dup32(bp[t * nb + b] + 2 * p)));
+            _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) ms[t] = i16_dot_add(ms[t], mn, kq_dup32(bp[t * nb + b] + 2 * p));
         }
         _Pragma("GCC unroll 8")
         for (int t = 0; t < NT; t++) {
@@ -461,8 +492,8 @@ static void q4p_rows(float *y, int64_t y_ld, const uint8_t *w, bool kp, const st
     }
 }
 
-bool kern_q4kp_panels_avx2(float *y, int64_t y_ld, const void *wp, const struct kern_q8k_block *xq,
-                           int64_t n_tok, int64_t k, int64_t g0, int64_t g1)
+bool KERN_AVX2_NAME(kern_q4kp_panels)(float *y, int64_t y_ld, const void *wp, const struct kern_q8k_block *xq,
+                                      int64_t n_tok, int64_t k, int64_t g0, int64_t g1)
 {
     int64_t nb = k / KERN_QK;
     if (n_tok < P_MIN_TOKS || nb > P_PANEL_BLKS) return false;
@@ -470,9 +501,9 @@ bool kern_q4kp_panels_avx2(float *y, int64_t y_ld, const void *wp, const struct 
     return true;
 }
 
-void kern_matmul_k_avx2(float *y, int64_t y_ld, const void *w, int wt,
-                        const struct kern_q8k_block *xq, int64_t n_tok, int64_t k, int64_t r0,
-                        int64_t r1)
+void KERN_AVX2_NAME(kern_matmul_k)(float *y, int64_t y_ld, const void *w, int wt,
+                                   const struct kern_q8k_block *xq, int64_t n_tok, int64_t k, int64_t r0,
+                                   int64_t r1)
 {
     if (wt == KERN_K_Q5_K) { kern_matmul_q5k_avx2(y, y_ld, w, xq, n_tok, k, r0, r1); return; }
     if (wt != KERN_K_Q4_K) { kern_matmul_q6k_avx2(y, y_ld, w, xq, n_tok, k, r0, r1); return; } /* q6k_avx2.c */

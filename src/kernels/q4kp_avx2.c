@@ -39,6 +39,14 @@
  *      per token tile without unpacking. Measured at parity with the rows at 64 and 512
  *      tokens (one thread, bench/kp_bench.c); the tiles above unpack per token tile. The cut
  *      groups at the ends of [r0, r1) stay here. Same bits either way (note 2).
+ *   6. Built a second time with KERN_AVXVNNI (q4kp_avxvnni.c, the "avxvnni" table; entry
+ *      kern_matmul_q4kp_avxvnni, its panels kern_q4kp_panels_avxvnni): a sub-block's 8
+ *      steps are vpdpbusd into int32 lanes (|dot| <= 32 * 15 * 127, past int16), scaled by
+ *      one vpmulld with sc_s as int32 lanes, and the mins added by vpdpwssd: per sub-block
+ *      and token 10 instructions where note 1 takes 18. The same integers, so the same
+ *      bits. Measured (kp_bench --wt q4k --variant avxvnni --base avx2, Zen 5, one thread,
+ *      weights from memory): new / old 0.99-1.0 at 1 token (memory-bound), 0.97 at 2,
+ *      0.75-0.86 at 4, 0.77-0.81 at 8.
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -46,6 +54,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/kernels_int.h"
+#include "kernels/vec_avx2_int.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define KP2_TMAX 4                   /* tokens per tile at most (registers: note 3) */
@@ -87,13 +96,27 @@ INLINE void q4kp2_sb(__m256 *acc, const uint8_t *sb, int h, const struct kern_q8
             __m256i v = _mm256_load_si256((const __m256i *)(const void *)(qs + 64 * (8 * j + u)));
             __m256i wv = _mm256_and_si256(hi ? _mm256_srli_epi16(v, 4) : v, m4);
 #pragma GCC unroll 4
-            for (int t = 0; t < NT; t++)
-                d[t] = _mm256_add_epi16(d[t], _mm256_maddubs_epi16(wv, bcast32(xb[t]->q + 64 * j + 32 * hi + 4 * u)));
+            for (int t = 0; t < NT; t++) {
+                __m256i xv = bcast32(xb[t]->q + 64 * j + 32 * hi + 4 * u);
+#ifdef KERN_AVXVNNI
+                d[t] = _mm256_dpbusd_avx_epi32(d[t], wv, xv); /* note 6 */
+#else
+                d[t] = _mm256_add_epi16(d[t], _mm256_maddubs_epi16(wv, xv));
+#endif
+            }
         }
+#ifdef KERN_AVXVNNI
+        __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(sb + 2048 + 16 * s + 8 * h)));
+#else
         __m256i sc = pairs8(sb + 2048 + 16 * s + 8 * h);
+#endif
 #pragma GCC unroll 4
         for (int t = 0; t < NT; t++) {
+#ifdef KERN_AVXVNNI
+            __m256i p = _mm256_mullo_epi32(d[t], sc);
+#else
             __m256i p = _mm256_madd_epi16(d[t], sc);
+#endif
             is[t] = s == 0 ? p : _mm256_add_epi32(is[t], p);
         }
     }
@@ -102,8 +125,8 @@ INLINE void q4kp2_sb(__m256 *acc, const uint8_t *sb, int h, const struct kern_q8
         __m256i m = pairs8(sb + 2176 + 16 * s + 8 * h);
 #pragma GCC unroll 4
         for (int t = 0; t < NT; t++) {
-            __m256i p = _mm256_madd_epi16(m, bcast32(xb[t]->bsum + 2 * s));
-            ms[t] = s == 0 ? p : _mm256_add_epi32(ms[t], p);
+            __m256i xs = bcast32(xb[t]->bsum + 2 * s);
+            ms[t] = s == 0 ? _mm256_madd_epi16(m, xs) : i16_dot_add(ms[t], m, xs);
         }
     }
     __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(sb + 2304 + 16 * h)));
@@ -239,8 +262,8 @@ static void q4kp2_group(float *y, int64_t y_ld, const uint8_t *wp, size_t gb, in
     }
 }
 
-void kern_matmul_q4kp_avx2(float *y, int64_t y_ld, const void *wp, const struct kern_q8k_block *xq,
-                           int64_t n_tok, int64_t k, int64_t r0, int64_t r1)
+void KERN_AVX2_NAME(kern_matmul_q4kp)(float *y, int64_t y_ld, const void *wp, const struct kern_q8k_block *xq,
+                                     int64_t n_tok, int64_t k, int64_t r0, int64_t r1)
 {
     if (r0 >= r1 || n_tok < 1) return;
     const int64_t nb = k / KERN_QK;
@@ -248,9 +271,9 @@ void kern_matmul_q4kp_avx2(float *y, int64_t y_ld, const void *wp, const struct 
     /* a prefill: the whole groups inside [r0, r1) through q4k_avx2.c's panel path, the cut
      * groups at the ends here (note 5) */
     const int64_t gi = (r0 + KERN_KP_ROWS - 1) / KERN_KP_ROWS, go = r1 / KERN_KP_ROWS;
-    if (n_tok > 2 * KP2_TMAX && gi < go && kern_q4kp_panels_avx2(y, y_ld, wp, xq, n_tok, k, gi, go)) {
-        if (r0 < gi * KERN_KP_ROWS) kern_matmul_q4kp_avx2(y, y_ld, wp, xq, n_tok, k, r0, gi * KERN_KP_ROWS);
-        if (go * KERN_KP_ROWS < r1) kern_matmul_q4kp_avx2(y, y_ld, wp, xq, n_tok, k, go * KERN_KP_ROWS, r1);
+    if (n_tok > 2 * KP2_TMAX && gi < go && KERN_AVX2_NAME(kern_q4kp_panels)(y, y_ld, wp, xq, n_tok, k, gi, go)) {
+        if (r0 < gi * KERN_KP_ROWS) KERN_AVX2_NAME(kern_matmul_q4kp)(y, y_ld, wp, xq, n_tok, k, r0, gi * KERN_KP_ROWS);
+        if (go * KERN_KP_ROWS < r1) KERN_AVX2_NAME(kern_matmul_q4kp)(y, y_ld, wp, xq, n_tok, k, go * KERN_KP_ROWS, r1);
         return;
     }
     const int64_t ga = r0 / KERN_KP_ROWS, gz = (r1 + KERN_KP_ROWS - 1) / KERN_KP_ROWS;

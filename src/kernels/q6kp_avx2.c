@@ -66,6 +66,15 @@
  *      64 KiB within the noise of 32. No better: token tiles over a decoded panel of 6
  *      instead of 4; for 5-8 tokens, a half decoded once to L1 (note 6's form) for both
  *      token tiles instead of in registers by each.
+ *  10. Built a second time with KERN_AVXVNNI (q6kp_avxvnni.c, the "avxvnni" table; entry
+ *      kern_matmul_q6kp_avxvnni): a group's 16 products are four vpdpbusd into one int32
+ *      lane sum (|dot| <= 16 * 63 * 127), scaled by one vpmulld with sc_g as an int32 lane
+ *      (q6kp2_sc: the high int16 of the (sc_g, sc_g) pair, arithmetic-shifted down), and
+ *      the offset shares added by vpdpwssd: 6 instructions per group and token where note
+ *      3 takes 10. The same integers, so the same bits. Measured (kp_bench --wt q6k
+ *      --variant avxvnni --base avx2, Zen 5, one thread): new / old 0.91 at 2 tokens,
+ *      0.84-0.87 at 4 to 512; one token at the memory's pace either way. Keeping the int16
+ *      pair sums and scaling them with vpdpwssd (8 instructions) measured 0.88-0.95.
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -73,6 +82,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/kquant_x86_int.h"
+#include "kernels/vec_avx2_int.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define Q6KP2_PRAGMA(x) _Pragma(#x)
@@ -128,13 +138,33 @@ INLINE __m256i q6kp2_pair(const uint8_t *sb, int e, int p)
 /* -32 times a scale pair vector (|.| <= 4096: exact in int16). */
 INLINE __m256i q6kp2_off(__m256i pair) { return _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(pair, 5)); }
 
-/* isum += sc_g (dot of the 16 values of w with the activation quants at xg), w as 4 ymm. */
+/* A group's scale lanes from its (sc_g, sc_g) int16 pairs: as they are, or sc_g as int32
+ * for the AVX-VNNI build (note 10). */
+INLINE __m256i q6kp2_sc(__m256i dup)
+{
+#ifdef KERN_AVXVNNI
+    return _mm256_srai_epi32(dup, 16);
+#else
+    return dup;
+#endif
+}
+
+/* isum += sc_g (dot of the 16 values of w with the activation quants at xg), w as 4 ymm,
+ * sc from q6kp2_sc. */
 INLINE __m256i q6kp2_group(__m256i isum, const __m256i w[4], __m256i sc, const int8_t *xg)
 {
+#ifdef KERN_AVXVNNI /* note 10 */
+    __m256i d = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), w[0], kq_dup32(xg));
+    d = _mm256_dpbusd_avx_epi32(d, w[1], kq_dup32(xg + 4));
+    d = _mm256_dpbusd_avx_epi32(d, w[2], kq_dup32(xg + 8));
+    d = _mm256_dpbusd_avx_epi32(d, w[3], kq_dup32(xg + 12));
+    isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(d, sc));
+#else
     __m256i a = _mm256_add_epi16(_mm256_maddubs_epi16(w[0], kq_dup32(xg)), _mm256_maddubs_epi16(w[1], kq_dup32(xg + 4)));
     __m256i b = _mm256_add_epi16(_mm256_maddubs_epi16(w[2], kq_dup32(xg + 8)), _mm256_maddubs_epi16(w[3], kq_dup32(xg + 12)));
     isum = _mm256_add_epi32(isum, _mm256_madd_epi16(a, sc));
     isum = _mm256_add_epi32(isum, _mm256_madd_epi16(b, sc));
+#endif
 #ifndef Q6KP2_NO_PIN
     __asm__("" : "+x"(isum)); /* the sum here, in a register: else GCC defers the adds and spills */
 #endif
@@ -168,8 +198,7 @@ INLINE void q6kp2_half(__m256 *acc, const uint8_t *sb, int e, const struct kern_
     for (int p = 0; p < 8; p++) {
         __m256i off = q6kp2_off(q6kp2_pair(sb, e, p));
         _Pragma("GCC unroll 4")
-        for (int j = 0; j < NT; j++)
-            isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(off, kq_dup32(xb[j * nb].bsum + 2 * p)));
+        for (int j = 0; j < NT; j++) isum[j] = i16_dot_add(isum[j], off, kq_dup32(xb[j * nb].bsum + 2 * p));
     }
     /* runtime loops over h and uh keep the body to 4 groups (unrolled, the compiler's
      * schedule spilled) */
@@ -187,7 +216,7 @@ INLINE void q6kp2_half(__m256 *acc, const uint8_t *sb, int e, const struct kern_
             }
             _Pragma("GCC unroll 4")
             for (int kk = 0; kk < 4; kk++) {
-                __m256i sc = _mm256_shuffle_epi8(q6kp2_pair(sb, e, 4 * h + kk), ctrl), w[4];
+                __m256i sc = q6kp2_sc(_mm256_shuffle_epi8(q6kp2_pair(sb, e, 4 * h + kk), ctrl)), w[4];
                 _Pragma("GCC unroll 4")
                 for (int u4 = 0; u4 < 4; u4++) w[u4] = q6kp2_quants(sb, e, h, kk, uh, u4);
                 _Pragma("GCC unroll 4")
@@ -262,7 +291,7 @@ static void q6kp2_stream(float *y, int64_t y_ld, const uint8_t *wp, const struct
 /* Half e of one super-block, decoded. */
 struct q6kp2_dec {
     __m256i w[16][4]; /* [g][u4] lane i = quants 16g + 4u4 .. +3 of row 8e + i (0..63) */
-    __m256i sc[16];   /* [g] lane i = (sc_g, sc_g) as int16 */
+    __m256i sc[16];   /* [g] lane i = q6kp2_sc of (sc_g, sc_g) */
     __m256i off[8];   /* [p] lane i = (-32 sc_2p, -32 sc_2p+1) as int16 */
     __m256 dv;        /* lane i = d as f32 */
 };
@@ -278,7 +307,7 @@ static void q6kp2_decode(struct q6kp2_dec *d, const uint8_t *sb, int e)
             d->off[p] = q6kp2_off(pair);
             _Pragma("GCC unroll 2")
             for (int uh = 0; uh < 2; uh++) {
-                d->sc[2 * p + uh] = _mm256_shuffle_epi8(pair, q6kp2_dup_ctrl(uh));
+                d->sc[2 * p + uh] = q6kp2_sc(_mm256_shuffle_epi8(pair, q6kp2_dup_ctrl(uh)));
                 _Pragma("GCC unroll 4")
                 for (int u4 = 0; u4 < 4; u4++) d->w[2 * p + uh][u4] = q6kp2_quants(sb, e, h, kk, uh, u4);
             }
@@ -305,8 +334,7 @@ INLINE void q6kp2_dtile(float *y, int64_t y_ld, const struct q6kp2_dec *pk, int6
         for (int p = 0; p < 8; p++) {
             __m256i off = _mm256_load_si256(&d->off[p]);
             _Pragma("GCC unroll 8")
-            for (int j = 0; j < NT; j++)
-                isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(off, kq_dup32(xb[j * nb].bsum + 2 * p)));
+            for (int j = 0; j < NT; j++) isum[j] = i16_dot_add(isum[j], off, kq_dup32(xb[j * nb].bsum + 2 * p));
         }
         Q6KP2_UNROLL(Q6KP2_GU)
         for (int g = 0; g < 16; g++) {
@@ -367,7 +395,7 @@ static void q6kp2_panels(float *y, int64_t y_ld, const uint8_t *wp, const struct
     }
 }
 
-void kern_matmul_q6kp_avx2(float *y, int64_t y_ld, const void *wp, const struct kern_q8k_block *xq,
+void KERN_AVX2_NAME(kern_matmul_q6kp)(float *y, int64_t y_ld, const void *wp, const struct kern_q8k_block *xq,
                            int64_t n_tok, int64_t k, int64_t r0, int64_t r1)
 {
     const int64_t nb = k / KERN_QK;

@@ -1,8 +1,8 @@
 /*
  * vec_avx2_int.h — private to src/kernels: the lane helpers the AVX2 files share (ffn_avx2.c,
- * attn_avx2.c, gdn_avx2.c), so that each written sequence exists once. Included only by files
- * compiled with the AVX2 flags; header-only, always inlined, so every caller gets the code it
- * had when the helpers were its own.
+ * attn_avx2.c, gdn_avx2.c, the integer matmuls), so that each written sequence exists once.
+ * Included only by files compiled with the AVX2 flags; header-only, always inlined, so every
+ * caller gets the code it had when the helpers were its own.
  *
  * Invariants:
  *   1. exp8 is kern_expf (kernels.h) on 8 lanes, bit for bit: the 8 floats are widened to two
@@ -25,6 +25,11 @@
  *      exact integer sum, so the two tables give the same bits.
  *   6. KERN_AVX2_NAME(f) is f_avx2, or f_avxvnni in those files: the files that compile an
  *      AVX2 source a second time with AVX-VNNI name its entry points this way.
+ *   7. i16_dot_add(is, a, b) adds to each int32 lane of is the two products of its int16
+ *      pairs of a and b: vpmaddwd and vpaddd, or one vpdpwssd for AVX-VNNI (no saturation
+ *      in either: the sum wraps as vpaddd's does, and the callers' sums fit int32). The
+ *      K-quant files built again (q4k_avxvnni.c, q4kp_avxvnni.c) use it where a scale or
+ *      a min is applied.
  */
 #ifndef HS_KERNELS_VEC_AVX2_INT_H
 #define HS_KERNELS_VEC_AVX2_INT_H
@@ -92,11 +97,19 @@ static inline __attribute__((always_inline)) __m256i q8_dot_add(__m256i is, __m2
 {
     return _mm256_dpbusd_avx_epi32(is, wa, xs);
 }
+static inline __attribute__((always_inline)) __m256i i16_dot_add(__m256i is, __m256i a, __m256i b)
+{
+    return _mm256_dpwssd_avx_epi32(is, a, b);
+}
 #else
 #define KERN_AVX2_NAME(f) f##_avx2
 static inline __attribute__((always_inline)) __m256i q8_dot_add(__m256i is, __m256i wa, __m256i xs)
 {
     return _mm256_add_epi32(is, _mm256_madd_epi16(_mm256_maddubs_epi16(wa, xs), _mm256_set1_epi16(1)));
+}
+static inline __attribute__((always_inline)) __m256i i16_dot_add(__m256i is, __m256i a, __m256i b)
+{
+    return _mm256_add_epi32(is, _mm256_madd_epi16(a, b));
 }
 #endif
 static inline __attribute__((always_inline)) __m256 v8_load(v8_mask m, const float *p) { return _mm256_maskload_ps(p, m); }

@@ -294,6 +294,7 @@ static void variant_equal(const char *variant)
 
 Test(kernels_q4k, scalar_table_is_reference) { variant_equal("scalar"); }
 Test(kernels_q4k, avx2_equals_scalar) { variant_equal("avx2"); }
+Test(kernels_q4k, avxvnni_equals_scalar) { variant_equal("avxvnni"); }
 Test(kernels_q4k, avx512_equals_scalar) { variant_equal("avx512"); }
 
 /* Batch and row-range invariance for every available variant: T tokens at once equal T
@@ -425,6 +426,7 @@ static void panel_shapes(const struct kern_ops *ops)
 }
 Test(kernels_q4k_panel, shapes_equal_scalar) { panel_shapes(cpu_level_ops_or_skip("avx512")); }
 Test(kernels_q4k_panel, avx2_shapes_equal_scalar) { panel_shapes(cpu_level_ops_or_skip("avx2")); }
+Test(kernels_q4k_panel, avxvnni_shapes_equal_scalar) { panel_shapes(cpu_level_ops_or_skip("avxvnni")); }
 
 /* Random row ranges and K, including K past the panel's capacity (the per-row fallback) and
  * K where one group fills the panel. */
@@ -444,6 +446,7 @@ static void panel_ranges(const struct kern_ops *ops)
 }
 Test(kernels_q4k_panel, ranges_and_long_k_equal_scalar) { panel_ranges(cpu_level_ops_or_skip("avx512")); }
 Test(kernels_q4k_panel, avx2_ranges_and_long_k_equal_scalar) { panel_ranges(cpu_level_ops_or_skip("avx2")); }
+Test(kernels_q4k_panel, avxvnni_ranges_and_long_k_equal_scalar) { panel_ranges(cpu_level_ops_or_skip("avxvnni")); }
 
 /* The largest values everywhere (the int16 half-sums of the Q4_K panel at their bound, Q6_K
  * scales -128 and 127 with q 63), q 0 (Q6_K's offset half-sums at 8 * 32 * 127), the
@@ -462,6 +465,7 @@ static void panel_extremes(const struct kern_ops *ops)
 }
 Test(kernels_q4k_panel, extremes_equal_scalar) { panel_extremes(cpu_level_ops_or_skip("avx512")); }
 Test(kernels_q4k_panel, avx2_extremes_equal_scalar) { panel_extremes(cpu_level_ops_or_skip("avx2")); }
+Test(kernels_q4k_panel, avxvnni_extremes_equal_scalar) { panel_extremes(cpu_level_ops_or_skip("avxvnni")); }
 
 /* One token (a decode step, the LM head): q4k_avx2.c's q4k_rows1 and q6k_avx2.c's q6k_rows1
  * take every row of a single-token call. Every fill mode (the integer sums at their bounds,
@@ -490,6 +494,7 @@ static void one_token_cases(const struct kern_ops *ops)
 }
 Test(kernels_q4k, one_token_equal_scalar) { one_token_cases(cpu_level_ops_or_skip("avx512")); }
 Test(kernels_q4k, avx2_one_token_equal_scalar) { one_token_cases(cpu_level_ops_or_skip("avx2")); }
+Test(kernels_q4k, avxvnni_one_token_equal_scalar) { one_token_cases(cpu_level_ops_or_skip("avxvnni")); }
 
 /* A hand-checked value through the panel: 16 rows, one block of Q4_K with q 15, sc 63, m 0,
  * d = 1, and activations all -1 (quants -127, d = 1/127 rounded): isum = 256 * 15 * 63 * -127. */
@@ -510,3 +515,4 @@ static void panel_known(const struct kern_ops *ops)
 }
 Test(kernels_q4k_panel, known_value) { panel_known(cpu_level_ops_or_skip("avx512")); }
 Test(kernels_q4k_panel, avx2_known_value) { panel_known(cpu_level_ops_or_skip("avx2")); }
+Test(kernels_q4k_panel, avxvnni_known_value) { panel_known(cpu_level_ops_or_skip("avxvnni")); }

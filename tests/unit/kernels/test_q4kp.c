@@ -1,5 +1,6 @@
 /* Tests of the Q4_K row-group layout (q4kp.c, kp.c) and its matmuls, AVX-512 VNNI
- * (q4kp_avx512.c) and AVX2 (q4kp_avx2.c; the tests named avx2_*), each the table's
+ * (q4kp_avx512.c), AVX2 (q4kp_avx2.c; the tests named avx2_*) and AVX2 + AVX-VNNI (the same
+ * source built as q4kp_avxvnni.c; the tests named avxvnni_*), each the table's
  * kern_ops.matmul_kp: the pack is a lossless rearrangement (every row comes back byte for byte
  * through kern_kp_row, padding rows are zero blocks, every byte of the copy is written),
  * packing in group ranges equals one pack, and matmul_kp over the packed matrix is
@@ -123,5 +124,8 @@ Test(kern_q4kp, decode_token_counts_rows_and_tails) { decode_token_counts_rows_a
 Test(kern_q4kp, prefill_tiles_and_remainders) { prefill_tiles_and_remainders("avx512vnni"); }
 Test(kern_q4kp, panels_large_k_and_splits) { panels_large_k_and_splits("avx512vnni"); }
 Test(kern_q4kp, avx2_decode_token_counts_rows_and_tails) { decode_token_counts_rows_and_tails("avx2"); }
+Test(kern_q4kp, avxvnni_decode_token_counts_rows_and_tails) { decode_token_counts_rows_and_tails("avxvnni"); }
 Test(kern_q4kp, avx2_prefill_tiles_and_remainders) { prefill_tiles_and_remainders("avx2"); }
+Test(kern_q4kp, avxvnni_prefill_tiles_and_remainders) { prefill_tiles_and_remainders("avxvnni"); }
 Test(kern_q4kp, avx2_panels_large_k_and_splits) { panels_large_k_and_splits("avx2"); }
+Test(kern_q4kp, avxvnni_panels_large_k_and_splits) { panels_large_k_and_splits("avxvnni"); }

@@ -177,6 +177,10 @@ Test(kern_q6kp, prefill_tiles_and_remainders) { prefill_tiles_and_remainders("av
 Test(kern_q6kp, panels_large_k_and_splits) { panels_large_k_and_splits("avx512vnni"); }
 Test(kern_q6kp, extreme_blocks) { extreme_blocks("avx512vnni"); }
 Test(kern_q6kp, avx2_decode_token_counts_rows_and_cuts) { decode_token_counts_rows_and_cuts("avx2"); }
+Test(kern_q6kp, avxvnni_decode_token_counts_rows_and_cuts) { decode_token_counts_rows_and_cuts("avxvnni"); }
 Test(kern_q6kp, avx2_prefill_tiles_and_remainders) { prefill_tiles_and_remainders("avx2"); }
+Test(kern_q6kp, avxvnni_prefill_tiles_and_remainders) { prefill_tiles_and_remainders("avxvnni"); }
 Test(kern_q6kp, avx2_panels_large_k_and_splits) { panels_large_k_and_splits("avx2"); }
+Test(kern_q6kp, avxvnni_panels_large_k_and_splits) { panels_large_k_and_splits("avxvnni"); }
 Test(kern_q6kp, avx2_extreme_blocks) { extreme_blocks("avx2"); }
+Test(kern_q6kp, avxvnni_extreme_blocks) { extreme_blocks("avxvnni"); }

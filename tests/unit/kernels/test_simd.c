@@ -228,10 +228,11 @@ Test(kern_simd_dispatch, best_variant)
     const struct kern_ops *a = kern_ops_for("avx512"), *v = kern_ops_for("avx512vnni");
     cr_assert(v->matmul == a->matmul && v->q8_quantize == a->q8_quantize && v->matmul_k == a->matmul_k);
     cr_assert(v->bf16_matmul == kern_bf16_matmul_avx512f && v->bf16_round == kern_bf16_round_avx2);
-    /* the AVX-VNNI table is the AVX2 one but for its two Q8_0 matmuls */
+    /* the AVX-VNNI table is the AVX2 one but for its Q8_0 and Q4_K matmuls */
     const struct kern_ops *t2 = kern_ops_for("avx2"), *tv = kern_ops_for("avxvnni");
     cr_assert(tv->matmul == kern_matmul_avxvnni && tv->matmul_q8p == kern_matmul_q8p_avxvnni);
-    cr_assert(tv->matmul_k == t2->matmul_k && tv->matmul_kp == t2->matmul_kp && tv->attn == t2->attn &&
+    cr_assert(tv->matmul_k == kern_matmul_k_avxvnni && tv->matmul_kp == kern_matmul_kp_avxvnni);
+    cr_assert(tv->q8k_quantize == t2->q8k_quantize && tv->attn == t2->attn &&
               tv->q8_quantize == t2->q8_quantize && tv->gdn_step == t2->gdn_step);
     /* who runs what: AVX-512 VNNI alone (Zen 4) does not run the VEX-encoded avxvnni table */
     cr_assert(kern_variant_runs("avxvnni", true, true, false, false));
