@@ -6,7 +6,7 @@ set -eu
 DEB_PACKAGES="build-essential clang libclang-rt-14-dev pkg-config git \
 libjansson-dev libcriterion-dev libmicrohttpd-dev libpcre2-dev libutf8proc-dev \
 libsqlite3-dev libssl-dev libxxhash-dev python3-numpy python3-jinja2 curl nodejs npm \
-gnuplot-nox bear clang-format libhiredis-dev redis-server"
+gnuplot-nox bear clang-format libhiredis-dev redis-server patchelf"
 
 missing=""
 for p in $DEB_PACKAGES; do
