@@ -1,6 +1,6 @@
 /*
- * q4k_avx2.c — AVX2 variant of the K-quant matmul kern_matmul_k: Q4_K weights here, Q5_K and
- * Q6_K forwarded to q5k_avx2.c and q6k_avx2.c. Bit-identical to the scalar reference in q4k.c;
+ * q4k_avx2.c — AVX2 variant of the K-quant matmul kern_matmul_k: Q4_K weights here, and the
+ * Q5_K panel path (note 7); the rest of Q5_K and Q6_K forwarded to q5k_avx2.c and q6k_avx2.c. Bit-identical to the scalar reference in q4k.c;
  * selected through kern_ops_for("avx2")->matmul_k (dispatch.c). Compiled with the Makefile's
  * AVX2 flags.
  *
@@ -60,6 +60,16 @@
  *      (vec_avx2_int.h's i16_dot_add). The same integers, so the same bits. Measured
  *      (kp_bench --variant avxvnni --base avx2, Zen 5, one thread): the row-group layout's
  *      prefill through these panels 1.40-1.45x at 64 and 512 tokens.
+ *   7. Q5_K takes the panel path too (from P_MIN_TOKS tokens, whole 8-row groups; the rest
+ *      of its rows, and fewer tokens, stay in q5k_avx2.c's per-row code). Its block has
+ *      Q4_K's scales, mins, d and dmin at the same offsets; the packed quants are 0..31, the
+ *      low nibbles or-ed with the 5th bit from qh (transposed like the quants; bit s of qh
+ *      byte l is that of value 32 s + l). A vpmaddubsw pair sum is then at most 2 * 31 * 127
+ *      = 7874, so the AVX2 tile adds 4 steps in int16 (31496 < 2^15) and applies the scale
+ *      after each 4 (two vpmaddwd per sub-block); the AVX-VNNI build's int32 sums need no
+ *      split. Same bits as q5k.c (its isum and msum are these integers). Measured (headstart
+ *      run q5_k_m 0.8b, 512-token prompt, 2 threads, Zen 5 under a CI run): prefill 63-68
+ *      -> 105-111 tok/s at avx2, 68 -> 137-139 at avxvnni.
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -295,23 +305,37 @@ INLINE __m256i col_u32(const uint8_t *p, size_t rb)
     return _mm256_setr_epi32(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
 }
 
-static void q4p_pack_group(struct q4p_blk *dst, const uint8_t *w, size_t rb, int64_t r, int64_t nb)
+/* Q5 = 0: rows r .. r+7 of Q4_K blocks; Q5 = 1: of Q5_K blocks (note 7), whose quants take
+ * their 5th bit from qh. The scales, mins, d and dmin are at the same offsets in both. */
+INLINE void qkp_pack_group(struct q4p_blk *dst, const uint8_t *w, size_t rb, int64_t r, int64_t nb, int Q5)
 {
-    const __m256i m4 = _mm256_set1_epi8(15);
+    const __m256i m4 = _mm256_set1_epi8(15), m16 = _mm256_set1_epi8(16);
     const uint8_t *base = w + (size_t)r * rb;
+    const size_t bb = Q5 ? KERN_Q5K_BYTES : KERN_Q4K_BYTES, qs = Q5 ? 48 : 16;
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = base + b * KERN_Q4K_BYTES;
+        const uint8_t *blk = base + b * bb;
         struct q4p_blk *d = dst + b;
+        __m256i hb[8]; /* Q5_K: qh transposed like the quants, lane i = bytes 4u .. 4u+3 of row i */
+        if (Q5) {
+            _Pragma("GCC unroll 8")
+            for (int i = 0; i < 8; i++) hb[i] = _mm256_loadu_si256((const __m256i *)(blk + (size_t)i * rb + 16));
+            kq_transpose8(hb);
+        }
         /* qs bytes 32c .. 32c+31: low nibbles are sub-block 2c, high nibbles 2c + 1 */
         for (int c = 0; c < 4; c++) {
             __m256i v[8];
             _Pragma("GCC unroll 8")
-            for (int i = 0; i < 8; i++) v[i] = _mm256_loadu_si256((const __m256i *)(blk + (size_t)i * rb + 16 + 32 * c));
+            for (int i = 0; i < 8; i++) v[i] = _mm256_loadu_si256((const __m256i *)(blk + (size_t)i * rb + qs + 32 * c));
             kq_transpose8(v);
             _Pragma("GCC unroll 8")
             for (int u = 0; u < 8; u++) {
-                _mm256_store_si256(&d->w[2 * c][u], _mm256_and_si256(v[u], m4));
-                _mm256_store_si256(&d->w[2 * c + 1][u], _mm256_and_si256(_mm256_srli_epi16(v[u], 4), m4));
+                __m256i lo = _mm256_and_si256(v[u], m4), hi = _mm256_and_si256(_mm256_srli_epi16(v[u], 4), m4);
+                if (Q5) { /* bit s of each qh byte to bit 4 (q5k_avx2.c's shifts) */
+                    lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hb[u], 2 * c), 4), m16));
+                    hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hb[u], 2 * c + 1), 4), m16));
+                }
+                _mm256_store_si256(&d->w[2 * c][u], lo);
+                _mm256_store_si256(&d->w[2 * c + 1][u], hi);
             }
         }
         /* kern_q4k_scales lane-wise: kq_scales_u32's bit moves on the 8 rows' words */
@@ -343,6 +367,16 @@ static void q4p_pack_group(struct q4p_blk *dst, const uint8_t *w, size_t rb, int
         d->dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
         d->dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)mh));
     }
+}
+
+static void q4p_pack_group(struct q4p_blk *dst, const uint8_t *w, size_t rb, int64_t r, int64_t nb)
+{
+    qkp_pack_group(dst, w, rb, r, nb, 0);
+}
+
+static void q5p_pack_group(struct q4p_blk *dst, const uint8_t *w, size_t rb, int64_t r, int64_t nb)
+{
+    qkp_pack_group(dst, w, rb, r, nb, 1);
 }
 
 /* The same block from the row-group layout (q4kp.c): rows r .. r+7 are half (r / 8) % 2 of
@@ -395,9 +429,10 @@ static void q4p_bpairs(int16_t (*bp)[8], const struct kern_q8k_block *xq, int64_
     }
 }
 
-/* Tokens t0 .. t0+NT-1 against one packed 8-row group pk[0 .. nb) (rows r .. r+7). */
+/* Tokens t0 .. t0+NT-1 against one packed 8-row group pk[0 .. nb) (rows r .. r+7); Q5: the
+ * block's quants are Q5_K's (0..31, note 7). */
 INLINE void q4p_tile(float *y, int64_t y_ld, const struct q4p_blk *pk, int64_t nb, int64_t r,
-                     const struct kern_q8k_block *xq, const int16_t (*bp)[8], int64_t t0, int NT)
+                     const struct kern_q8k_block *xq, const int16_t (*bp)[8], int64_t t0, int NT, int Q5)
 {
     __m256 acc[P_TMAX];
     const struct kern_q8k_block *xt[P_TMAX];
@@ -416,10 +451,21 @@ INLINE void q4p_tile(float *y, int64_t y_ld, const struct q4p_blk *pk, int64_t n
             __m256i dot[P_TMAX];
             _Pragma("GCC unroll 8")
             for (int t = 0; t < NT; t++) dot[t] = _mm256_setzero_si256();
-            /* eight int16 pair sums of at most 2 * 15 * 127 each: |sum| <= 30480, no overflow;
-             * with AVX-VNNI one int32 sum per lane (note 6) */
+            /* eight int16 pair sums of at most 2 * 15 * 127 each: |sum| <= 30480, no overflow
+             * (Q5_K: four of at most 2 * 31 * 127, note 7); with AVX-VNNI one int32 sum per
+             * lane (note 6) */
+            __m256i sc = _mm256_load_si256(&pb->sc[s]);
             _Pragma("GCC unroll 8")
             for (int u = 0; u < 8; u++) {
+#ifndef KERN_AVXVNNI
+                if (Q5 && u == 4) {
+                    _Pragma("GCC unroll 8")
+                    for (int t = 0; t < NT; t++) {
+                        is[t] = i16_dot_add(is[t], dot[t], sc);
+                        dot[t] = _mm256_setzero_si256();
+                    }
+                }
+#endif
                 __m256i wv = _mm256_load_si256(&pb->w[s][u]);
                 _Pragma("GCC unroll 8")
                 for (int t = 0; t < NT; t++) {
@@ -431,7 +477,6 @@ INLINE void q4p_tile(float *y, int64_t y_ld, const struct q4p_blk *pk, int64_t n
 #endif
                 }
             }
-            __m256i sc = _mm256_load_si256(&pb->sc[s]);
             _Pragma("GCC unroll 8")
             for (int t = 0; t < NT; t++) {
 #ifdef KERN_AVXVNNI
@@ -461,33 +506,50 @@ static void q4p_tiles(float *y, int64_t y_ld, const struct q4p_blk *pk, int64_t 
                       const struct kern_q8k_block *xq, const int16_t (*bp)[8], int64_t t0, int nt)
 {
     switch (nt) {
-    case 4: q4p_tile(y, y_ld, pk, nb, r, xq, bp, t0, 4); break;
-    case 3: q4p_tile(y, y_ld, pk, nb, r, xq, bp, t0, 3); break;
-    case 2: q4p_tile(y, y_ld, pk, nb, r, xq, bp, t0, 2); break;
-    default: q4p_tile(y, y_ld, pk, nb, r, xq, bp, t0, 1); break;
+    case 4: q4p_tile(y, y_ld, pk, nb, r, xq, bp, t0, 4, 0); break;
+    case 3: q4p_tile(y, y_ld, pk, nb, r, xq, bp, t0, 3, 0); break;
+    case 2: q4p_tile(y, y_ld, pk, nb, r, xq, bp, t0, 2, 0); break;
+    default: q4p_tile(y, y_ld, pk, nb, r, xq, bp, t0, 1, 0); break;
     }
 }
 
+static void q5p_tiles(float *y, int64_t y_ld, const struct q4p_blk *pk, int64_t nb, int64_t r,
+                      const struct kern_q8k_block *xq, const int16_t (*bp)[8], int64_t t0, int nt)
+{
+    switch (nt) {
+    case 4: q4p_tile(y, y_ld, pk, nb, r, xq, bp, t0, 4, 1); break;
+    case 3: q4p_tile(y, y_ld, pk, nb, r, xq, bp, t0, 3, 1); break;
+    case 2: q4p_tile(y, y_ld, pk, nb, r, xq, bp, t0, 2, 1); break;
+    default: q4p_tile(y, y_ld, pk, nb, r, xq, bp, t0, 1, 1); break;
+    }
+}
+
+/* Where a panel's blocks come from: Q4_K rows, Q5_K rows (note 7), the Q4_K row-group layout. */
+enum qkp_src { QKP_Q4K, QKP_Q5K, QKP_Q4K_KP };
+
 /* Rows [r0, r1g) (whole 8-row groups) in panels of P_PANEL_BLKS packed blocks, each packed
  * once; every token tile runs over all the panel's groups (its activations stay in L1). */
-static void q4p_rows(float *y, int64_t y_ld, const uint8_t *w, bool kp, const struct kern_q8k_block *xq,
+static void q4p_rows(float *y, int64_t y_ld, const uint8_t *w, enum qkp_src src, const struct kern_q8k_block *xq,
                      int64_t n_tok, int64_t nb, int64_t r0, int64_t r1g)
 {
     struct q4p_blk pk[P_PANEL_BLKS];
     int16_t bp[P_TMAX * P_PANEL_BLKS][8];
     const int64_t gmax = P_PANEL_BLKS / nb; /* >= 1: nb <= P_PANEL_BLKS */
-    const size_t rb = (size_t)nb * KERN_Q4K_BYTES;
+    const size_t rb = (size_t)nb * (src == QKP_Q5K ? KERN_Q5K_BYTES : KERN_Q4K_BYTES);
     for (int64_t p0 = r0; p0 < r1g; p0 += gmax * 8) {
         int64_t groups = HS_MIN(gmax, (r1g - p0) / 8);
         for (int64_t g = 0; g < groups; g++) {
-            if (kp) q4p_pack_group_kp(pk + g * nb, w, p0 + 8 * g, nb);
+            if (src == QKP_Q4K_KP) q4p_pack_group_kp(pk + g * nb, w, p0 + 8 * g, nb);
+            else if (src == QKP_Q5K) q5p_pack_group(pk + g * nb, w, rb, p0 + 8 * g, nb);
             else q4p_pack_group(pk + g * nb, w, rb, p0 + 8 * g, nb);
         }
         for (int64_t t = 0; t < n_tok; t += P_TOKS) {
             int nt = (int)HS_MIN((int64_t)P_TOKS, n_tok - t);
             q4p_bpairs(bp, xq, t, nt, nb);
-            for (int64_t g = 0; g < groups; g++)
-                q4p_tiles(y, y_ld, pk + g * nb, nb, p0 + 8 * g, xq, (const int16_t(*)[8])bp, t, nt);
+            for (int64_t g = 0; g < groups; g++) {
+                if (src == QKP_Q5K) q5p_tiles(y, y_ld, pk + g * nb, nb, p0 + 8 * g, xq, (const int16_t(*)[8])bp, t, nt);
+                else q4p_tiles(y, y_ld, pk + g * nb, nb, p0 + 8 * g, xq, (const int16_t(*)[8])bp, t, nt);
+            }
         }
     }
 }
@@ -497,7 +559,7 @@ bool KERN_AVX2_NAME(kern_q4kp_panels)(float *y, int64_t y_ld, const void *wp, co
 {
     int64_t nb = k / KERN_QK;
     if (n_tok < P_MIN_TOKS || nb > P_PANEL_BLKS) return false;
-    if (g0 < g1) q4p_rows(y, y_ld, wp, true, xq, n_tok, nb, 16 * g0, 16 * g1);
+    if (g0 < g1) q4p_rows(y, y_ld, wp, QKP_Q4K_KP, xq, n_tok, nb, 16 * g0, 16 * g1);
     return true;
 }
 
@@ -505,13 +567,13 @@ void KERN_AVX2_NAME(kern_matmul_k)(float *y, int64_t y_ld, const void *w, int wt
                                    const struct kern_q8k_block *xq, int64_t n_tok, int64_t k, int64_t r0,
                                    int64_t r1)
 {
-    if (wt == KERN_K_Q5_K) { kern_matmul_q5k_avx2(y, y_ld, w, xq, n_tok, k, r0, r1); return; }
-    if (wt != KERN_K_Q4_K) { kern_matmul_q6k_avx2(y, y_ld, w, xq, n_tok, k, r0, r1); return; } /* q6k_avx2.c */
+    if (wt != KERN_K_Q4_K && wt != KERN_K_Q5_K) { kern_matmul_q6k_avx2(y, y_ld, w, xq, n_tok, k, r0, r1); return; } /* q6k_avx2.c */
     int64_t nb = k / KERN_QK, r1g = r0;
     if (n_tok >= P_MIN_TOKS && nb <= P_PANEL_BLKS) {
         r1g = r0 + (r1 - r0) / 8 * 8;
-        q4p_rows(y, y_ld, w, false, xq, n_tok, nb, r0, r1g);
+        q4p_rows(y, y_ld, w, wt == KERN_K_Q5_K ? QKP_Q5K : QKP_Q4K, xq, n_tok, nb, r0, r1g);
     }
+    if (wt == KERN_K_Q5_K) { kern_matmul_q5k_avx2(y, y_ld, w, xq, n_tok, k, r1g, r1); return; } /* the rest: q5k_avx2.c */
     if (n_tok == 1) { q4k_rows1(y, w, xq, nb, r1g, r1); return; }
     q4k_rows(y, y_ld, w, xq, n_tok, nb, r1g, r1);
 }

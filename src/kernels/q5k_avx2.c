@@ -1,8 +1,9 @@
 /*
  * q5k_avx2.c — AVX2 variant of the Q5_K matmul (kern_matmul_q5k: Q5_K weights x
  * kern_q8k_quantize activations). Bit-identical to the scalar reference in q5k.c; reached
- * through kern_ops_for("avx2")->matmul_k (q4k_avx2.c forwards KERN_K_Q5_K here). Compiled
- * with the Makefile's AVX2 flags.
+ * through kern_ops_for("avx2")->matmul_k: q4k_avx2.c runs the whole 8-row groups of a call
+ * of 3 tokens or more through its panel path (its note 7) and forwards the rest here.
+ * Compiled with the Makefile's AVX2 flags.
  *
  * Design note:
  *   1. q4k_avx2.c's Q4_K mapping with the 5th bit or-ed in: 32 weights of one sub-block per

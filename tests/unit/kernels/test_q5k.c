@@ -260,6 +260,7 @@ static void variant_equal(const char *variant)
 
 Test(kernels_q5k, scalar_table_is_reference) { variant_equal("scalar"); }
 Test(kernels_q5k, avx2_equals_scalar) { variant_equal("avx2"); }
+Test(kernels_q5k, avxvnni_equals_scalar) { variant_equal("avxvnni"); }
 Test(kernels_q5k, avx512vnni_equals_scalar) { variant_equal("avx512vnni"); }
 Test(kernels_q5k, avx512_equals_scalar) { variant_equal("avx512"); }
 
@@ -267,7 +268,7 @@ Test(kernels_q5k, avx512_equals_scalar) { variant_equal("avx512"); }
  * pieces equal one call over all rows. */
 Test(kernels_q5k, batch_and_range_invariance)
 {
-    static const char *variants[4] = { "scalar", "avx2", "avx512vnni", "avx512" };
+    static const char *variants[5] = { "scalar", "avx2", "avxvnni", "avx512vnni", "avx512" };
     q5_seed(29);
     int64_t rows = 13, k = 768, nb = 3, T = 11;
     uint8_t *w = malloc((size_t)(rows * nb) * KERN_Q5K_BYTES);
@@ -276,7 +277,7 @@ Test(kernels_q5k, batch_and_range_invariance)
     struct kern_q8k_block xq[11 * 3];
     q5_fill_x(x, T * k, Q5_RANDOM);
     kern_q8k_quantize(xq, x, T, k);
-    for (int v = 0; v < 4; v++) {
+    for (int v = 0; v < 5; v++) {
         if (!cpu_level_runs(variants[v])) continue;
         const struct kern_ops *ops = kern_ops_for(variants[v]);
         float ya[11 * 13], yb[11 * 13];
