@@ -502,25 +502,19 @@ INLINE void q4p_tile(float *y, int64_t y_ld, const struct q4p_blk *pk, int64_t n
     for (int t = 0; t < NT; t++) _mm256_storeu_ps(y + (t0 + t) * y_ld + r, acc[t]);
 }
 
+/* The tile for nt <= P_TMAX tokens of Q4_K (q5 = 0) or Q5_K (q5 = 1) blocks. */
 static void q4p_tiles(float *y, int64_t y_ld, const struct q4p_blk *pk, int64_t nb, int64_t r,
-                      const struct kern_q8k_block *xq, const int16_t (*bp)[8], int64_t t0, int nt)
+                      const struct kern_q8k_block *xq, const int16_t (*bp)[8], int64_t t0, int nt, int q5)
 {
-    switch (nt) {
+    switch (4 * q5 + nt) {
+    case 8: q4p_tile(y, y_ld, pk, nb, r, xq, bp, t0, 4, 1); break;
+    case 7: q4p_tile(y, y_ld, pk, nb, r, xq, bp, t0, 3, 1); break;
+    case 6: q4p_tile(y, y_ld, pk, nb, r, xq, bp, t0, 2, 1); break;
+    case 5: q4p_tile(y, y_ld, pk, nb, r, xq, bp, t0, 1, 1); break;
     case 4: q4p_tile(y, y_ld, pk, nb, r, xq, bp, t0, 4, 0); break;
     case 3: q4p_tile(y, y_ld, pk, nb, r, xq, bp, t0, 3, 0); break;
     case 2: q4p_tile(y, y_ld, pk, nb, r, xq, bp, t0, 2, 0); break;
     default: q4p_tile(y, y_ld, pk, nb, r, xq, bp, t0, 1, 0); break;
-    }
-}
-
-static void q5p_tiles(float *y, int64_t y_ld, const struct q4p_blk *pk, int64_t nb, int64_t r,
-                      const struct kern_q8k_block *xq, const int16_t (*bp)[8], int64_t t0, int nt)
-{
-    switch (nt) {
-    case 4: q4p_tile(y, y_ld, pk, nb, r, xq, bp, t0, 4, 1); break;
-    case 3: q4p_tile(y, y_ld, pk, nb, r, xq, bp, t0, 3, 1); break;
-    case 2: q4p_tile(y, y_ld, pk, nb, r, xq, bp, t0, 2, 1); break;
-    default: q4p_tile(y, y_ld, pk, nb, r, xq, bp, t0, 1, 1); break;
     }
 }
 
@@ -546,10 +540,8 @@ static void q4p_rows(float *y, int64_t y_ld, const uint8_t *w, enum qkp_src src,
         for (int64_t t = 0; t < n_tok; t += P_TOKS) {
             int nt = (int)HS_MIN((int64_t)P_TOKS, n_tok - t);
             q4p_bpairs(bp, xq, t, nt, nb);
-            for (int64_t g = 0; g < groups; g++) {
-                if (src == QKP_Q5K) q5p_tiles(y, y_ld, pk + g * nb, nb, p0 + 8 * g, xq, (const int16_t(*)[8])bp, t, nt);
-                else q4p_tiles(y, y_ld, pk + g * nb, nb, p0 + 8 * g, xq, (const int16_t(*)[8])bp, t, nt);
-            }
+            for (int64_t g = 0; g < groups; g++)
+                q4p_tiles(y, y_ld, pk + g * nb, nb, p0 + 8 * g, xq, (const int16_t(*)[8])bp, t, nt, src == QKP_Q5K);
         }
     }
 }
